@@ -1,0 +1,161 @@
+"""The notification intent: one business event's message on one channel.
+
+``IntentRequest`` is what a service asks for. ``Intent`` is the immutable record
+the workflow carries: the request plus the body rendered once, its SHA-256, and
+a fingerprint of the whole payload used to refuse a reused key with new content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from herald.errors import InvalidIntent
+from herald.outcomes import Frozen
+from herald.templates import TemplateError, render
+
+# `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
+# workflow id, which Temporal stores and shows in plain text, so the alphabet has
+# no room for an e-mail address (`@`) or an E.164 number (`+`).
+BUSINESS_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,63}:[A-Za-z0-9][A-Za-z0-9_.:-]{0,191}$"
+E164_PATTERN = r"^\+[1-9][0-9]{7,14}$"
+_RENDER_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_MAX_RENDER_VALUE_CHARS = 500
+DEFAULT_LIFETIME = timedelta(hours=24)
+
+
+class Channel(str, Enum):
+    SMS = "sms"
+
+
+class IntentRequest(Frozen):
+    """A service's request for one notification; validated before anything starts."""
+
+    business_key: str = Field(pattern=BUSINESS_KEY_PATTERN)
+    channel: Channel = Channel.SMS
+    recipient: str = Field(pattern=E164_PATTERN)
+    template_id: str
+    template_version: int = Field(ge=1)
+    render_data: dict[str, str | int]
+    # When the message stops being worth sending (a seat offer lapses); None means the default lifetime.
+    expires_at: datetime | None = None
+
+    @field_validator("render_data")
+    @classmethod
+    def _render_data_is_small_and_flat(cls, value: dict[str, str | int]) -> dict[str, str | int]:
+        for key, item in value.items():
+            if not _RENDER_KEY.match(key):
+                raise ValueError("keys must be lower-case identifiers")
+            if isinstance(item, str) and len(item) > _MAX_RENDER_VALUE_CHARS:
+                raise ValueError(f"values must be at most {_MAX_RENDER_VALUE_CHARS} characters")
+        return value
+
+    @field_validator("expires_at")
+    @classmethod
+    def _expiry_has_zone(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must carry a time zone")
+        return value
+
+    @property
+    def workflow_id(self) -> str:
+        return workflow_id_for(self.business_key, self.channel)
+
+
+class Intent(Frozen):
+    """The immutable intent carried by its workflow and recorded in the ledger."""
+
+    business_key: str
+    channel: Channel
+    recipient: str
+    template_id: str
+    template_version: int
+    render_data: dict[str, str | int]
+    body: str
+    content_sha256: str
+    intent_fingerprint: str
+    created_at: datetime
+    expires_at: datetime
+
+    @property
+    def workflow_id(self) -> str:
+        return workflow_id_for(self.business_key, self.channel)
+
+
+def workflow_id_for(business_key: str, channel: Channel | str) -> str:
+    """One workflow per (business key, channel): `order_receipt:pay_157/sms`."""
+    return f"{business_key}/{Channel(channel).value}"
+
+
+def content_sha256(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def intent_fingerprint(request: IntentRequest) -> str:
+    """SHA-256 over everything that makes the message what it is (not its expiry)."""
+    canonical = json.dumps(
+        {
+            "channel": request.channel.value,
+            "recipient": request.recipient,
+            "template_id": request.template_id,
+            "template_version": request.template_version,
+            "render_data": request.render_data,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def parse_request(raw: dict[str, Any]) -> IntentRequest:
+    """Validate a raw request, turning pydantic's errors into field-and-rule lines without values."""
+    try:
+        return IntentRequest.model_validate(raw)
+    except ValidationError as error:
+        raise InvalidIntent([_describe(item) for item in error.errors(include_input=False, include_url=False)])
+
+
+def build_intent(request: IntentRequest, now: datetime) -> Intent:
+    """Render once and freeze: every attempt of this intent sends exactly this body."""
+    problems: list[tuple[str, str]] = []
+    recipient_digits = request.recipient.lstrip("+")
+    if recipient_digits in request.business_key.replace("_", "").replace("-", ""):
+        problems.append(("business_key", "must not contain the recipient's number (it is stored in plain text)"))
+    expires_at = request.expires_at or now + DEFAULT_LIFETIME
+    if expires_at <= now:
+        problems.append(("expires_at", "must be in the future"))
+    try:
+        body = render(request.template_id, request.template_version, request.render_data)
+    except TemplateError as error:
+        problems.append((error.field, error.rule))
+        body = ""
+    if problems:
+        raise InvalidIntent(problems)
+    return Intent(
+        business_key=request.business_key,
+        channel=request.channel,
+        recipient=request.recipient,
+        template_id=request.template_id,
+        template_version=request.template_version,
+        render_data=request.render_data,
+        body=body,
+        content_sha256=content_sha256(body),
+        intent_fingerprint=intent_fingerprint(request),
+        created_at=now,
+        expires_at=expires_at,
+    )
+
+
+def _describe(item: Any) -> tuple[str, str]:
+    field = ".".join(str(part) for part in item["loc"]) or "request"
+    rule = {
+        "recipient": "must be an E.164 number: '+' then 8 to 15 digits, no spaces",
+        "business_key": "must look like 'event_type:business_id' (letters, digits, '_', '.', ':', '-')",
+    }.get(field) if item["type"] == "string_pattern_mismatch" else None
+    return field, rule or item["msg"]

@@ -1,0 +1,122 @@
+"""Typed facts that provider adapters report and activities pass to the workflow.
+
+An adapter never decides what happens next; it says what it observed:
+
+    SubmitOutcome.result
+      ├── Accepted    the provider returned its id: the attempt exists there
+      ├── Retryable   definite "not now" (429, 5xx *before* the request was sent, a retryable error code)
+      ├── Rejected    definite, permanent refusal (opt-out, invalid number, ...)
+      └── Unknown     we cannot tell: read timeout, reset after send, 5xx after send
+
+    LookupOutcome.result
+      ├── Found       the provider has this attempt, with its current status
+      ├── NotFound    the provider answered and has no such attempt
+      └── Unavailable the lookup itself failed; says nothing about the attempt
+
+Provider vocabularies are mapped to ``ProviderStatus`` inside the adapter so no
+provider label leaks into the workflow.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    """Base for every contract model: immutable, and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProviderStatus(str, Enum):
+    """Herald's narrow view of a provider's message lifecycle."""
+
+    QUEUED = "queued"  # accepted by the provider, not yet handed to a carrier
+    SENT = "sent"  # handed to the carrier, no handset report yet
+    DELIVERED = "delivered"  # the carrier reported delivery to the handset
+    UNDELIVERED = "undelivered"  # the carrier reported it could not deliver
+    FAILED = "failed"  # the provider could not send it at all
+    CANCELED = "canceled"  # the provider dropped it before sending (scheduled messages)
+
+    @property
+    def is_final(self) -> bool:
+        return self in _FINAL_PROVIDER_STATUSES
+
+    @property
+    def rank(self) -> int:
+        """Order in the lifecycle; a status never moves to a lower rank."""
+        return _PROVIDER_RANK[self]
+
+
+_FINAL_PROVIDER_STATUSES = frozenset(
+    {ProviderStatus.DELIVERED, ProviderStatus.UNDELIVERED, ProviderStatus.FAILED, ProviderStatus.CANCELED}
+)
+_PROVIDER_RANK = {
+    ProviderStatus.QUEUED: 0,
+    ProviderStatus.SENT: 1,
+    ProviderStatus.DELIVERED: 2,
+    ProviderStatus.UNDELIVERED: 2,
+    ProviderStatus.FAILED: 2,
+    ProviderStatus.CANCELED: 2,
+}
+
+
+class Accepted(Frozen):
+    kind: Literal["accepted"] = "accepted"
+    provider_id: str
+    status: ProviderStatus
+    error_code: int | None = None
+
+
+class Retryable(Frozen):
+    kind: Literal["retryable"] = "retryable"
+    reason: str
+    # The provider's own hint (Retry-After), in seconds; the workflow's policy caps it.
+    delay_seconds: float | None = None
+    error_code: int | None = None
+    http_status: int | None = None
+
+
+class Rejected(Frozen):
+    kind: Literal["rejected"] = "rejected"
+    reason: str
+    error_code: int | None = None
+    http_status: int | None = None
+
+
+class Unknown(Frozen):
+    kind: Literal["unknown"] = "unknown"
+    reason: str
+
+
+class SubmitOutcome(Frozen):
+    """What one submit call established; ``Unknown`` must never be read as a failure."""
+
+    result: Annotated[Union[Accepted, Retryable, Rejected, Unknown], Field(discriminator="kind")]
+
+
+class Found(Frozen):
+    kind: Literal["found"] = "found"
+    provider_id: str
+    status: ProviderStatus
+    error_code: int | None = None
+    provider_updated_at: datetime | None = None
+
+
+class NotFound(Frozen):
+    kind: Literal["not_found"] = "not_found"
+    # How far back the provider was searched; the workflow decides whether that proves absence.
+    searched_since: datetime | None = None
+
+
+class Unavailable(Frozen):
+    kind: Literal["unavailable"] = "unavailable"
+    reason: str
+
+
+class LookupOutcome(Frozen):
+    result: Annotated[Union[Found, NotFound, Unavailable], Field(discriminator="kind")]
