@@ -1,0 +1,126 @@
+"""Typed inputs and outputs of the workflow, its signal, query and update, and its activities.
+
+One model per message, so a field added to one can never silently change another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from pydantic import Field
+
+from herald.delivery_policy import DeliveryPolicy
+from herald.intent import Intent
+from herald.lifecycle import IntentState, Source
+from herald.outcomes import Frozen, ProviderStatus
+
+# Custom search attributes the Web UI filters on; registered by the local launcher and,
+# in production, once per namespace with `temporal operator search-attribute create`.
+SEARCH_ATTRIBUTES = {
+    "HeraldState": "Keyword",
+    "HeraldChannel": "Keyword",
+    "HeraldTemplate": "Keyword",
+    "HeraldAttempts": "Int",
+}
+
+
+def attempt_ref(workflow_id: str, number: int) -> str:
+    """Our reference for one attempt, carried in the status callback URL.
+
+    Opaque on purpose: the provider sees it, so it carries neither the business key nor
+    anything personal; the ledger's attempts table maps it back.
+    """
+    return f"att_{hashlib.sha256(workflow_id.encode()).hexdigest()[:24]}_{number}"
+
+
+def attempt_number_of(ref: str) -> int | None:
+    head, _, tail = ref.rpartition("_")
+    return int(tail) if head.startswith("att_") and tail.isdigit() else None
+
+
+class NotificationInput(Frozen):
+    intent: Intent
+    policy: DeliveryPolicy = DeliveryPolicy()
+
+
+class DeliveryReport(Frozen):
+    """A stored provider report, sent to the workflow after its inbox row committed."""
+
+    inbox_id: int
+    attempt_ref: str
+    provider_id: str
+    status: ProviderStatus
+    error_code: int | None = None
+    provider_event_at: datetime | None = None
+    received_at: datetime
+
+
+class CancelRequest(Frozen):
+    reason: str = Field(min_length=1, max_length=500)
+    operator: str = Field(min_length=1, max_length=100)
+
+
+class CancelAnswer(Frozen):
+    cancelled: bool
+    state: IntentState
+    message: str
+
+
+class AttemptStatus(Frozen):
+    number: int
+    attempt_ref: str
+    started_at: datetime
+    submit_result: str | None = None
+    provider_id: str | None = None
+    provider_status: ProviderStatus | None = None
+    error_code: int | None = None
+    retry_delay_seconds: float | None = None
+    lookups: int = 0
+
+
+class TransitionStatus(Frozen):
+    at: datetime
+    from_state: IntentState
+    to_state: IntentState
+    reason: str
+    source: Source
+
+
+class IntentStatus(Frozen):
+    """What an operator sees: no recipient, only what explains the outcome."""
+
+    workflow_id: str
+    business_key: str
+    channel: str
+    template_id: str
+    template_version: int
+    content_sha256: str
+    state: IntentState
+    closed_by: str | None = None
+    attempts: list[AttemptStatus] = []
+    transitions: list[TransitionStatus] = []
+    observations_recorded: int = 0
+
+
+class SubmitInput(Frozen):
+    attempt_ref: str
+    to: str
+    body: str
+
+
+class LookupInput(Frozen):
+    attempt_ref: str
+    provider_id: str | None
+    to: str
+    content_sha256: str
+    since: datetime
+
+
+class ProviderCancelInput(Frozen):
+    provider_id: str
+
+
+class ProviderCancelResult(Frozen):
+    canceled: bool
+    reason: str

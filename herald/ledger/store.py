@@ -1,0 +1,237 @@
+"""Ledger reads and writes: parameterised SQL only, each write idempotent on its key."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from herald.intent import Intent
+from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
+from herald.lifecycle import IntentState
+
+
+def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
+    """A pool that is not yet open: callers ``await pool.open()`` or use ``async with``."""
+    return AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False)
+
+
+async def record_intent(pool: AsyncConnectionPool, intent: Intent, run_id: str) -> IntentRecorded:
+    async with pool.connection() as conn, conn.transaction():
+        cursor = await conn.execute(
+            """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
+                   template_version, render_data, body, content_sha256, intent_fingerprint,
+                   created_at, expires_at, first_run_id)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               ON CONFLICT DO NOTHING
+               RETURNING workflow_id""",
+            (
+                intent.workflow_id,
+                intent.business_key,
+                intent.channel.value,
+                intent.recipient,
+                intent.template_id,
+                intent.template_version,
+                Jsonb(intent.render_data),
+                intent.body,
+                intent.content_sha256,
+                intent.intent_fingerprint,
+                intent.created_at,
+                intent.expires_at,
+                run_id,
+            ),
+        )
+        created = await cursor.fetchone() is not None
+        cursor = await conn.execute(
+            """SELECT i.intent_fingerprint, i.first_run_id,
+                      (SELECT coalesce(max(seq), 0) FROM transitions t WHERE t.workflow_id = i.workflow_id),
+                      (SELECT coalesce(max(seq), 0) FROM observations o WHERE o.workflow_id = i.workflow_id),
+                      (SELECT to_state FROM transitions t WHERE t.workflow_id = i.workflow_id
+                        ORDER BY seq DESC LIMIT 1)
+                 FROM intents i WHERE i.workflow_id = %s""",
+            (intent.workflow_id,),
+        )
+        fingerprint, first_run_id, max_transition, max_observation, last_state = await cursor.fetchone()
+    return IntentRecorded(
+        created=created,
+        same_payload=fingerprint == intent.intent_fingerprint,
+        first_run_id=first_run_id,
+        next_transition_seq=max_transition + 1,
+        next_observation_seq=max_observation + 1,
+        last_state=IntentState(last_state) if last_state else None,
+    )
+
+
+async def append_batch(pool: AsyncConnectionPool, batch: LedgerBatch) -> None:
+    """Write one workflow step's rows in one transaction; a retried batch inserts nothing new."""
+    if batch.is_empty():
+        return
+    async with pool.connection() as conn, conn.transaction():
+        async with conn.cursor() as cursor:
+            if batch.attempts:
+                await cursor.executemany(
+                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at)
+                       VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at) for a in batch.attempts],
+                )
+            if batch.transitions:
+                await cursor.executemany(
+                    """INSERT INTO transitions (workflow_id, seq, at, from_state, to_state, reason, source,
+                           attempt_number)
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [
+                        (t.workflow_id, t.seq, t.at, t.from_state.value, t.to_state.value, t.reason,
+                         t.source.value, t.attempt_number)
+                        for t in batch.transitions
+                    ],
+                )
+            if batch.observations:
+                await _insert_observations(cursor, batch.observations)
+            if batch.receipt_outcomes:
+                await _insert_receipt_outcomes(cursor, batch.receipt_outcomes)
+
+
+async def _insert_observations(cursor: Any, rows: list[ObservationRow]) -> None:
+    await cursor.executemany(
+        """INSERT INTO observations (workflow_id, seq, attempt_number, source, kind, provider_id,
+               provider_status, error_code, applied, reason, inbox_id, observed_at)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        [
+            (o.workflow_id, o.seq, o.attempt_number, o.source.value, o.kind, o.provider_id, o.provider_status,
+             o.error_code, o.applied, o.reason, o.inbox_id, o.observed_at)
+            for o in rows
+        ],
+    )
+
+
+async def _insert_receipt_outcomes(cursor: Any, rows: list[ReceiptOutcomeRow]) -> None:
+    await cursor.executemany(
+        """INSERT INTO receipt_outcomes (inbox_id, outcome, reason, workflow_id)
+           VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        [(r.inbox_id, r.outcome, r.reason, r.workflow_id) for r in rows],
+    )
+
+
+async def store_report(
+    conn: AsyncConnection,
+    *,
+    provider: str,
+    provider_message_id: str,
+    provider_status: str,
+    attempt_ref: str | None,
+    error_code: int | None,
+    provider_event_at: datetime | None,
+    payload: dict[str, str],
+) -> tuple[int, bool]:
+    """Insert a verified report into the inbox; returns (inbox id, whether it was new)."""
+    cursor = await conn.execute(
+        """INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
+               error_code, provider_event_at, payload)
+           VALUES (%s, %s, %s, %s, %s, %s, %s)
+           ON CONFLICT ON CONSTRAINT receipt_inbox_one_per_fact DO NOTHING
+           RETURNING id""",
+        (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
+    )
+    row = await cursor.fetchone()
+    if row is not None:
+        return row[0], True
+    cursor = await conn.execute(
+        """SELECT id FROM receipt_inbox
+            WHERE provider = %s AND provider_message_id = %s AND provider_status = %s""",
+        (provider, provider_message_id, provider_status),
+    )
+    return (await cursor.fetchone())[0], False
+
+
+async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> str | None:
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT workflow_id FROM attempts WHERE attempt_ref = %s", (attempt_ref,))
+        row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def record_report_for_closed_intent(
+    pool: AsyncConnectionPool, *, workflow_id: str, inbox_id: int, observation: dict[str, Any], reason: str
+) -> None:
+    """Record a report whose intent's workflow has closed: an ignored observation, with its outcome.
+
+    The workflow no longer writes this intent's observations, so the next sequence number is
+    taken under a per-intent advisory lock.
+    """
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workflow_id,))
+        cursor = await conn.execute("SELECT 1 FROM receipt_outcomes WHERE inbox_id = %s", (inbox_id,))
+        if await cursor.fetchone() is not None:
+            return
+        cursor = await conn.execute(
+            "SELECT coalesce(max(seq), 0) + 1 FROM observations WHERE workflow_id = %s", (workflow_id,)
+        )
+        seq = (await cursor.fetchone())[0]
+        async with conn.cursor() as cur:
+            await _insert_observations(cur, [ObservationRow(workflow_id=workflow_id, seq=seq, reason=reason, **observation)])
+            await _insert_receipt_outcomes(
+                cur, [ReceiptOutcomeRow(inbox_id=inbox_id, outcome="ignored", reason=reason, workflow_id=workflow_id)]
+            )
+
+
+async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
+    """Inbox rows without a verdict whose redelivery is due, oldest first."""
+    async with pool.connection() as conn:
+        conn.row_factory = dict_row
+        cursor = await conn.execute(
+            """SELECT r.id, r.provider_message_id, r.provider_status, r.attempt_ref, r.error_code,
+                      r.provider_event_at, r.received_at, coalesce(d.tries, 0) AS tries
+                 FROM receipt_inbox r
+                 LEFT JOIN receipt_outcomes o ON o.inbox_id = r.id
+                 LEFT JOIN receipt_redelivery d ON d.inbox_id = r.id
+                WHERE o.inbox_id IS NULL
+                  AND r.received_at < now() - make_interval(secs => %s)
+                  AND (d.next_try_at IS NULL OR d.next_try_at <= now())
+                ORDER BY r.received_at
+                LIMIT %s""",
+            (older_than_seconds, limit),
+        )
+        return await cursor.fetchall()
+
+
+async def schedule_redelivery(pool: AsyncConnectionPool, inbox_id: int, delay_seconds: float, error: str | None) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(
+            """INSERT INTO receipt_redelivery (inbox_id, tries, next_try_at, last_error)
+               VALUES (%s, 1, now() + make_interval(secs => %s), %s)
+               ON CONFLICT (inbox_id) DO UPDATE
+                  SET tries = receipt_redelivery.tries + 1,
+                      next_try_at = excluded.next_try_at,
+                      last_error = excluded.last_error""",
+            (inbox_id, delay_seconds, error),
+        )
+
+
+async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[str, Any] | None:
+    """The intent with its attempts, transitions and observations, for operators."""
+    async with pool.connection() as conn:
+        conn.row_factory = dict_row
+        cursor = await conn.execute(
+            """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
+                      intent_fingerprint, created_at, expires_at FROM intents WHERE workflow_id = %s""",
+            (workflow_id,),
+        )
+        intent = await cursor.fetchone()
+        if intent is None:
+            return None
+        queries = {
+            "attempts": "SELECT number, attempt_ref, prepared_at FROM attempts WHERE workflow_id = %s ORDER BY number",
+            "transitions": """SELECT seq, at, from_state, to_state, reason, source, attempt_number
+                                FROM transitions WHERE workflow_id = %s ORDER BY seq""",
+            "observations": """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,
+                                      applied, reason, inbox_id, observed_at
+                                 FROM observations WHERE workflow_id = %s ORDER BY seq""",
+        }
+        for key, sql in queries.items():
+            cursor = await conn.execute(sql, (workflow_id,))
+            intent[key] = await cursor.fetchall()
+    return intent

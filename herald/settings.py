@@ -1,0 +1,102 @@
+"""The one module that reads the environment.
+
+Every address, namespace, credential and TLS setting is a variable here, so the
+same code runs against the local stack, a Temporal cluster or Temporal Cloud, a
+managed PostgreSQL and the real Twilio API. The local launcher sets these from
+``temporal-dev.yaml``; production sets them from its secret store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from herald.outcomes import Frozen
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class TemporalSettings(Frozen):
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "herald-notifications"
+    # TLS for a real cluster: a CA to trust and, for mTLS, a client certificate and key.
+    tls: bool = False
+    tls_ca_path: Path | None = None
+    tls_cert_path: Path | None = None
+    tls_key_path: Path | None = None
+    # Temporal Cloud API key authentication (implies TLS).
+    api_key: SecretStr | None = None
+
+
+class TwilioSettings(Frozen):
+    api_base: str = "https://api.twilio.com"
+    account_sid: str = ""
+    auth_token: SecretStr = SecretStr("")
+    from_number: str | None = None
+    messaging_service_sid: str | None = None
+    connect_timeout: float = 3.0
+    read_timeout: float = 10.0
+    max_in_flight: int = 16
+
+
+class ReceiptSettings(Frozen):
+    host: str = "127.0.0.1"
+    port: int = 8235
+    # The base URL the provider calls, exactly as it calls it: Twilio signs the full URL,
+    # so behind a proxy this is the public address, not the bind address.
+    public_url: str = "http://127.0.0.1:8235"
+
+
+class Settings(Frozen):
+    temporal: TemporalSettings = TemporalSettings()
+    twilio: TwilioSettings = TwilioSettings()
+    receipts: ReceiptSettings = ReceiptSettings()
+    # None means "start the embedded PostgreSQL under state_dir".
+    database_url: SecretStr | None = None
+    state_dir: Path = REPO_ROOT / ".state"
+
+
+def _opt(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read every HERALD_* variable (and DATABASE_URL); unset ones keep local-stack defaults."""
+    env = os.environ if env is None else env
+    temporal = TemporalSettings(
+        address=env.get("HERALD_TEMPORAL_ADDRESS", TemporalSettings().address),
+        namespace=env.get("HERALD_TEMPORAL_NAMESPACE", TemporalSettings().namespace),
+        task_queue=env.get("HERALD_TASK_QUEUE", TemporalSettings().task_queue),
+        tls=env.get("HERALD_TEMPORAL_TLS", "").lower() in {"1", "true", "yes"},
+        tls_ca_path=_opt(env, "HERALD_TEMPORAL_TLS_CA"),
+        tls_cert_path=_opt(env, "HERALD_TEMPORAL_TLS_CERT"),
+        tls_key_path=_opt(env, "HERALD_TEMPORAL_TLS_KEY"),
+        api_key=_opt(env, "HERALD_TEMPORAL_API_KEY"),
+    )
+    twilio = TwilioSettings(
+        api_base=env.get("HERALD_TWILIO_API_BASE", TwilioSettings().api_base),
+        account_sid=env.get("HERALD_TWILIO_ACCOUNT_SID", ""),
+        auth_token=SecretStr(env.get("HERALD_TWILIO_AUTH_TOKEN", "")),
+        from_number=_opt(env, "HERALD_TWILIO_FROM"),
+        messaging_service_sid=_opt(env, "HERALD_TWILIO_MESSAGING_SERVICE_SID"),
+        connect_timeout=float(env.get("HERALD_TWILIO_CONNECT_TIMEOUT", TwilioSettings().connect_timeout)),
+        read_timeout=float(env.get("HERALD_TWILIO_READ_TIMEOUT", TwilioSettings().read_timeout)),
+        max_in_flight=int(env.get("HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight)),
+    )
+    receipts = ReceiptSettings(
+        host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
+        port=int(env.get("HERALD_RECEIPT_PORT", ReceiptSettings().port)),
+        public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
+    )
+    return Settings(
+        temporal=temporal,
+        twilio=twilio,
+        receipts=receipts,
+        database_url=_opt(env, "DATABASE_URL"),
+        state_dir=Path(env.get("HERALD_STATE_DIR", str(REPO_ROOT / ".state"))),
+    )

@@ -1,0 +1,677 @@
+"""NotificationWorkflow: one notification intent, from pending to an explained outcome.
+
+Deterministic code only. Every decision is a pure function from ``herald``
+(the state machine in ``herald.lifecycle``, backoff and horizons in
+``herald.delivery_policy``); this class sequences them around durable timers,
+activities and the ``delivery_report`` signal.
+
+The central rule: a submit whose outcome is unknown is resolved by looking the
+same attempt up, never by a second submit. Only an observation that proves the
+attempt was not accepted (a definite retryable answer, or a lookup that still
+finds nothing once no request of ours can be in flight) opens another attempt.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.ledger import append_ledger, record_intent
+    from activities.provider import ProviderActivities
+    from herald.contracts import (
+        AttemptStatus,
+        CancelAnswer,
+        CancelRequest,
+        DeliveryReport,
+        IntentStatus,
+        LookupInput,
+        NotificationInput,
+        ProviderCancelInput,
+        SubmitInput,
+        TransitionStatus,
+        attempt_number_of,
+        attempt_ref,
+    )
+    from herald.delivery_policy import may_retry, poll_delay, retry_delay
+    from herald.ledger.records import (
+        AttemptRow,
+        LedgerBatch,
+        ObservationRow,
+        ReceiptOutcomeRow,
+        RecordIntentInput,
+        TransitionRow,
+    )
+    from herald.lifecycle import AttemptView, IntentState, Observation, Source, check_transition, observe
+    from herald.outcomes import (
+        Accepted,
+        Found,
+        LookupOutcome,
+        NotFound,
+        ProviderStatus,
+        Rejected,
+        Retryable,
+        SubmitOutcome,
+        Unavailable,
+        Unknown,
+    )
+    from herald.providers.twilio_codes import is_retryable_code
+
+STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
+CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")
+TEMPLATE_KEY = SearchAttributeKey.for_keyword("HeraldTemplate")
+ATTEMPTS_KEY = SearchAttributeKey.for_int("HeraldAttempts")
+
+# Ledger writes are idempotent, so they may retry for as long as the database is away; the
+# workflow waits rather than submit before its attempt row is committed.
+_LEDGER_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+_LEDGER_TIMEOUT = timedelta(seconds=10)
+# A submit is never retried by Temporal: a retry after a lost answer is exactly the duplicate
+# send this system exists to prevent. A failed activity is an unknown outcome, resolved by lookup.
+_SUBMIT_RETRY = RetryPolicy(maximum_attempts=1)
+# Lookups and cancels are reads or refusals; retrying them is harmless.
+_READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+_READ_TIMEOUT = timedelta(seconds=30)
+
+
+def initial_search_attributes(template_label: str, channel: str) -> TypedSearchAttributes:
+    """The search attributes a new intent starts with; set by the client in the start request."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(STATE_KEY, IntentState.PENDING.value),
+            SearchAttributePair(CHANNEL_KEY, channel),
+            SearchAttributePair(TEMPLATE_KEY, template_label),
+            SearchAttributePair(ATTEMPTS_KEY, 0),
+        ]
+    )
+
+
+class _Attempt:
+    """The workflow's working copy of one attempt (mutable; exposed as AttemptStatus)."""
+
+    def __init__(self, number: int, ref: str, started_at: datetime) -> None:
+        self.number = number
+        self.ref = ref
+        self.started_at = started_at
+        self.submit_result: str | None = None
+        self.provider_id: str | None = None
+        self.provider_status: ProviderStatus | None = None
+        self.error_code: int | None = None
+        self.retry_hint: timedelta | None = None
+        self.retry_delay: timedelta | None = None
+        self.lookups = 0
+
+    @property
+    def resolved(self) -> bool:
+        """True once nothing more can be learned about this attempt."""
+        if self.provider_status is not None:
+            return self.provider_status.is_final
+        return self.submit_result in ("retryable", "rejected", "not_accepted")
+
+    def view(self) -> AttemptView:
+        return AttemptView(number=self.number, provider_id=self.provider_id, provider_status=self.provider_status)
+
+    def status(self) -> AttemptStatus:
+        return AttemptStatus(
+            number=self.number,
+            attempt_ref=self.ref,
+            started_at=self.started_at,
+            submit_result=self.submit_result,
+            provider_id=self.provider_id,
+            provider_status=self.provider_status,
+            error_code=self.error_code,
+            retry_delay_seconds=self.retry_delay.total_seconds() if self.retry_delay else None,
+            lookups=self.lookups,
+        )
+
+
+@workflow.defn
+class NotificationWorkflow:
+    @workflow.init
+    def __init__(self, input: NotificationInput) -> None:
+        # Signals and updates delivered with the first task run before run(): all state lives here.
+        self._intent = input.intent
+        self._policy = input.policy
+        self._workflow_id = input.intent.workflow_id
+        self._state = IntentState.PENDING
+        self._closed_by: str | None = None
+        self._attempts: list[_Attempt] = []
+        self._reports: deque[DeliveryReport] = deque()
+        self._seen_inbox_ids: set[int] = set()
+        self._cancel: CancelRequest | None = None
+        self._transitions: list[TransitionStatus] = []
+        self._next_transition_seq = 1
+        self._next_observation_seq = 1
+        self._observations_recorded = 0
+        self._batch_attempts: list[AttemptRow] = []
+        self._batch_transitions: list[TransitionRow] = []
+        self._batch_observations: list[ObservationRow] = []
+        self._batch_outcomes: list[ReceiptOutcomeRow] = []
+
+    # ---- the run -------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: NotificationInput) -> IntentStatus:
+        if await self._record_intent():
+            while not self._state.is_terminal:
+                if self._state is IntentState.PENDING:
+                    await self._dispatch()
+                elif self._state is IntentState.SUBMITTING:
+                    await self._reconcile_unknown_submit()
+                elif self._state is IntentState.ACCEPTED:
+                    await self._track_accepted()
+                elif self._state is IntentState.RETRYABLE_FAILURE:
+                    await self._wait_for_retry()
+                await self._flush()
+            await self._follow_open_attempt()
+        self._drain_reports()
+        await self._flush()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self.status()
+
+    async def _record_intent(self) -> bool:
+        """Write the intent row; False when the ledger proves this key was already handled."""
+        info = workflow.info()
+        recorded = await workflow.execute_local_activity(
+            record_intent,
+            RecordIntentInput(intent=self._intent, run_id=info.first_execution_run_id),
+            start_to_close_timeout=_LEDGER_TIMEOUT,
+            retry_policy=_LEDGER_RETRY,
+        )
+        self._next_transition_seq = recorded.next_transition_seq
+        self._next_observation_seq = recorded.next_observation_seq
+        if recorded.first_run_id == info.first_execution_run_id:
+            return True
+        # Temporal forgot an earlier workflow for this key (retention), the ledger did not.
+        reason = (
+            f"already recorded by run {recorded.first_run_id} (last state {recorded.last_state.value if recorded.last_state else 'none'})"
+            if recorded.same_payload
+            else "key reused with a different payload"
+        )
+        self._transition(IntentState.SUPPRESSED, reason, Source.LEDGER, closes=True)
+        return False
+
+    # ---- pending -> submitting -----------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        closing = self._closing_clock()
+        if closing is not None:
+            self._close(*closing)
+            return
+        number = len(self._attempts) + 1
+        attempt = _Attempt(number, attempt_ref(self._workflow_id, number), workflow.now())
+        self._attempts.append(attempt)
+        self._batch_attempts.append(
+            AttemptRow(attempt_ref=attempt.ref, workflow_id=self._workflow_id, number=number, prepared_at=attempt.started_at)
+        )
+        self._transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
+        # The attempt row must be committed before the provider hears of it.
+        await self._flush()
+        try:
+            outcome = await workflow.execute_activity_method(
+                ProviderActivities.submit,
+                SubmitInput(attempt_ref=attempt.ref, to=self._intent.recipient, body=self._intent.body),
+                start_to_close_timeout=self._policy.submit_timeout,
+                retry_policy=_SUBMIT_RETRY,
+            )
+        except ActivityError as error:
+            # The worker died or the activity timed out: the request may have reached the provider.
+            outcome = SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {_cause(error)}"))
+        self._apply_submit(attempt, outcome)
+        self._drain_reports()
+
+    def _apply_submit(self, attempt: _Attempt, outcome: SubmitOutcome) -> None:
+        result = outcome.result
+        attempt.submit_result = result.kind
+        if isinstance(result, Accepted):
+            self._apply_observation(
+                attempt,
+                Observation(
+                    attempt_number=attempt.number,
+                    provider_id=result.provider_id,
+                    status=result.status,
+                    error_code=result.error_code,
+                    source=Source.SUBMIT,
+                    observed_at=workflow.now(),
+                ),
+                kind="accepted",
+            )
+            return
+        if isinstance(result, Unknown):
+            self._observe_fact(attempt, Source.SUBMIT, "unknown", True, f"outcome unknown, will look up: {result.reason}")
+            return
+        attempt.error_code = result.error_code
+        self._observe_fact(attempt, Source.SUBMIT, result.kind, True, result.reason, error_code=result.error_code)
+        if self._state is not IntentState.SUBMITTING:
+            return  # a cancel or report already moved the intent; the refusal is still recorded
+        if isinstance(result, Retryable):
+            attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
+            self._transition(IntentState.RETRYABLE_FAILURE, result.reason, Source.SUBMIT, attempt=attempt.number)
+        elif isinstance(result, Rejected):
+            self._transition(IntentState.PERMANENT_FAILURE, result.reason, Source.SUBMIT, attempt=attempt.number, closes=True)
+
+    # ---- submitting: an unknown outcome is looked up, never resent ----------------------
+
+    async def _reconcile_unknown_submit(self) -> None:
+        attempt = self._attempts[-1]
+        while self._state is IntentState.SUBMITTING:
+            delay = (
+                self._policy.lookup_first_delay
+                if attempt.lookups == 0
+                else poll_delay(self._policy, attempt.lookups - 1, workflow.random().random())
+            )
+            timer_fired = await self._wait(delay, attempt)
+            if self._state is not IntentState.SUBMITTING:
+                return
+            closing = self._closing_clock(attempt)
+            if closing is not None:
+                self._close(*closing)
+                return
+            if not timer_fired:
+                continue
+            lookup = await self._lookup(attempt)
+            result = lookup.result
+            if isinstance(result, Found):
+                self._apply_observation(attempt, _found_observation(attempt, result), kind="found")
+            elif isinstance(result, NotFound):
+                proven = workflow.now() - attempt.started_at >= self._policy.not_found_proof_window
+                self._observe_fact(
+                    attempt,
+                    Source.POLL,
+                    "not_found",
+                    proven,
+                    "provider has no such message"
+                    + (" past the proof window: not accepted" if proven else "; within the proof window, looking again"),
+                )
+                if proven:
+                    attempt.submit_result = "not_accepted"
+                    self._transition(
+                        IntentState.RETRYABLE_FAILURE,
+                        f"lookup proved attempt {attempt.number} was not accepted",
+                        Source.POLL,
+                        attempt=attempt.number,
+                    )
+            else:
+                self._observe_fact(attempt, Source.POLL, "unavailable", False, result.reason)
+
+    # ---- accepted: wait for reports, poll on a budget -----------------------------------
+
+    async def _track_accepted(self) -> None:
+        attempt = self._attempts[-1]
+        while self._state is IntentState.ACCEPTED:
+            timer_fired = await self._wait(
+                poll_delay(self._policy, attempt.lookups, workflow.random().random()), attempt
+            )
+            if self._state is not IntentState.ACCEPTED:
+                return
+            closing = self._closing_clock(attempt)
+            if closing is not None:
+                self._close(*closing)
+                return
+            if timer_fired:
+                await self._poll(attempt)
+
+    async def _follow_open_attempt(self) -> None:
+        """After a cancel or expiry closed the intent, keep recording what its attempt does.
+
+        Cancellation cannot recall an accepted message; the attempt is tracked to its own
+        outcome (by reports, and by polls unless expiry closed polling) or to the horizon.
+        """
+        if not self._attempts:
+            return
+        attempt = self._attempts[-1]
+        polls_allowed = self._closed_by != "clock:expiry"
+        while not attempt.resolved and self._within_horizon(attempt):
+            if attempt.submit_result is None:
+                return  # never reached the provider
+            timer_fired = await self._wait(
+                poll_delay(self._policy, attempt.lookups, workflow.random().random()), attempt, closing_clocks=False
+            )
+            if timer_fired and polls_allowed and not attempt.resolved and self._within_horizon(attempt):
+                await self._poll(attempt)
+            await self._flush()
+
+    async def _poll(self, attempt: _Attempt) -> None:
+        lookup = await self._lookup(attempt)
+        result = lookup.result
+        if isinstance(result, Found):
+            self._apply_observation(attempt, _found_observation(attempt, result), kind="found")
+        elif isinstance(result, NotFound):
+            self._observe_fact(attempt, Source.POLL, "not_found", False, "provider has no such message")
+        else:
+            self._observe_fact(attempt, Source.POLL, "unavailable", False, result.reason)
+
+    async def _lookup(self, attempt: _Attempt) -> LookupOutcome:
+        attempt.lookups += 1
+        try:
+            return await workflow.execute_activity_method(
+                ProviderActivities.lookup,
+                LookupInput(
+                    attempt_ref=attempt.ref,
+                    provider_id=attempt.provider_id,
+                    to=self._intent.recipient,
+                    content_sha256=self._intent.content_sha256,
+                    since=attempt.started_at,
+                ),
+                start_to_close_timeout=_READ_TIMEOUT,
+                retry_policy=_READ_RETRY,
+            )
+        except ActivityError as error:
+            return LookupOutcome(result=Unavailable(reason=f"lookup activity failed: {_cause(error)}"))
+
+    # ---- retryable_failure: the next attempt, on a durable timer ------------------------
+
+    async def _wait_for_retry(self) -> None:
+        attempt = self._attempts[-1]
+        if not may_retry(self._policy, len(self._attempts)):
+            self._transition(
+                IntentState.PERMANENT_FAILURE,
+                f"retry budget exhausted after {len(self._attempts)} attempts",
+                Source.CLOCK,
+                attempt=attempt.number,
+                closes=True,
+            )
+            return
+        delay = retry_delay(self._policy, len(self._attempts), attempt.retry_hint, workflow.random().random())
+        attempt.retry_delay = delay
+        due = workflow.now() + delay
+        while self._state is IntentState.RETRYABLE_FAILURE:
+            closing = self._closing_clock()
+            if closing is not None:
+                self._close(*closing)
+                return
+            if workflow.now() >= due:
+                break
+            # Reports for earlier attempts may wake this wait; they never shorten the backoff.
+            await self._wait(due - workflow.now(), None)
+        if self._state is not IntentState.RETRYABLE_FAILURE:
+            return  # late evidence showed the attempt was accepted after all: no new send
+        self._transition(IntentState.PENDING, f"retry backoff of {delay.total_seconds():.1f}s elapsed", Source.CLOCK)
+
+    # ---- clocks ------------------------------------------------------------------------
+
+    async def _wait(self, delay: timedelta, attempt: _Attempt | None, *, closing_clocks: bool = True) -> bool:
+        """Sleep until `delay` passes, a report arrives, or (with closing_clocks) a cancel or
+        closing clock is due: the earliest wins.
+
+        Returns True when the full delay elapsed (the caller's own timer fired).
+        """
+        now = workflow.now()
+        deadline = now + delay
+        limit = deadline
+        if closing_clocks:
+            limit = min(limit, self._intent.expires_at)
+        if attempt is not None:
+            limit = min(limit, attempt.started_at + self._policy.resolution_horizon)
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._reports) or (closing_clocks and self._cancel is not None),
+                timeout=max(limit - now, timedelta(milliseconds=1)),
+            )
+        except TimeoutError:
+            pass
+        self._drain_reports()
+        return workflow.now() >= deadline
+
+    def _within_horizon(self, attempt: _Attempt) -> bool:
+        return workflow.now() < attempt.started_at + self._policy.resolution_horizon
+
+    def _closing_clock(self, attempt: _Attempt | None = None) -> tuple[IntentState, str, Source] | None:
+        """Which closing clock, if any, has closed: the earliest wins, and the reason names it."""
+        if self._cancel is not None:
+            return (
+                IntentState.CANCELLED,
+                f"cancelled by {self._cancel.operator}: {self._cancel.reason}",
+                Source.OPERATOR,
+            )
+        now = workflow.now()
+        horizon = attempt.started_at + self._policy.resolution_horizon if attempt else None
+        if horizon is not None and horizon <= now and horizon <= self._intent.expires_at:
+            return IntentState.UNKNOWN, "resolution horizon passed without proof either way", Source.CLOCK
+        if self._intent.expires_at <= now:
+            return IntentState.EXPIRED, f"intent expired at {self._intent.expires_at.isoformat()}", Source.CLOCK
+        return None
+
+    def _close(self, state: IntentState, reason: str, source: Source) -> None:
+        attempt = self._attempts[-1].number if self._attempts else None
+        if state is IntentState.CANCELLED and self._attempts and self._attempts[-1].submit_result is not None:
+            reason += "; the provider was already asked, that attempt is tracked to its own outcome"
+        self._transition(state, reason, source, attempt=attempt, closes=True)
+
+    # ---- observations and transitions -------------------------------------------------
+
+    def _drain_reports(self) -> None:
+        while self._reports:
+            report = self._reports.popleft()
+            number = attempt_number_of(report.attempt_ref)
+            attempt = self._attempts[number - 1] if number and number <= len(self._attempts) else None
+            if attempt is None or attempt.ref != report.attempt_ref:
+                self._observe_report_ignored(report, "names an attempt this intent never made")
+                continue
+            self._apply_observation(
+                attempt,
+                Observation(
+                    attempt_number=attempt.number,
+                    provider_id=report.provider_id,
+                    status=report.status,
+                    error_code=report.error_code,
+                    source=Source.REPORT,
+                    observed_at=report.received_at,
+                ),
+                kind="status",
+                inbox_id=report.inbox_id,
+            )
+
+    def _apply_observation(
+        self, attempt: _Attempt, observation: Observation, *, kind: str, inbox_id: int | None = None
+    ) -> None:
+        verdict = observe(
+            self._state,
+            attempt.view(),
+            self._attempts[-1].number,
+            observation,
+            retryable_code=is_retryable_code(observation.error_code),
+        )
+        if verdict.applied:
+            attempt.provider_id = observation.provider_id
+            attempt.provider_status = verdict.attempt_status
+            if observation.error_code is not None:
+                attempt.error_code = observation.error_code
+        self._record_observation(
+            attempt.number,
+            observation.source,
+            kind,
+            verdict.applied,
+            verdict.reason,
+            provider_id=observation.provider_id,
+            provider_status=observation.status.value,
+            error_code=observation.error_code,
+            inbox_id=inbox_id,
+            observed_at=observation.observed_at,
+        )
+        if verdict.applied and verdict.intent_state is not self._state:
+            self._transition(
+                verdict.intent_state,
+                verdict.reason,
+                observation.source,
+                attempt=attempt.number,
+                closes=verdict.intent_state.is_terminal,
+            )
+
+    def _observe_fact(
+        self, attempt: _Attempt, source: Source, kind: str, applied: bool, reason: str, error_code: int | None = None
+    ) -> None:
+        self._record_observation(
+            attempt.number, source, kind, applied, reason, error_code=error_code, provider_id=attempt.provider_id
+        )
+
+    def _observe_report_ignored(self, report: DeliveryReport, reason: str) -> None:
+        self._record_observation(
+            None,
+            Source.REPORT,
+            "status",
+            False,
+            reason,
+            provider_id=report.provider_id,
+            provider_status=report.status.value,
+            error_code=report.error_code,
+            inbox_id=report.inbox_id,
+            observed_at=report.received_at,
+        )
+
+    def _record_observation(
+        self,
+        attempt_number: int | None,
+        source: Source,
+        kind: str,
+        applied: bool,
+        reason: str,
+        *,
+        provider_id: str | None = None,
+        provider_status: str | None = None,
+        error_code: int | None = None,
+        inbox_id: int | None = None,
+        observed_at: datetime | None = None,
+    ) -> None:
+        self._batch_observations.append(
+            ObservationRow(
+                workflow_id=self._workflow_id,
+                seq=self._next_observation_seq,
+                attempt_number=attempt_number,
+                source=source,
+                kind=kind,
+                provider_id=provider_id,
+                provider_status=provider_status,
+                error_code=error_code,
+                applied=applied,
+                reason=reason,
+                inbox_id=inbox_id,
+                observed_at=observed_at or workflow.now(),
+            )
+        )
+        self._next_observation_seq += 1
+        self._observations_recorded += 1
+        if inbox_id is not None:
+            self._batch_outcomes.append(
+                ReceiptOutcomeRow(
+                    inbox_id=inbox_id,
+                    outcome="applied" if applied else "ignored",
+                    reason=reason,
+                    workflow_id=self._workflow_id,
+                )
+            )
+
+    def _transition(
+        self, target: IntentState, reason: str, source: Source, *, attempt: int | None = None, closes: bool = False
+    ) -> None:
+        check_transition(self._state, target)
+        now = workflow.now()
+        self._batch_transitions.append(
+            TransitionRow(
+                workflow_id=self._workflow_id,
+                seq=self._next_transition_seq,
+                at=now,
+                from_state=self._state,
+                to_state=target,
+                reason=reason,
+                source=source,
+                attempt_number=attempt,
+            )
+        )
+        self._next_transition_seq += 1
+        self._transitions.append(
+            TransitionStatus(at=now, from_state=self._state, to_state=target, reason=reason, source=source)
+        )
+        self._state = target
+        if closes:
+            self._closed_by = f"{source.value}:{_closing_rule(target)}"
+        workflow.upsert_search_attributes(
+            [STATE_KEY.value_set(target.value), ATTEMPTS_KEY.value_set(len(self._attempts))]
+        )
+
+    async def _flush(self) -> None:
+        batch = LedgerBatch(
+            attempts=self._batch_attempts,
+            transitions=self._batch_transitions,
+            observations=self._batch_observations,
+            receipt_outcomes=self._batch_outcomes,
+        )
+        if batch.is_empty():
+            return
+        self._batch_attempts, self._batch_transitions, self._batch_observations, self._batch_outcomes = [], [], [], []
+        await workflow.execute_local_activity(
+            append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
+        )
+
+    # ---- handlers ----------------------------------------------------------------------
+
+    @workflow.signal
+    def delivery_report(self, report: DeliveryReport) -> None:
+        """A stored report; the inbox id makes a re-signalled report a no-op."""
+        if report.inbox_id in self._seen_inbox_ids:
+            return
+        self._seen_inbox_ids.add(report.inbox_id)
+        self._reports.append(report)
+
+    @workflow.update
+    def cancel(self, request: CancelRequest) -> CancelAnswer:
+        """Close future work; an attempt the provider already has is tracked, not recalled."""
+        if self._state.is_terminal:
+            return CancelAnswer(
+                cancelled=False, state=self._state, message=f"intent is already {self._state.value}; nothing to cancel"
+            )
+        if self._cancel is not None:
+            return CancelAnswer(cancelled=True, state=self._state, message="cancellation already requested")
+        self._cancel = request
+        in_flight = bool(self._attempts) and self._attempts[-1].submit_result is not None and not self._attempts[-1].resolved
+        message = (
+            "cancelled; the provider already has an attempt, which cannot be recalled and is tracked to its outcome"
+            if in_flight
+            else "cancelled before any message reached the provider"
+        )
+        return CancelAnswer(cancelled=True, state=IntentState.CANCELLED, message=message)
+
+    @workflow.query
+    def status(self) -> IntentStatus:
+        return IntentStatus(
+            workflow_id=self._workflow_id,
+            business_key=self._intent.business_key,
+            channel=self._intent.channel.value,
+            template_id=self._intent.template_id,
+            template_version=self._intent.template_version,
+            content_sha256=self._intent.content_sha256,
+            state=self._state,
+            closed_by=self._closed_by,
+            attempts=[attempt.status() for attempt in self._attempts],
+            transitions=list(self._transitions),
+            observations_recorded=self._observations_recorded,
+        )
+
+
+def _found_observation(attempt: _Attempt, found: Found) -> Observation:
+    return Observation(
+        attempt_number=attempt.number,
+        provider_id=found.provider_id,
+        status=found.status,
+        error_code=found.error_code,
+        source=Source.POLL,
+        observed_at=workflow.now(),
+    )
+
+
+def _closing_rule(state: IntentState) -> str:
+    return {
+        IntentState.EXPIRED: "expiry",
+        IntentState.CANCELLED: "cancel",
+        IntentState.UNKNOWN: "resolution_horizon",
+        IntentState.SUPPRESSED: "ledger",
+    }.get(state, state.value)
+
+
+def _cause(error: ActivityError) -> str:
+    cause = error.cause
+    return type(cause).__name__ if cause is not None else "ActivityError"
