@@ -21,7 +21,7 @@ from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePa
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.ledger import append_ledger, record_intent
+    from activities.ledger import LedgerActivities
     from activities.provider import ProviderActivities
     from herald.contracts import (
         AttemptStatus,
@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         Unavailable,
         Unknown,
     )
-    from herald.providers.twilio_codes import is_retryable_code
+    from herald.providers.twilio_codes import ErrorClass, classify_error
 
 STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
 CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")
@@ -176,8 +176,8 @@ class NotificationWorkflow:
     async def _record_intent(self) -> bool:
         """Write the intent row; False when the ledger proves this key was already handled."""
         info = workflow.info()
-        recorded = await workflow.execute_local_activity(
-            record_intent,
+        recorded = await workflow.execute_local_activity_method(
+            LedgerActivities.record_intent,
             RecordIntentInput(intent=self._intent, run_id=info.first_execution_run_id),
             start_to_close_timeout=_LEDGER_TIMEOUT,
             retry_policy=_LEDGER_RETRY,
@@ -603,8 +603,8 @@ class NotificationWorkflow:
         if batch.is_empty():
             return
         self._batch_attempts, self._batch_transitions, self._batch_observations, self._batch_outcomes = [], [], [], []
-        await workflow.execute_local_activity(
-            append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
+        await workflow.execute_local_activity_method(
+            LedgerActivities.append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
         )
 
     # ---- handlers ----------------------------------------------------------------------
@@ -670,6 +670,12 @@ def _closing_rule(state: IntentState) -> str:
         IntentState.UNKNOWN: "resolution_horizon",
         IntentState.SUPPRESSED: "ledger",
     }.get(state, state.value)
+
+
+def is_retryable_code(code: int | None) -> bool:
+    """A failed or undelivered attempt may be retried only for a code classified retryable."""
+    entry = classify_error(code)
+    return entry is not None and entry.classification is ErrorClass.RETRYABLE
 
 
 def _cause(error: ActivityError) -> str:

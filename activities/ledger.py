@@ -1,0 +1,24 @@
+"""Ledger activities, run as local activities: idempotent writes, retried freely."""
+
+from __future__ import annotations
+
+from psycopg_pool import AsyncConnectionPool
+from temporalio import activity
+
+from herald.ledger import store
+from herald.ledger.records import IntentRecorded, LedgerBatch, RecordIntentInput
+
+
+class LedgerActivities:
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    @activity.defn(name="record_intent")
+    async def record_intent(self, input: RecordIntentInput) -> IntentRecorded:
+        """Insert the intent row (a no-op when it exists) and report what the ledger already knew."""
+        return await store.record_intent(self._pool, input.intent, input.run_id)
+
+    @activity.defn(name="append_ledger")
+    async def append_ledger(self, batch: LedgerBatch) -> None:
+        """Append one workflow step's attempts, transitions, observations and report verdicts."""
+        await store.append_batch(self._pool, batch)

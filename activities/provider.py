@@ -1,0 +1,46 @@
+"""Provider activities: submit, look up and cancel one attempt through the adapter.
+
+No retry loops here: the adapter reports what it saw as a typed outcome and the
+workflow owns every retry decision. The submit activity is scheduled with one
+attempt only, because resubmitting after a lost answer is the duplicate send.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from herald.contracts import LookupInput, ProviderCancelInput, ProviderCancelResult, SubmitInput
+from herald.outcomes import LookupOutcome, SubmitOutcome
+from herald.providers.twilio import TwilioAdapter
+
+
+class ProviderActivities:
+    def __init__(self, adapter: TwilioAdapter, receipt_public_url: str) -> None:
+        self._adapter = adapter
+        self._receipt_public_url = receipt_public_url.rstrip("/")
+
+    def status_callback_url(self, attempt_ref: str) -> str:
+        """The exact URL the provider calls (and signs) for this attempt's reports."""
+        return f"{self._receipt_public_url}/twilio/status?attempt={attempt_ref}"
+
+    @activity.defn(name="submit_attempt")
+    async def submit(self, input: SubmitInput) -> SubmitOutcome:
+        """Send the attempt once; timeouts after sending come back as Unknown, never raised."""
+        return await self._adapter.submit(
+            to=input.to, body=input.body, status_callback=self.status_callback_url(input.attempt_ref)
+        )
+
+    @activity.defn(name="lookup_attempt")
+    async def lookup(self, input: LookupInput) -> LookupOutcome:
+        """Find the same attempt at the provider: by its id when we have one, else by our reference."""
+        if input.provider_id is not None:
+            return await self._adapter.fetch(input.provider_id)
+        return await self._adapter.find_by_reference(
+            to=input.to, content_sha256=input.content_sha256, since=input.since
+        )
+
+    @activity.defn(name="cancel_attempt")
+    async def cancel(self, input: ProviderCancelInput) -> ProviderCancelResult:
+        """Ask the provider to drop an attempt it has not sent; refusals are answers, not errors."""
+        outcome = await self._adapter.cancel(input.provider_id)
+        return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)

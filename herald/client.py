@@ -1,0 +1,108 @@
+"""The typed client API a service imports to create intents and read their status.
+
+    herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+    receipt = await herald.send({"business_key": "order_receipt:pay_157", ...})
+
+``send`` validates and renders before anything starts: a bad request raises
+``InvalidIntent`` (field and rule, never the value) and no workflow exists.
+Starting the same key again attaches to the running intent; the same key with
+another payload raises ``IntentConflict``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, NotificationInput
+from herald.delivery_policy import DeliveryPolicy
+from herald.errors import IntentConflict, IntentNotFound
+from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, workflow_id_for
+from herald.outcomes import Frozen
+from workflows.notification import NotificationWorkflow, initial_search_attributes
+
+_FINGERPRINT_MEMO = "intent_fingerprint"
+
+
+class SendReceipt(Frozen):
+    workflow_id: str
+    run_id: str | None
+    content_sha256: str
+
+
+class HeraldClient:
+    def __init__(self, client: Client, task_queue: str, policy: DeliveryPolicy | None = None) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._policy = policy or DeliveryPolicy()
+
+    @property
+    def temporal(self) -> Client:
+        return self._client
+
+    async def send(self, request: IntentRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None) -> SendReceipt:
+        """Create the intent, or attach to the one this key already names."""
+        parsed = request if isinstance(request, IntentRequest) else parse_request(request)
+        intent = build_intent(parsed, datetime.now(UTC))
+        try:
+            handle = await self._client.start_workflow(
+                NotificationWorkflow.run,
+                NotificationInput(intent=intent, policy=policy or self._policy),
+                id=intent.workflow_id,
+                task_queue=self._task_queue,
+                # A running intent for this key is the intent: attach to it instead of failing...
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # ...and a closed one is never run again: one business event, one intent.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                memo={_FINGERPRINT_MEMO: intent.intent_fingerprint},
+                search_attributes=initial_search_attributes(
+                    f"{intent.template_id}.v{intent.template_version}", intent.channel.value
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            handle = self._client.get_workflow_handle(intent.workflow_id)
+        await self._refuse_other_payload(handle, intent)
+        return SendReceipt(workflow_id=intent.workflow_id, run_id=handle.result_run_id, content_sha256=intent.content_sha256)
+
+    async def _refuse_other_payload(self, handle: WorkflowHandle[Any, Any], intent: Intent) -> None:
+        description = await handle.describe()
+        memo = await description.memo()
+        if memo.get(_FINGERPRINT_MEMO) != intent.intent_fingerprint:
+            raise IntentConflict(intent.workflow_id)
+
+    def handle(self, business_key: str, channel: Channel | str = Channel.SMS) -> WorkflowHandle[NotificationWorkflow, IntentStatus]:
+        return self._client.get_workflow_handle_for(NotificationWorkflow.run, workflow_id_for(business_key, channel))
+
+    async def status(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
+        """The intent's live status (answered by a worker, also for closed intents)."""
+        try:
+            return await self.handle(business_key, channel).query(NotificationWorkflow.status)
+        except RPCError as error:
+            if error.status is RPCStatusCode.NOT_FOUND:
+                raise IntentNotFound(workflow_id_for(business_key, channel)) from None
+            raise
+
+    async def cancel(
+        self, business_key: str, reason: str, operator: str, channel: Channel | str = Channel.SMS
+    ) -> CancelAnswer:
+        """Close the intent's future work; a closed intent answers that there is nothing to cancel."""
+        handle = self.handle(business_key, channel)
+        request = CancelRequest(reason=reason, operator=operator)
+        try:
+            description = await handle.describe()
+        except RPCError as error:
+            if error.status is RPCStatusCode.NOT_FOUND:
+                raise IntentNotFound(workflow_id_for(business_key, channel)) from None
+            raise
+        if description.close_time is not None:
+            final = await handle.query(NotificationWorkflow.status)
+            return CancelAnswer(cancelled=False, state=final.state, message=f"intent is already {final.state.value}; nothing to cancel")
+        return await handle.execute_update(NotificationWorkflow.cancel, request)
+
+    async def wait(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
+        return await self.handle(business_key, channel).result()

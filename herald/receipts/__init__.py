@@ -1,0 +1,1 @@
+"""The receipt server: provider status callbacks, stored first, then signalled to their workflows."""

@@ -1,0 +1,55 @@
+"""Receipt server: `python -m herald.receipts` serves status callbacks and runs the drainer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from herald.ledger.store import open_pool
+from herald.receipts.app import ReceiptEndpoint, create_receipt_app
+from herald.receipts.drainer import run_drainer
+from herald.settings import load_settings
+from herald.temporal_client import connect
+
+DRAIN_INTERVAL_SECONDS = 1.0
+
+
+async def serve() -> None:
+    settings = load_settings()
+    if settings.database_url is None:
+        raise SystemExit("DATABASE_URL is not set: the receipt server stores reports in the ledger")
+    stop = asyncio.Event()
+    async with open_pool(settings.database_url.get_secret_value()) as pool:
+        client = await connect(settings.temporal)
+        endpoint = ReceiptEndpoint(
+            auth_token=settings.twilio.auth_token.get_secret_value(),
+            public_url=settings.receipts.public_url,
+            pool=pool,
+            client=client,
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_receipt_app(endpoint),
+                host=settings.receipts.host,
+                port=settings.receipts.port,
+                log_level="warning",
+                access_log=False,
+            )
+        )
+        drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
+        try:
+            await server.serve()
+        finally:
+            stop.set()
+            await drainer
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
