@@ -1,0 +1,721 @@
+"""Unit tests for the Twilio adapter: every HTTP answer and transport failure, through httpx.MockTransport."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta, timezone
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from herald.outcomes import (
+    Accepted,
+    Found,
+    NotFound,
+    ProviderStatus,
+    Rejected,
+    Retryable,
+    Unavailable,
+    Unknown,
+)
+from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter, TwilioConfig
+from herald.providers.twilio_codes import (
+    CONFIG_RETRY_DELAY_SECONDS,
+    ERROR_CODES,
+    STATUS_LABELS,
+    ErrorClass,
+    map_status,
+)
+
+ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef"
+AUTH_TOKEN = "tok9f3c1e7a5b2d4086"
+SERVICE_SID = "MG0123456789abcdef0123456789abcdef"
+FROM_NUMBER = "+15005550006"
+MESSAGE_SID = "SMa1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4"
+OTHER_SID = "SMffffeeeeddddccccbbbbaaaa99998888"
+RECIPIENT = "+15558675310"
+RECIPIENT_DIGITS = "5558675310"
+BODY = "Your order 4471 has shipped"
+BODY_SHA = hashlib.sha256(BODY.encode("utf-8")).hexdigest()
+CALLBACK = "https://herald.example/callbacks/twilio/att_01"
+MESSAGES_PATH = f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages.json"
+SINCE = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
+
+Handler = Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]]
+
+
+def make_config(**overrides: Any) -> TwilioConfig:
+    values: dict[str, Any] = {"account_sid": ACCOUNT_SID, "auth_token": AUTH_TOKEN, "from_number": FROM_NUMBER}
+    values.update(overrides)
+    return TwilioConfig(**values)
+
+
+def make_adapter(handler: Handler, **overrides: Any) -> TwilioAdapter:
+    return TwilioAdapter(make_config(**overrides), transport=httpx.MockTransport(handler))
+
+
+def respond(status: int, json: Any = None, headers: dict[str, str] | None = None, text: str | None = None) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if json is not None:
+            return httpx.Response(status, json=json, headers=headers)
+        return httpx.Response(status, text=text or "", headers=headers)
+
+    return handler
+
+
+def raise_(error: type[httpx.HTTPError]) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise error("simulated", request=request)
+
+    return handler
+
+
+def recording(handler: Handler, seen: list[httpx.Request]) -> Handler:
+    def record(request: httpx.Request) -> httpx.Response | Awaitable[httpx.Response]:
+        seen.append(request)
+        return handler(request)
+
+    return record
+
+
+def twilio_error(code: int, status: int) -> dict[str, Any]:
+    # Twilio's own message quotes the number and body; the adapter must never echo it.
+    return {
+        "code": code,
+        "message": f"The 'To' number {RECIPIENT} cannot receive '{BODY}'",
+        "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        "status": status,
+    }
+
+
+def rfc2822(moment: datetime) -> str:
+    return format_datetime(moment)
+
+
+def message(
+    *,
+    sid: str = MESSAGE_SID,
+    body: str = BODY,
+    to: str = RECIPIENT,
+    status: str = "queued",
+    direction: str = "outbound-api",
+    created: datetime = SINCE + timedelta(seconds=1),
+    error_code: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "sid": sid,
+        "account_sid": ACCOUNT_SID,
+        "body": body,
+        "to": to,
+        "from": FROM_NUMBER,
+        "status": status,
+        "direction": direction,
+        "date_created": rfc2822(created),
+        "date_sent": rfc2822(created),
+        "date_updated": rfc2822(created + timedelta(seconds=3)),
+        "error_code": error_code,
+        "error_message": None,
+    }
+
+
+def form_of(request: httpx.Request) -> dict[str, str]:
+    return dict(parse_qsl(request.content.decode("utf-8"), keep_blank_values=True))
+
+
+def assert_no_pii(outcome: Any) -> None:
+    dumped = outcome.model_dump_json()
+    assert RECIPIENT_DIGITS not in dumped
+    assert BODY not in dumped
+    assert AUTH_TOKEN not in dumped
+
+
+async def submit_with(handler: Handler, **overrides: Any) -> Any:
+    async with make_adapter(handler, **overrides) as adapter:
+        outcome = await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK)
+    assert_no_pii(outcome)
+    return outcome.result
+
+
+# --- submit: HTTP answers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected_type", "expected"),
+    [
+        pytest.param(
+            respond(201, message(status="queued")),
+            Accepted,
+            {"provider_id": MESSAGE_SID, "status": ProviderStatus.QUEUED, "error_code": None},
+            id="201-queued",
+        ),
+        pytest.param(
+            respond(200, message(status="sent")),
+            Accepted,
+            {"provider_id": MESSAGE_SID, "status": ProviderStatus.SENT},
+            id="200-sent",
+        ),
+        pytest.param(respond(201, {"status": "queued"}), Unknown, {}, id="201-without-sid"),
+        pytest.param(respond(201, text="<html>ok</html>"), Unknown, {}, id="201-not-json"),
+        pytest.param(
+            respond(429, twilio_error(20429, 429), headers={"Retry-After": "7"}),
+            Retryable,
+            {"delay_seconds": 7.0, "error_code": 20429, "http_status": 429},
+            id="429-retry-after-seconds",
+        ),
+        pytest.param(
+            respond(429, headers={"Retry-After": "2.5"}),
+            Retryable,
+            {"delay_seconds": 2.5, "error_code": 20429, "http_status": 429},
+            id="429-retry-after-float-no-body",
+        ),
+        pytest.param(
+            respond(429, twilio_error(20429, 429)),
+            Retryable,
+            {"delay_seconds": None, "error_code": 20429},
+            id="429-without-retry-after",
+        ),
+        pytest.param(
+            respond(429, twilio_error(20429, 429), headers={"Retry-After": "soon"}),
+            Retryable,
+            {"delay_seconds": None},
+            id="429-unparsable-retry-after",
+        ),
+        pytest.param(
+            respond(401, twilio_error(20003, 401)),
+            Retryable,
+            {"error_code": 20003, "http_status": 401, "delay_seconds": CONFIG_RETRY_DELAY_SECONDS},
+            id="401-auth-20003",
+        ),
+        pytest.param(respond(401), Retryable, {"http_status": 401, "error_code": None}, id="401-no-code"),
+        pytest.param(respond(403), Retryable, {"http_status": 403}, id="403-no-code"),
+        pytest.param(respond(404, text="Not Found"), Retryable, {"http_status": 404}, id="404-no-code"),
+        pytest.param(
+            respond(400, text="bad request"),
+            Rejected,
+            {"reason": "HTTP 400 without a Twilio error code", "error_code": None, "http_status": 400},
+            id="400-no-code",
+        ),
+        pytest.param(
+            respond(422, {"message": "no code here"}),
+            Rejected,
+            {"reason": "HTTP 422 without a Twilio error code", "http_status": 422},
+            id="422-json-without-code",
+        ),
+        pytest.param(
+            respond(400, twilio_error(99999, 400)),
+            Rejected,
+            {"error_code": 99999, "http_status": 400},
+            id="400-code-not-in-table",
+        ),
+        pytest.param(respond(500, twilio_error(20500, 500)), Unknown, {}, id="500"),
+        pytest.param(respond(502, text="Bad Gateway"), Unknown, {}, id="502"),
+        pytest.param(respond(503, headers={"Retry-After": "5"}), Unknown, {}, id="503"),
+        pytest.param(respond(504), Unknown, {}, id="504"),
+        pytest.param(respond(302, headers={"Location": "https://elsewhere.example/"}), Unknown, {}, id="302"),
+    ],
+)
+async def test_submit_classifies_http_answers(handler: Handler, expected_type: type, expected: dict[str, Any]) -> None:
+    """Each HTTP answer to a submit becomes the outcome class and fields the design rules prescribe."""
+    result = await submit_with(handler)
+    assert isinstance(result, expected_type)
+    for field, value in expected.items():
+        assert getattr(result, field) == value, field
+
+
+# The product's expected verdict per required code, written out rather than read back from the table.
+REQUIRED_CODE_OUTCOMES: dict[int, type] = {
+    21211: Rejected,
+    21610: Rejected,
+    21614: Rejected,
+    21408: Retryable,
+    30003: Rejected,
+    30004: Rejected,
+    30005: Rejected,
+    30006: Rejected,
+    30007: Rejected,
+    30001: Retryable,
+    30002: Retryable,
+    30008: Retryable,
+    30032: Retryable,
+    30034: Retryable,
+    20429: Retryable,
+    20003: Retryable,
+    14107: Retryable,
+}
+
+
+@pytest.mark.parametrize(("code", "expected_type"), sorted(REQUIRED_CODE_OUTCOMES.items()))
+async def test_submit_400_with_required_code(code: int, expected_type: type) -> None:
+    """A 400 carrying each product-required Twilio code yields the agreed outcome, naming status and code."""
+    result = await submit_with(respond(400, twilio_error(code, 400)))
+    assert isinstance(result, expected_type)
+    assert result.error_code == code
+    assert result.http_status == 400
+    assert "HTTP 400" in result.reason and str(code) in result.reason
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_CODES))
+async def test_submit_400_follows_the_code_table(code: int) -> None:
+    """Every code in the table, required or extra, produces the outcome its classification says."""
+    entry = ERROR_CODES[code]
+    result = await submit_with(respond(400, twilio_error(code, 400)))
+    if entry.classification is ErrorClass.PERMANENT:
+        assert isinstance(result, Rejected)
+    else:
+        assert isinstance(result, Retryable)
+        assert result.delay_seconds == entry.delay_seconds
+    assert entry.reason in result.reason
+
+
+async def test_submit_retry_after_header_beats_table_delay() -> None:
+    """A Retry-After header on a retryable 4xx overrides the table's delay hint."""
+    result = await submit_with(respond(400, twilio_error(14107, 400), headers={"Retry-After": "12"}))
+    assert isinstance(result, Retryable)
+    assert result.delay_seconds == 12.0
+
+
+@pytest.mark.parametrize(("offset", "low", "high"), [(120, 115.0, 121.0), (-60, 0.0, 0.0)], ids=["future", "past"])
+async def test_submit_429_retry_after_http_date(offset: int, low: float, high: float) -> None:
+    """A Retry-After HTTP-date becomes seconds from now, and a date already past becomes zero."""
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=offset), usegmt=True)
+    result = await submit_with(respond(429, twilio_error(20429, 429), headers={"Retry-After": when}))
+    assert isinstance(result, Retryable)
+    assert result.delay_seconds is not None and low <= result.delay_seconds <= high
+    assert "20429" in result.reason
+
+
+# --- submit: transport failures -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "expected_type"),
+    [
+        (httpx.ConnectError, Retryable),
+        (httpx.ConnectTimeout, Retryable),
+        (httpx.PoolTimeout, Retryable),
+        (httpx.ReadTimeout, Unknown),
+        (httpx.WriteTimeout, Unknown),
+        (httpx.ReadError, Unknown),
+        (httpx.WriteError, Unknown),
+        (httpx.CloseError, Unknown),
+        (httpx.RemoteProtocolError, Unknown),
+        (httpx.LocalProtocolError, Unknown),
+        (httpx.ProxyError, Unknown),
+        (httpx.DecodingError, Unknown),
+    ],
+    ids=lambda value: value.__name__ if isinstance(value, type) and issubclass(value, Exception) else None,
+)
+async def test_submit_classifies_transport_errors(error: type[httpx.HTTPError], expected_type: type) -> None:
+    """Errors before the request left are Retryable, any later one is Unknown, named by class and never raised."""
+    result = await submit_with(raise_(error))
+    assert isinstance(result, expected_type)
+    assert error.__name__ in result.reason
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [raise_(httpx.ConnectError), raise_(httpx.ReadTimeout), respond(503), respond(429), respond(400)],
+    ids=["connect-error", "read-timeout", "503", "429", "400"],
+)
+async def test_submit_never_retries(handler: Handler) -> None:
+    """The adapter makes exactly one request per submit whatever goes wrong: retries belong to Temporal."""
+    seen: list[httpx.Request] = []
+    await submit_with(recording(handler, seen))
+    assert len(seen) == 1
+
+
+async def test_reasons_never_carry_recipient_or_body() -> None:
+    """No outcome of any kind carries the recipient's digits or the body, even when Twilio's error echoes them."""
+    handlers = [respond(400, twilio_error(code, 400)) for code in (*ERROR_CODES, 99999)]
+    handlers += [respond(status, twilio_error(20500, status)) for status in (401, 403, 404, 429, 500, 503)]
+    handlers += [raise_(error) for error in (httpx.ConnectError, httpx.ReadTimeout, httpx.RemoteProtocolError)]
+    for handler in handlers:
+        result = await submit_with(handler)  # submit_with asserts the absence on the whole outcome
+        assert RECIPIENT_DIGITS not in result.reason and BODY not in result.reason
+    async with make_adapter(respond(500, twilio_error(20500, 500))) as adapter:
+        lookup = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE)
+        assert_no_pii(lookup)
+        assert_no_pii(await adapter.fetch(MESSAGE_SID))
+        assert_no_pii(await adapter.cancel(MESSAGE_SID))
+
+
+# --- submit: what goes on the wire ----------------------------------------------------------------
+
+
+async def test_submit_sends_from_number_form() -> None:
+    """With a from_number the adapter POSTs To, From, Body and StatusCallback form-encoded to Messages.json."""
+    seen: list[httpx.Request] = []
+    await submit_with(recording(respond(201, message()), seen))
+    (request,) = seen
+    assert request.method == "POST"
+    assert str(request.url) == f"https://api.twilio.com{MESSAGES_PATH}"
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert form_of(request) == {"To": RECIPIENT, "From": FROM_NUMBER, "Body": BODY, "StatusCallback": CALLBACK}
+
+
+async def test_submit_sends_messaging_service_and_omits_absent_callback() -> None:
+    """With a messaging service the form sends MessagingServiceSid instead of From, and no StatusCallback if None."""
+    seen: list[httpx.Request] = []
+    handler = recording(respond(201, message()), seen)
+    async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
+        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None)
+    assert form_of(seen[0]) == {"To": RECIPIENT, "MessagingServiceSid": SERVICE_SID, "Body": BODY}
+
+
+async def test_requests_carry_basic_auth() -> None:
+    """Every request carries HTTP Basic auth with the account SID and auth token."""
+    seen: list[httpx.Request] = []
+    await submit_with(recording(respond(201, message()), seen))
+    expected = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
+    assert seen[0].headers["Authorization"] == f"Basic {expected}"
+
+
+async def test_requests_carry_explicit_timeouts() -> None:
+    """The configured connect and read timeouts reach every request, with write and pool set explicitly."""
+    seen: list[httpx.Request] = []
+    await submit_with(recording(respond(201, message()), seen), connect_timeout=1.5, read_timeout=4.0)
+    assert seen[0].extensions["timeout"] == {"connect": 1.5, "read": 4.0, "write": 4.0, "pool": 1.5}
+
+
+async def test_requests_in_flight_are_capped() -> None:
+    """No more than max_in_flight requests are in flight at once on one adapter, and the cap is reached."""
+    in_flight = 0
+    peak = 0
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        return httpx.Response(201, json=message())
+
+    async with make_adapter(slow, max_in_flight=2) as adapter:
+        outcomes = await asyncio.gather(
+            *(adapter.submit(to=RECIPIENT, body=BODY, status_callback=None) for _ in range(6))
+        )
+    assert all(isinstance(outcome.result, Accepted) for outcome in outcomes)
+    assert peak == 2
+
+
+# --- config and secrets ---------------------------------------------------------------------------
+
+
+async def test_auth_token_never_shown() -> None:
+    """The auth token appears in no repr, str or dump of the config or the adapter, nor in a config error."""
+    config = make_config()
+    adapter = TwilioAdapter(config, transport=httpx.MockTransport(respond(201, message())))
+    try:
+        shown = (repr(config), str(config), config.model_dump_json(), str(config.model_dump()), repr(adapter))
+        for text in (*shown, str(adapter)):
+            assert AUTH_TOKEN not in text
+        with pytest.raises(ValidationError) as caught:
+            make_config(messaging_service_sid=SERVICE_SID)  # both senders: rejected
+        assert AUTH_TOKEN not in str(caught.value)
+        assert AUTH_TOKEN not in repr(caught.value)
+    finally:
+        await adapter.aclose()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"from_number": None},
+        {"messaging_service_sid": SERVICE_SID},
+        {"account_sid": "AC123"},
+        {"from_number": None, "messaging_service_sid": "MG-not-a-sid"},
+        {"api_base": "ftp://api.twilio.com"},
+        {"max_in_flight": 0},
+    ],
+    ids=["no-sender", "two-senders", "bad-account-sid", "bad-service-sid", "bad-api-base", "zero-in-flight"],
+)
+def test_config_rejects_invalid_settings(overrides: dict[str, Any]) -> None:
+    """A config without exactly one sender, or with a malformed SID, URL or limit, is refused at construction."""
+    with pytest.raises(ValidationError):
+        make_config(**overrides)
+
+
+def test_capabilities() -> None:
+    """Twilio's declared capabilities are exactly what the workflow is told to expect."""
+    capabilities = TwilioAdapter.capabilities
+    assert capabilities.idempotent_submit is False
+    assert capabilities.reference_in_reports is True
+    assert capabilities.status_lookup is True
+    assert capabilities.lookup_by_reference is True
+    assert capabilities.cancel_accepted is False
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"),
+    [
+        ("accepted", ProviderStatus.QUEUED),
+        ("scheduled", ProviderStatus.QUEUED),
+        ("queued", ProviderStatus.QUEUED),
+        ("sending", ProviderStatus.QUEUED),
+        ("sent", ProviderStatus.SENT),
+        ("delivered", ProviderStatus.DELIVERED),
+        ("read", ProviderStatus.DELIVERED),
+        ("undelivered", ProviderStatus.UNDELIVERED),
+        ("failed", ProviderStatus.FAILED),
+        ("canceled", ProviderStatus.CANCELED),
+        ("some_future_label", ProviderStatus.QUEUED),
+        (None, ProviderStatus.QUEUED),
+    ],
+)
+def test_status_labels_map(label: str | None, expected: ProviderStatus) -> None:
+    """Each Twilio status label maps to its ProviderStatus, and unknown labels to the non-final floor QUEUED."""
+    assert map_status(label) is expected
+
+
+def test_unknown_label_is_the_lowest_non_final_rank() -> None:
+    """Unknown-label fallback QUEUED is the lowest rank, so it can never move a known status backwards."""
+    assert map_status("???").rank == min(status.rank for status in STATUS_LABELS.values())
+    assert not map_status("???").is_final
+
+
+# --- fetch ----------------------------------------------------------------------------------------
+
+UPDATED = datetime(2025, 3, 14, 9, 30, 4, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected_type", "expected"),
+    [
+        pytest.param(
+            respond(200, message(status="undelivered", error_code=30003, created=UPDATED - timedelta(seconds=3))),
+            Found,
+            {
+                "provider_id": MESSAGE_SID,
+                "status": ProviderStatus.UNDELIVERED,
+                "error_code": 30003,
+                "provider_updated_at": UPDATED,
+            },
+            id="200",
+        ),
+        pytest.param(
+            respond(200, {**message(), "date_updated": "yesterday"}),
+            Found,
+            {"provider_updated_at": None},
+            id="200-bad-date",
+        ),
+        pytest.param(respond(200, text="not json"), Unavailable, {}, id="200-not-json"),
+        pytest.param(respond(404, twilio_error(20404, 404)), NotFound, {"searched_since": None}, id="404"),
+        pytest.param(respond(500), Unavailable, {"reason": "lookup answered HTTP 500"}, id="500"),
+        pytest.param(respond(429, twilio_error(20429, 429)), Unavailable, {}, id="429"),
+        pytest.param(raise_(httpx.ReadTimeout), Unavailable, {}, id="read-timeout"),
+        pytest.param(raise_(httpx.ConnectError), Unavailable, {}, id="connect-error"),
+    ],
+)
+async def test_fetch(handler: Handler, expected_type: type, expected: dict[str, Any]) -> None:
+    """Fetch turns 200 into Found with the parsed update time, 404 into NotFound and anything else into Unavailable."""
+    seen: list[httpx.Request] = []
+    async with make_adapter(recording(handler, seen)) as adapter:
+        outcome = await adapter.fetch(MESSAGE_SID)
+    assert_no_pii(outcome)
+    assert isinstance(outcome.result, expected_type)
+    for field, value in expected.items():
+        assert getattr(outcome.result, field) == value, field
+    assert seen[0].method == "GET"
+    assert seen[0].url.path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{MESSAGE_SID}.json"
+
+
+async def test_fetch_refuses_a_non_sid_without_asking() -> None:
+    """An id that is not a Twilio message SID is never put into a URL and yields Unavailable."""
+    seen: list[httpx.Request] = []
+    async with make_adapter(recording(respond(200, message()), seen)) as adapter:
+        outcome = await adapter.fetch("../../Calls")
+    assert isinstance(outcome.result, Unavailable)
+    assert seen == []
+
+
+# --- find_by_reference ----------------------------------------------------------------------------
+
+
+def next_page_uri(page: int) -> str:
+    # The shape Twilio uses (see the spec's readFullPage1 example).
+    return (
+        f"{MESSAGES_PATH}?To=%2B15558675310&DateSent%3E=2025-03-13&PageSize=100"
+        f"&Page={page}&PageToken=PAtoken{page}"
+    )
+
+
+def pages(*contents: list[dict[str, Any]]) -> Handler:
+    """Serve the given pages in order, each linking to the next through next_page_uri."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        index = int(request.url.params.get("Page", "0"))
+        more = index + 1 < len(contents)
+        return httpx.Response(
+            200,
+            json={
+                "messages": contents[index],
+                "next_page_uri": next_page_uri(index + 1) if more else None,
+                "page": index,
+                "page_size": 100,
+            },
+        )
+
+    return handler
+
+
+async def find_with(handler: Handler, seen: list[httpx.Request] | None = None, since: datetime = SINCE) -> Any:
+    requests = seen if seen is not None else []
+    async with make_adapter(recording(handler, requests)) as adapter:
+        outcome = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=since)
+    assert_no_pii(outcome)
+    return outcome.result
+
+
+async def test_find_single_match() -> None:
+    """Exactly one outbound message with the body's hash, created after since, is Found with its status."""
+    result = await find_with(pages([message(status="delivered"), message(sid=OTHER_SID, body="Something else")]))
+    assert isinstance(result, Found)
+    assert result.provider_id == MESSAGE_SID
+    assert result.status is ProviderStatus.DELIVERED
+
+
+async def test_find_no_match() -> None:
+    """When every page was read and nothing matches, the result is NotFound with the searched bound."""
+    result = await find_with(pages([]))
+    assert isinstance(result, NotFound)
+    assert result.searched_since == SINCE
+
+
+async def test_find_two_matches_is_ambiguous() -> None:
+    """Two matching messages give Unavailable("ambiguous: 2 messages match"): the adapter never guesses."""
+    result = await find_with(pages([message(), message(sid=OTHER_SID)]))
+    assert isinstance(result, Unavailable)
+    assert result.reason == "ambiguous: 2 messages match"
+
+
+async def test_find_two_matches_across_pages_is_ambiguous() -> None:
+    """Matches on different pages still count together as ambiguous."""
+    result = await find_with(pages([message()], [message(sid=OTHER_SID)]))
+    assert isinstance(result, Unavailable)
+    assert result.reason == "ambiguous: 2 messages match"
+
+
+async def test_find_match_on_page_two() -> None:
+    """The adapter follows next_page_uri on the same API base and finds a match on the second page."""
+    seen: list[httpx.Request] = []
+    result = await find_with(pages([message(sid=OTHER_SID, body="older news")], [message()]), seen)
+    assert isinstance(result, Found)
+    assert result.provider_id == MESSAGE_SID
+    assert len(seen) == 2
+    assert seen[1].url.host == "api.twilio.com"
+    assert seen[1].url.params["PageToken"] == "PAtoken1"
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        pytest.param(message(body="Your order 4472 has shipped"), id="body-mismatch"),
+        pytest.param(message(created=SINCE - timedelta(seconds=10)), id="older-than-since"),
+        pytest.param(message(direction="inbound"), id="inbound"),
+        pytest.param(message(to="+15550000000"), id="other-recipient"),
+    ],
+)
+async def test_find_ignores_non_matching(candidate: dict[str, Any]) -> None:
+    """A message with another body, an earlier creation, inbound direction or another recipient is not a match."""
+    result = await find_with(pages([candidate]))
+    assert isinstance(result, NotFound)
+
+
+async def test_find_allows_clock_skew() -> None:
+    """A message created within 2 s before since still matches, to absorb clock skew."""
+    result = await find_with(pages([message(created=SINCE - timedelta(seconds=1))]))
+    assert isinstance(result, Found)
+
+
+async def test_find_candidate_without_date_is_unavailable() -> None:
+    """A same-body message whose date_created cannot be read makes the search Unavailable rather than a guess."""
+    result = await find_with(pages([{**message(), "date_created": None}]))
+    assert isinstance(result, Unavailable)
+
+
+async def test_find_sends_to_and_day_before_in_utc() -> None:
+    """The first request filters by To and by DateSent> set to the UTC day before since (less skew)."""
+    seen: list[httpx.Request] = []
+    # 01:00:01 at +05:00 is 20:00:01 UTC the day before, so the bound is two local days back.
+    since = datetime(2025, 3, 14, 1, 0, 1, tzinfo=timezone(timedelta(hours=5)))
+    await find_with(pages([]), seen, since=since)
+    params = seen[0].url.params
+    assert seen[0].method == "GET"
+    assert seen[0].url.path == MESSAGES_PATH
+    assert params["To"] == RECIPIENT
+    assert params["DateSent>"] == "2025-03-12"
+    assert "DateSent>=" in str(seen[0].url).replace("%3E", ">")
+
+
+async def test_find_stops_after_page_limit() -> None:
+    """With more pages than it follows, the adapter reads MAX_LIST_PAGES pages and reports Unavailable."""
+    seen: list[httpx.Request] = []
+    result = await find_with(pages(*([[]] * (MAX_LIST_PAGES + 3))), seen)
+    assert isinstance(result, Unavailable)
+    assert len(seen) == MAX_LIST_PAGES
+
+
+async def test_find_refuses_off_host_next_page() -> None:
+    """A next_page_uri pointing at another host is not followed (it would receive our credentials)."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"messages": [], "next_page_uri": "https://evil.example/steal"})
+
+    result = await find_with(handler, seen)
+    assert isinstance(result, Unavailable)
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [respond(500), respond(401, twilio_error(20003, 401)), respond(200, {"no": "messages"}), raise_(httpx.ReadTimeout)],
+    ids=["500", "401", "200-without-list", "read-timeout"],
+)
+async def test_find_failures_are_unavailable(handler: Handler) -> None:
+    """A list page that fails or cannot be read makes the search Unavailable, never NotFound."""
+    result = await find_with(handler)
+    assert isinstance(result, Unavailable)
+
+
+async def test_find_requires_aware_since() -> None:
+    """A since without a time zone is a caller bug and raises ValueError before any request."""
+    async with make_adapter(pages([])) as adapter:
+        with pytest.raises(ValueError):
+            await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=datetime(2025, 3, 14))
+
+
+# --- cancel ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("handler", "canceled", "phrase"),
+    [
+        pytest.param(respond(200, message(status="canceled")), True, "canceled", id="200-canceled"),
+        pytest.param(respond(200, message(status="sent")), False, "sent", id="200-still-sent"),
+        pytest.param(respond(400, twilio_error(21220, 400)), False, "refused", id="400-refused"),
+        pytest.param(respond(404, twilio_error(20404, 404)), False, "refused", id="404-refused"),
+        pytest.param(respond(500), False, "unknown", id="500"),
+        pytest.param(raise_(httpx.ReadTimeout), False, "unknown", id="read-timeout"),
+        pytest.param(raise_(httpx.ConnectError), False, "never left", id="connect-error"),
+    ],
+)
+async def test_cancel(handler: Handler, canceled: bool, phrase: str) -> None:
+    """Cancel is True only when Twilio answers status canceled; a refusal or failure is False with its reason."""
+    seen: list[httpx.Request] = []
+    async with make_adapter(recording(handler, seen)) as adapter:
+        outcome = await adapter.cancel(MESSAGE_SID)
+    assert_no_pii(outcome)
+    assert outcome.canceled is canceled
+    assert phrase in outcome.reason
+    assert len(seen) == 1
+    assert seen[0].method == "POST"
+    assert seen[0].url.path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{MESSAGE_SID}.json"
+    assert form_of(seen[0]) == {"Status": "canceled"}
