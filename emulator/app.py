@@ -1,0 +1,390 @@
+"""The emulator's HTTP surface: a Twilio Messages API subset plus a loopback admin API.
+
+Twilio subset (Basic auth: account SID / auth token)::
+
+    POST /2010-04-01/Accounts/{AccountSid}/Messages.json          CreateMessage
+    GET  /2010-04-01/Accounts/{AccountSid}/Messages.json          ListMessage
+    GET  /2010-04-01/Accounts/{AccountSid}/Messages/{Sid}.json    FetchMessage
+    POST /2010-04-01/Accounts/{AccountSid}/Messages/{Sid}.json    UpdateMessage
+
+Admin API (no auth, loopback clients only)::
+
+    GET    /_emulator/faults              armed faults
+    PUT    /_emulator/faults/{to}         arm {"fault": name, "count": n|null, ...params}
+    DELETE /_emulator/faults/{to}         disarm one number
+    DELETE /_emulator/faults              disarm all
+    GET    /_emulator/messages[?to=...]   every accepted message: history, callbacks and their results
+    GET    /_emulator/stats               counters
+    POST   /_emulator/reset               forget messages, faults, counters; stop lifecycles
+
+Test and demo use only: it never talks to anything but loopback callback URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import math
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from emulator.config import EmulatorConfig
+from emulator.faults import (
+    FAULT_ADAPTER,
+    AcceptThenHang,
+    CallbackBeforeResponse,
+    Error500,
+    Error503,
+    Fault,
+    FaultRegistry,
+    HangWithoutAccept,
+    RateLimit,
+    Reject,
+)
+from emulator.lifecycle import Lifecycle
+from emulator.listing import InvalidListQuery, list_page, parse_list_query
+from emulator.messages import API_VERSION, MessageRecord, MessageStore, StatusChange, count_segments, new_message_sid
+from emulator.ratelimit import SenderRateLimiter
+from emulator.stats import EmulatorStats
+from emulator.twilio_errors import error_response
+
+_E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
+_MESSAGING_SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
+_MAX_BODY_CHARS = 1600
+_MAX_CALLBACK_URL_CHARS = 4000
+
+
+@dataclass
+class EmulatorState:
+    """Everything one emulator instance knows; created by ``create_app``, never module-global."""
+
+    config: EmulatorConfig
+    store: MessageStore
+    faults: FaultRegistry
+    limiter: SenderRateLimiter
+    stats: EmulatorStats
+    lifecycle: Lifecycle
+
+    async def reset(self) -> None:
+        await self.lifecycle.cancel_all()
+        self.store.clear()
+        self.faults.clear()
+        self.limiter.clear()
+        self.stats.reset()
+
+
+def create_app(config: EmulatorConfig) -> Starlette:
+    """Build one emulator: its own state, its Twilio routes and its admin routes."""
+    stats = EmulatorStats()
+    state = EmulatorState(
+        config=config,
+        store=MessageStore(),
+        faults=FaultRegistry(),
+        limiter=SenderRateLimiter(config.rate_limit_per_sender),
+        stats=stats,
+        lifecycle=Lifecycle(config, stats),
+    )
+    for assignment in config.initial_faults:
+        state.faults.arm(assignment.to, assignment.fault)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await state.lifecycle.start()
+        try:
+            yield
+        finally:
+            await state.lifecycle.aclose()
+
+    twilio = _TwilioApi(state)
+    admin = _AdminApi(state)
+    base = f"/{API_VERSION}/Accounts/{{account_sid}}"
+    routes = [
+        Route(f"{base}/Messages.json", twilio.create_message, methods=["POST"]),
+        Route(f"{base}/Messages.json", twilio.list_messages, methods=["GET"]),
+        Route(f"{base}/Messages/{{sid}}.json", twilio.fetch_message, methods=["GET"]),
+        Route(f"{base}/Messages/{{sid}}.json", twilio.update_message, methods=["POST"]),
+        Route("/_emulator/faults", admin.list_faults, methods=["GET"]),
+        Route("/_emulator/faults", admin.clear_faults, methods=["DELETE"]),
+        Route("/_emulator/faults/{to}", admin.arm_fault, methods=["PUT"]),
+        Route("/_emulator/faults/{to}", admin.disarm_fault, methods=["DELETE"]),
+        Route("/_emulator/messages", admin.list_messages, methods=["GET"]),
+        Route("/_emulator/stats", admin.get_stats, methods=["GET"]),
+        Route("/_emulator/reset", admin.reset, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.emulator = state
+    return app
+
+
+async def _form_fields(request: Request) -> dict[str, str]:
+    """Form fields, first value of each name; file parts ignored (Twilio takes none here)."""
+    fields: dict[str, str] = {}
+    async with request.form() as form:
+        for name, value in form.multi_items():
+            if isinstance(value, str) and name not in fields:
+                fields[name] = value
+    return fields
+
+
+class _TwilioApi:
+    def __init__(self, state: EmulatorState) -> None:
+        self._state = state
+
+    def _authenticate(self, request: Request) -> Response | None:
+        """None when the Basic credentials and the path's account SID are right, else the 401 answer."""
+        config = self._state.config
+        user, password = "", ""
+        scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                user, _, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                pass
+        # Both comparisons always run, in constant time, so timing says nothing about which part was wrong.
+        user_ok = hmac.compare_digest(user.encode(), config.account_sid.encode())
+        password_ok = hmac.compare_digest(password.encode(), config.auth_token.encode())
+        if user_ok and password_ok and request.path_params["account_sid"] == config.account_sid:
+            return None
+        self._state.stats.auth_failures += 1
+        return error_response(401, 20003, headers={"WWW-Authenticate": 'Basic realm="Twilio API"'})
+
+    def _refuse(
+        self, status: int, code: int, message: str | None = None, headers: dict[str, str] | None = None
+    ) -> Response:
+        self._state.stats.reject(code)
+        return error_response(status, code, message, headers)
+
+    def _too_many_requests(self, retry_after: str) -> Response:
+        self._state.stats.rate_limited += 1
+        return self._refuse(429, 20429, headers={"Retry-After": retry_after})
+
+    async def create_message(self, request: Request) -> Response:
+        if denied := self._authenticate(request):
+            return denied
+        state = self._state
+        fields = await _form_fields(request)
+        if problem := self._validate_create(fields):
+            return self._refuse(400, *problem)
+        if len(state.store) >= state.config.max_messages:
+            return self._refuse(503, 20503, "Emulator message store is full; POST /_emulator/reset")
+        sender = fields.get("From") or fields["MessagingServiceSid"]
+        wait = state.limiter.try_take(sender, time.monotonic())
+        if wait is not None:
+            return self._too_many_requests(str(wait))
+
+        fault = state.faults.take(fields["To"])
+        if isinstance(fault, (Error500, Error503)):
+            status = 500 if isinstance(fault, Error500) else 503
+            return self._refuse(status, 20000 + status)
+        if isinstance(fault, RateLimit):
+            return self._too_many_requests(_retry_after_header(fault))
+        if isinstance(fault, Reject):
+            return self._refuse(400, fault.code)
+        if isinstance(fault, HangWithoutAccept):
+            state.stats.hangs += 1
+            await asyncio.sleep(fault.hang_seconds)
+            return self._refuse(503, 20503)
+
+        record = self._accept(fields, fault)
+        # Held answers carry the resource as it was at acceptance, as if it had left the server then.
+        accepted = record.resource()
+        if isinstance(fault, CallbackBeforeResponse):
+            await state.lifecycle.run_to_completion(record, fault)
+            return JSONResponse(accepted, status_code=201)
+        state.lifecycle.launch(record, fault)
+        if isinstance(fault, AcceptThenHang):
+            state.stats.hangs += 1
+            await asyncio.sleep(fault.hang_seconds)
+        return JSONResponse(accepted, status_code=201)
+
+    def _validate_create(self, fields: dict[str, str]) -> tuple[int, str | None] | None:
+        """The Twilio error (code, message) for an unacceptable create request, or None."""
+        to = fields.get("To", "")
+        if not to:
+            return 21604, None
+        if not _E164.match(to):
+            return 21211, None
+        if not fields.get("From") and not fields.get("MessagingServiceSid"):
+            return 21603, None
+        service_sid = fields.get("MessagingServiceSid")
+        if service_sid and not _MESSAGING_SERVICE_SID.match(service_sid):
+            return 20001, "Invalid parameter: MessagingServiceSid must be 'MG' followed by 32 hex digits"
+        body = fields.get("Body", "")
+        if not body:
+            return 21602, None
+        if len(body) > _MAX_BODY_CHARS:
+            return 21617, None
+        callback = fields.get("StatusCallback")
+        if callback and not self._callback_url_allowed(callback):
+            return 21609, None
+        return None
+
+    def _callback_url_allowed(self, url: str) -> bool:
+        if len(url) > _MAX_CALLBACK_URL_CHARS:
+            return False
+        try:
+            parts = urlsplit(url)
+            hostname, _ = parts.hostname, parts.port  # .port raises ValueError when malformed
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not hostname or "_" in hostname:
+            return False
+        # The emulator is a test tool: it posts only to hosts it was told are local.
+        return hostname in self._state.config.allowed_callback_hosts
+
+    def _accept(self, fields: dict[str, str], fault: Fault | None) -> MessageRecord:
+        state = self._state
+        now = datetime.now(timezone.utc)
+        sender = fields.get("From") or None
+        service_sid = fields.get("MessagingServiceSid") or None
+        body = fields["Body"]
+        record = MessageRecord(
+            seq=state.store.next_seq(),
+            sid=new_message_sid(),
+            account_sid=state.config.account_sid,
+            to=fields["To"],
+            from_=sender,
+            messaging_service_sid=service_sid,
+            body=body,
+            status_callback=fields.get("StatusCallback") or None,
+            fault=fault.fault if fault else None,
+            date_created=now,
+            date_updated=now,
+            # Twilio reports 0 segments until a Messaging Service has picked the sender.
+            num_segments="0" if sender is None else str(count_segments(body)),
+            history=[StatusChange("queued", now)],
+        )
+        state.store.add(record)
+        state.stats.accepted += 1
+        return record
+
+    async def fetch_message(self, request: Request) -> Response:
+        if denied := self._authenticate(request):
+            return denied
+        record = self._state.store.get(request.path_params["sid"])
+        if record is None:
+            return _not_found(request)
+        return JSONResponse(record.resource())
+
+    async def update_message(self, request: Request) -> Response:
+        if denied := self._authenticate(request):
+            return denied
+        record = self._state.store.get(request.path_params["sid"])
+        if record is None:
+            return _not_found(request)
+        fields = await _form_fields(request)
+        status, body = fields.get("Status"), fields.get("Body")
+        if (status is None) == (body is None) or (status is not None and status != "canceled") or body:
+            # Exactly one of Status=canceled or Body="" (redaction) is a valid update.
+            return error_response(400, 30400)
+        if status is not None:
+            # Only a scheduled message can be canceled, and this emulator never schedules.
+            if record.status != "scheduled":
+                return error_response(400, 30409)
+        else:
+            record.body = ""
+            record.date_updated = datetime.now(timezone.utc)
+        return JSONResponse(record.resource())
+
+    async def list_messages(self, request: Request) -> Response:
+        if denied := self._authenticate(request):
+            return denied
+        try:
+            query = parse_list_query(request.query_params)
+        except InvalidListQuery as error:
+            return error_response(400, 20001, f"Invalid parameter: {error}")
+        list_path = f"/{API_VERSION}/Accounts/{self._state.config.account_sid}/Messages.json"
+        return JSONResponse(list_page(self._state.store, query, list_path))
+
+
+def _retry_after_header(fault: RateLimit) -> str:
+    if fault.retry_after_format == "http-date":
+        moment = datetime.now(timezone.utc) + timedelta(seconds=fault.retry_after)
+        return format_datetime(moment, usegmt=True)
+    return str(math.ceil(fault.retry_after))
+
+
+def _not_found(request: Request) -> Response:
+    return error_response(404, 20404, f"The requested resource {request.url.path} was not found")
+
+
+class _AdminApi:
+    def __init__(self, state: EmulatorState) -> None:
+        self._state = state
+
+    @staticmethod
+    def _foreign(request: Request) -> Response | None:
+        """The 403 answer for a non-loopback client, else None."""
+        host = request.client.host if request.client else ""
+        if host == "::1" or host.startswith("127."):
+            return None
+        return JSONResponse({"error": "the emulator admin API answers loopback clients only"}, status_code=403)
+
+    async def list_faults(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        return JSONResponse({"faults": self._state.faults.describe()})
+
+    async def arm_fault(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        try:
+            raw: Any = await request.json()
+            fault = FAULT_ADAPTER.validate_python(raw)
+        except json.JSONDecodeError:
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
+        except ValidationError as error:
+            details = error.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"error": "invalid fault", "details": details}, status_code=422)
+        to = request.path_params["to"]
+        self._state.faults.arm(to, fault)
+        return JSONResponse({"to": to, **fault.model_dump()})
+
+    async def disarm_fault(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        found = self._state.faults.disarm(request.path_params["to"])
+        return Response(status_code=204 if found else 404)
+
+    async def clear_faults(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        self._state.faults.clear()
+        return Response(status_code=204)
+
+    async def list_messages(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        to = request.query_params.get("to")
+        records = [record for record in self._state.store.oldest_first() if to is None or record.to == to]
+        return JSONResponse({"messages": [record.oracle() for record in records]})
+
+    async def get_stats(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        body = self._state.stats.as_json()
+        body["stored_messages"] = len(self._state.store)
+        body["running_lifecycles"] = self._state.lifecycle.running
+        return JSONResponse(body)
+
+    async def reset(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        await self._state.reset()
+        return JSONResponse({"reset": True})

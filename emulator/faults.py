@@ -1,0 +1,222 @@
+"""Faults the emulator injects, chosen per recipient number, and their registry.
+
+A fault is armed for one ``To`` number with a ``count`` (``None`` = always).
+Every create request to that number consumes one use; once the count is spent
+the number behaves normally again. A number carries at most one fault.
+
+Faults fall into two groups:
+
+* answer faults decide the HTTP answer of the create request
+  (hang, 5xx, 429, reject, callback before response);
+* lifecycle faults accept the message and change what happens afterwards
+  (final status, callback duplication, ordering, delay, silence).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+# Long enough for any client timeout under test, short enough that a forgotten
+# fault cannot hold a connection (and the server's shutdown) for long.
+_MAX_HANG_SECONDS = 600.0
+
+
+class _FaultBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int | None = Field(default=None, ge=1)
+
+
+class AcceptThenHang(_FaultBase):
+    """Accept the message, then hold the HTTP answer so the client's read timeout fires."""
+
+    fault: Literal["accept_then_hang"]
+    hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+
+
+class HangWithoutAccept(_FaultBase):
+    """Hold the HTTP answer, then answer 503; the message never exists."""
+
+    fault: Literal["hang_without_accept"]
+    hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+
+
+class Error500(_FaultBase):
+    """Answer 500 with Twilio's error body; nothing is accepted."""
+
+    fault: Literal["error_500"]
+
+
+class Error503(_FaultBase):
+    """Answer 503 with Twilio's error body; nothing is accepted."""
+
+    fault: Literal["error_503"]
+
+
+class RateLimit(_FaultBase):
+    """Answer 429 (code 20429) with a Retry-After header; nothing is accepted."""
+
+    fault: Literal["rate_limit"]
+    retry_after: float = Field(default=1.0, ge=0, le=86_400)
+    retry_after_format: Literal["seconds", "http-date"] = "seconds"
+
+
+class Reject(_FaultBase):
+    """Answer 400 with the given Twilio error code (21610 opt-out, 21211, 21614, ...)."""
+
+    fault: Literal["reject"]
+    code: int = Field(default=21610, ge=10_000, le=99_999)
+
+
+class Undelivered(_FaultBase):
+    """Accept; the lifecycle ends ``undelivered`` with the given error code."""
+
+    fault: Literal["undelivered"]
+    code: int = Field(default=30003, ge=10_000, le=99_999)
+
+
+class Failed(_FaultBase):
+    """Accept; the lifecycle ends ``failed`` (never ``sent``) with the given error code."""
+
+    fault: Literal["failed"]
+    code: int = Field(default=30008, ge=10_000, le=99_999)
+
+
+class CallbackBeforeResponse(_FaultBase):
+    """Accept, run the lifecycle and its callbacks to completion, only then answer 201."""
+
+    fault: Literal["callback_before_response"]
+
+
+class DuplicateCallbacks(_FaultBase):
+    """Send every callback ``copies`` times concurrently."""
+
+    fault: Literal["duplicate_callbacks"]
+    copies: int = Field(default=3, ge=2, le=10)
+
+
+class OutOfOrderCallbacks(_FaultBase):
+    """Send the final callback before the ``sent`` one."""
+
+    fault: Literal["out_of_order_callbacks"]
+
+
+class NoCallback(_FaultBase):
+    """Run the lifecycle to ``delivered`` but send no callback; only polling finds it."""
+
+    fault: Literal["no_callback"]
+
+
+class Silent(_FaultBase):
+    """Stop the lifecycle at ``sent`` for good and send no callback: no evidence, ever."""
+
+    fault: Literal["silent"]
+
+
+class DelayedCallback(_FaultBase):
+    """Hold every callback ``delay_seconds`` before sending it."""
+
+    fault: Literal["delayed_callback"]
+    delay_seconds: float = Field(default=5.0, ge=0, le=_MAX_HANG_SECONDS)
+
+
+Fault = Annotated[
+    Union[
+        AcceptThenHang,
+        HangWithoutAccept,
+        Error500,
+        Error503,
+        RateLimit,
+        Reject,
+        Undelivered,
+        Failed,
+        CallbackBeforeResponse,
+        DuplicateCallbacks,
+        OutOfOrderCallbacks,
+        NoCallback,
+        Silent,
+        DelayedCallback,
+    ],
+    Field(discriminator="fault"),
+]
+FAULT_ADAPTER: TypeAdapter[Fault] = TypeAdapter(Fault)
+
+
+class FaultAssignment(BaseModel):
+    """One entry of a faults file: a fault and the number it applies to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    to: str = Field(min_length=1)
+    fault: Fault
+
+    @classmethod
+    def from_flat(cls, raw: dict[str, Any]) -> FaultAssignment:
+        """Build from the flat file shape ``{"to": ..., "fault": name, ...params}``."""
+        if not isinstance(raw, dict) or "to" not in raw:
+            raise ValueError("each fault entry must be an object with a 'to' number")
+        params = {key: value for key, value in raw.items() if key != "to"}
+        return cls(to=raw["to"], fault=FAULT_ADAPTER.validate_python(params))
+
+
+def load_faults_file(path: Path) -> tuple[FaultAssignment, ...]:
+    """Read a faults file: a JSON list of ``{"to": ..., "fault": ..., ...params}``.
+
+    Raises:
+        ValueError: The file is not such a list or an entry is invalid.
+    """
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a JSON list of fault objects")
+    return tuple(FaultAssignment.from_flat(entry) for entry in raw)
+
+
+class _Armed:
+    """A fault and how much of its count is left; mutable, owned by the registry."""
+
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+        self.remaining = fault.count
+        self.used = 0
+
+
+class FaultRegistry:
+    """The faults armed on this emulator, keyed by recipient number."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, _Armed] = {}
+
+    def arm(self, to: str, fault: Fault) -> None:
+        """Arm ``fault`` for ``to``, replacing any fault that number had."""
+        self._armed[to] = _Armed(fault)
+
+    def disarm(self, to: str) -> bool:
+        """Remove the fault of ``to``; whether there was one."""
+        return self._armed.pop(to, None) is not None
+
+    def clear(self) -> None:
+        self._armed.clear()
+
+    def take(self, to: str) -> Fault | None:
+        """The fault for one create request to ``to``, consuming one use of its count."""
+        armed = self._armed.get(to)
+        if armed is None:
+            return None
+        armed.used += 1
+        if armed.remaining is not None:
+            armed.remaining -= 1
+            if armed.remaining <= 0:
+                # Spent: the number behaves normally from the next request on.
+                del self._armed[to]
+        return armed.fault
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every armed fault with its parameters, remaining uses (None = always) and uses so far."""
+        return [
+            {"to": to, **armed.fault.model_dump(), "remaining": armed.remaining, "used": armed.used}
+            for to, armed in self._armed.items()
+        ]
