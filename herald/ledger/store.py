@@ -180,9 +180,9 @@ async def record_report_for_closed_intent(
 
 async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
     """Inbox rows without a verdict whose redelivery is due, oldest first."""
-    async with pool.connection() as conn:
-        conn.row_factory = dict_row
-        cursor = await conn.execute(
+    # Row factories are set per cursor: a pooled connection must come back as it was lent.
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(
             """SELECT r.id, r.provider_message_id, r.provider_status, r.attempt_ref, r.error_code,
                       r.provider_event_at, r.received_at, coalesce(d.tries, 0) AS tries
                  FROM receipt_inbox r
@@ -213,9 +213,8 @@ async def schedule_redelivery(pool: AsyncConnectionPool, inbox_id: int, delay_se
 
 async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[str, Any] | None:
     """The intent with its attempts, transitions and observations, for operators."""
-    async with pool.connection() as conn:
-        conn.row_factory = dict_row
-        cursor = await conn.execute(
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(
             """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
                       intent_fingerprint, created_at, expires_at FROM intents WHERE workflow_id = %s""",
             (workflow_id,),
@@ -232,6 +231,6 @@ async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[st
                                  FROM observations WHERE workflow_id = %s ORDER BY seq""",
         }
         for key, sql in queries.items():
-            cursor = await conn.execute(sql, (workflow_id,))
+            await cursor.execute(sql, (workflow_id,))
             intent[key] = await cursor.fetchall()
     return intent

@@ -1,0 +1,87 @@
+"""``temporal-dev.yaml`` as a typed model, and the HERALD_* environment it implies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from herald.delivery_policy import DeliveryPolicy
+from herald.outcomes import Frozen
+from herald.settings import REPO_ROOT
+
+DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
+
+
+class TemporalDev(Frozen):
+    host: str = "127.0.0.1"
+    port: int = 7233
+    ui_port: int = 8233
+    metrics_port: int = 8236
+    namespace: str = "default"
+    task_queue: str = "herald-notifications"
+    # None keeps workflows in memory only (the tests); a file survives restarts.
+    db_filename: str | None = "temporal.db"
+    log_level: str = "error"
+
+
+class PostgresDev(Frozen):
+    data_dir: str = "pgdata"
+
+
+class EmulatorDev(Frozen):
+    host: str = "127.0.0.1"
+    port: int = 8234
+    account_sid: str = "AC00000000000000000000000000000001"
+    auth_token: str = "herald-local-emulator-token"
+    from_number: str = "+15005550006"
+    step_ms: int = 150
+    rate_limit_per_sender: float = 0
+
+
+class ReceiptsDev(Frozen):
+    host: str = "127.0.0.1"
+    port: int = 8235
+
+
+class AdapterDev(Frozen):
+    connect_timeout: float = 2.0
+    read_timeout: float = 2.0
+
+
+class StackConfig(Frozen):
+    state_dir: Path = Path(".state")
+    temporal: TemporalDev = TemporalDev()
+    postgres: PostgresDev = PostgresDev()
+    emulator: EmulatorDev = EmulatorDev()
+    receipts: ReceiptsDev = ReceiptsDev()
+    adapter: AdapterDev = AdapterDev()
+    demo_policy: DeliveryPolicy = DeliveryPolicy()
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir if self.state_dir.is_absolute() else REPO_ROOT / self.state_dir
+
+    def service_env(self, database_url: str) -> dict[str, str]:
+        """The HERALD_* variables that point the worker and receipt server at this stack."""
+        return {
+            "HERALD_TEMPORAL_ADDRESS": f"{self.temporal.host}:{self.temporal.port}",
+            "HERALD_TEMPORAL_NAMESPACE": self.temporal.namespace,
+            "HERALD_TASK_QUEUE": self.temporal.task_queue,
+            "DATABASE_URL": database_url,
+            "HERALD_TWILIO_API_BASE": f"http://{self.emulator.host}:{self.emulator.port}",
+            "HERALD_TWILIO_ACCOUNT_SID": self.emulator.account_sid,
+            "HERALD_TWILIO_AUTH_TOKEN": self.emulator.auth_token,
+            "HERALD_TWILIO_FROM": self.emulator.from_number,
+            "HERALD_TWILIO_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
+            "HERALD_TWILIO_READ_TIMEOUT": str(self.adapter.read_timeout),
+            "HERALD_RECEIPT_HOST": self.receipts.host,
+            "HERALD_RECEIPT_PORT": str(self.receipts.port),
+            "HERALD_RECEIPT_PUBLIC_URL": f"http://{self.receipts.host}:{self.receipts.port}",
+            "HERALD_STATE_DIR": str(self.state_path),
+        }
+
+
+def load_stack_config(path: Path = DEFAULT_STACK_FILE) -> StackConfig:
+    with path.open(encoding="utf-8") as handle:
+        return StackConfig.model_validate(yaml.safe_load(handle) or {})

@@ -1,0 +1,116 @@
+"""Starting and stopping the whole local stack in dependency order."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from herald.contracts import SEARCH_ATTRIBUTES
+from herald.devstack.config import StackConfig
+from herald.devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
+from herald.ledger.embedded import start_embedded_postgres
+
+log = logging.getLogger("herald.devstack")
+
+START_TIMEOUT_SECONDS = 60.0
+
+
+class LocalStack:
+    """Temporal dev server, PostgreSQL, emulator, receipt server and worker for one machine."""
+
+    def __init__(self, config: StackConfig, *, database_url: str | None = None) -> None:
+        self.config = config
+        self._external_database_url = database_url if database_url is not None else os.environ.get("DATABASE_URL")
+        self._postgres = None
+        self.database_url: str | None = None
+        self.processes: dict[str, ManagedProcess] = {}
+        self.log_dir = config.state_path / "logs"
+
+    # ---- checks --------------------------------------------------------------------------
+
+    def check_ports(self, *, services: bool = True) -> None:
+        """Fail fast, one line per problem, before anything starts."""
+        c = self.config
+        require_free(c.temporal.host, c.temporal.port, "temporal.port")
+        require_free(c.temporal.host, c.temporal.ui_port, "temporal.ui_port")
+        require_free(c.temporal.host, c.temporal.metrics_port, "temporal.metrics_port")
+        require_free(c.emulator.host, c.emulator.port, "emulator.port")
+        if services:
+            require_free(c.receipts.host, c.receipts.port, "receipts.port")
+
+    # ---- parts -----------------------------------------------------------------------------
+
+    def start_temporal(self) -> ManagedProcess:
+        t = self.config.temporal
+        argv = [
+            str(BIN_DIR / "temporal"), "server", "start-dev",
+            "--ip", t.host, "--port", str(t.port), "--ui-port", str(t.ui_port),
+            "--metrics-port", str(t.metrics_port), "--namespace", t.namespace,
+            "--log-level", t.log_level, "--ui-disable-news-fetch",
+        ]  # fmt: skip
+        if t.db_filename:
+            argv += ["--db-filename", str(self.config.state_path / t.db_filename)]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            argv += ["--search-attribute", f"{name}={kind}"]
+        process = self._spawn("temporal", argv)
+        wait_for_port(t.host, t.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_postgres(self) -> str:
+        if self._external_database_url:
+            self.database_url = self._external_database_url
+        else:
+            self._postgres = start_embedded_postgres(self.config.state_path / self.config.postgres.data_dir)
+            self.database_url = self._postgres.get_uri()
+        return self.database_url
+
+    def start_emulator(self, extra_args: list[str] | None = None) -> ManagedProcess:
+        e = self.config.emulator
+        argv = [
+            sys.executable, "-m", "emulator", "--host", e.host, "--port", str(e.port),
+            "--account-sid", e.account_sid, "--auth-token", e.auth_token, "--step-ms", str(e.step_ms),
+            "--rate-limit-per-sender", str(e.rate_limit_per_sender), "--log-level", "warning",
+        ] + (extra_args or [])  # fmt: skip
+        process = self._spawn("emulator", argv)
+        wait_for_port(e.host, e.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_receipts(self) -> ManagedProcess:
+        process = self._spawn("receipts", [sys.executable, "-m", "herald.receipts"], service=True)
+        wait_for_port(self.config.receipts.host, self.config.receipts.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_worker(self, name: str = "worker", extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        return self._spawn(name, [sys.executable, "worker.py"], service=True, extra_env=extra_env)
+
+    def _spawn(
+        self, name: str, argv: list[str], *, service: bool = False, extra_env: dict[str, str] | None = None
+    ) -> ManagedProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {"PYTHONUNBUFFERED": "1"}
+        if service:
+            if self.database_url is None:
+                raise RuntimeError("start PostgreSQL before the services that use it")
+            env.update(self.config.service_env(self.database_url))
+        env.update(extra_env or {})
+        process = ManagedProcess(name, argv, env=env, log_path=self.log_dir / f"{name}.log")
+        process.start()
+        self.processes[name] = process
+        return process
+
+    def stop(self) -> None:
+        """Stop children newest first, then PostgreSQL (when this stack started it)."""
+        for name in reversed(list(self.processes)):
+            self.processes[name].stop()
+        self.processes.clear()
+        if self._postgres is not None:
+            self._postgres.cleanup()
+            self._postgres = None
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path: Path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
