@@ -9,14 +9,11 @@ every intent a fresh business key and recipient so they never share state.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import tempfile
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import uvicorn
 from psycopg_pool import AsyncConnectionPool
@@ -25,8 +22,13 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
-from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from herald.devstack.config import (
+    AdapterDev,
+    EmulatorDev,
+    ReceiptsDev,
+    StackConfig,
+    TemporalDev,
+)
 from herald.devstack.processes import free_port
 from herald.devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
@@ -36,43 +38,8 @@ from herald.receipts.app import ReceiptEndpoint, create_receipt_app
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
+from tests.support import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator
 from worker import build_worker, twilio_config
-
-# Short clocks so lifecycle tests finish in seconds; production defaults are minutes and hours.
-TEST_POLICY = DeliveryPolicy(
-    backoff_initial=timedelta(seconds=0.3),
-    backoff_max=timedelta(seconds=2),
-    retry_after_cap=timedelta(seconds=5),
-    submit_timeout=timedelta(seconds=5),
-    lookup_first_delay=timedelta(seconds=0.5),
-    not_found_proof_window=timedelta(seconds=3),
-    poll_initial=timedelta(seconds=1),
-    poll_max=timedelta(seconds=3),
-    resolution_horizon=timedelta(seconds=20),
-)
-# The emulator's hang faults must outlast this client read timeout.
-ADAPTER_READ_TIMEOUT = 1.0
-
-
-class Emulator:
-    """The emulator's admin API: arm faults, read what it accepted (the oracle for duplicates)."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=5.0)
-
-    async def arm(self, to: str, fault: str, **params: Any) -> None:
-        response = await self._http.put(f"/_emulator/faults/{to}", json={"fault": fault, **params})
-        response.raise_for_status()
-
-    async def messages(self, to: str) -> list[dict[str, Any]]:
-        response = await self._http.get("/_emulator/messages", params={"to": to})
-        response.raise_for_status()
-        body = response.json()
-        return body["messages"] if isinstance(body, dict) else body
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
 
 @pytest.fixture(scope="session")
@@ -163,23 +130,3 @@ async def emulator(stack: LocalStack) -> AsyncIterator[Emulator]:
     admin = Emulator(f"http://{e.host}:{e.port}")
     yield admin
     await admin.aclose()
-
-
-def fresh_recipient() -> str:
-    """A random +1 555 number, so each test's faults and messages are its own."""
-    return "+1555" + "".join(secrets.choice("0123456789") for _ in range(7))
-
-
-def fresh_key(event: str = "order_receipt") -> str:
-    return f"{event}:t_{secrets.token_hex(6)}"
-
-
-def receipt_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "business_key": key,
-        "recipient": to,
-        "template_id": "order_receipt",
-        "template_version": 1,
-        "render_data": {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"},
-        **overrides,
-    }

@@ -325,6 +325,8 @@ class NotificationWorkflow:
             return
         attempt = self._attempts[-1]
         polls_allowed = self._closed_by != "clock:expiry"
+        if self._state is IntentState.CANCELLED and attempt.provider_id is not None and not attempt.resolved:
+            await self._ask_provider_to_cancel(attempt)
         while not attempt.resolved and self._within_horizon(attempt):
             if attempt.submit_result is None:
                 return  # never reached the provider
@@ -334,6 +336,21 @@ class NotificationWorkflow:
             if timer_fired and polls_allowed and not attempt.resolved and self._within_horizon(attempt):
                 await self._poll(attempt)
             await self._flush()
+
+    async def _ask_provider_to_cancel(self, attempt: _Attempt) -> None:
+        """Ask once; most providers refuse for a message already accepted, and the refusal is recorded."""
+        try:
+            answer = await workflow.execute_activity_method(
+                ProviderActivities.cancel,
+                ProviderCancelInput(provider_id=attempt.provider_id),
+                start_to_close_timeout=_READ_TIMEOUT,
+                retry_policy=_READ_RETRY,
+            )
+            canceled, reason = answer.canceled, answer.reason
+        except ActivityError as error:
+            canceled, reason = False, f"cancel activity failed: {_cause(error)}"
+        self._observe_fact(attempt, Source.OPERATOR, "provider_cancel", canceled, reason)
+        await self._flush()
 
     async def _poll(self, attempt: _Attempt) -> None:
         lookup = await self._lookup(attempt)
