@@ -11,14 +11,12 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.ledger import LedgerActivities
-from activities.provider import ProviderActivities
 from herald.client import HeraldClient
+from herald.devstack.stack import LocalStack
 from herald.errors import IntentConflict, InvalidIntent
 from herald.intent import workflow_id_for
 from herald.ledger.store import intent_history
 from herald.lifecycle import IntentState
-from herald.providers.twilio import TwilioAdapter
 from herald.providers.twilio_signature import compute_signature
 from herald.temporal_client import connect
 from tests.support import (
@@ -28,7 +26,6 @@ from tests.support import (
     fresh_recipient,
     receipt_request,
 )
-from worker import build_worker, twilio_config
 
 WAIT = 60
 
@@ -94,14 +91,11 @@ async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClie
 
 
 async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message(
-    herald: HeraldClient, emulator: Emulator, settings, temporal: Client, pool: AsyncConnectionPool
+    herald: HeraldClient, emulator: Emulator, settings, stack: LocalStack
 ) -> None:
     """Two clients in two threads, released by one barrier with one key, with two workers polling: one workflow, one message."""
     key, to = fresh_key(), fresh_recipient()
-    second_adapter = TwilioAdapter(twilio_config(settings.twilio))
-    second_worker = build_worker(
-        temporal, settings, LedgerActivities(pool), ProviderActivities(second_adapter, settings.receipts.public_url)
-    )
+    second_worker = stack.start_worker("worker-race")
     barrier = threading.Barrier(2)
     results: list[object] = []
 
@@ -117,12 +111,13 @@ async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message
             results.append(error)
 
     threads = [threading.Thread(target=racer) for _ in range(2)]
-    async with second_worker:
+    try:
         for thread in threads:
             thread.start()
         await asyncio.get_running_loop().run_in_executor(None, lambda: [t.join(40) for t in threads])
         final = await _finish(herald, key)
-    await second_adapter.aclose()
+    finally:
+        second_worker.stop()
     assert len(results) == 2 and not [r for r in results if isinstance(r, Exception)], results
     assert len({r.run_id for r in results}) == 1
     assert final is IntentState.DELIVERED
