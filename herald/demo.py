@@ -1,0 +1,139 @@
+"""The demo scenario `make run` plays: intents over the three seed templates, some with emulator faults.
+
+Each fault is armed for one recipient at the emulator, so its intent meets that
+fault for real; the summary then counts messages at the emulator (the oracle
+for duplicates) and outcomes in Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from herald.client import HeraldClient
+from herald.errors import InvalidIntent
+from herald.lifecycle import IntentState
+
+# (fault armed at the emulator or None, parameters, what Herald should do about it)
+SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
+    (None, {}, "plain delivery"),
+    (None, {}, "plain delivery"),
+    (None, {}, "plain delivery"),
+    (None, {}, "plain delivery"),
+    (None, {}, "plain delivery"),
+    (None, {}, "plain delivery"),
+    ("accept_then_hang", {"hang_seconds": 6, "count": 1}, "timeout after acceptance: looked up, not resent"),
+    ("accept_then_hang", {"hang_seconds": 6, "count": 1}, "timeout after acceptance: looked up, not resent"),
+    ("callback_before_response", {"count": 1}, "report beats the create response"),
+    ("callback_before_response", {"count": 1}, "report beats the create response"),
+    ("duplicate_callbacks", {"copies": 3, "count": 1}, "every report three times"),
+    ("duplicate_callbacks", {"copies": 3, "count": 1}, "every report three times"),
+    ("out_of_order_callbacks", {"count": 1}, "delivered arrives before sent"),
+    ("out_of_order_callbacks", {"count": 1}, "delivered arrives before sent"),
+    ("no_callback", {"count": 1}, "no report: status polling finds the outcome"),
+    ("no_callback", {"count": 1}, "no report: status polling finds the outcome"),
+    ("error_500", {"count": 1}, "500: unknown, lookup proves absence, second attempt"),
+    ("hang_without_accept", {"hang_seconds": 4, "count": 1}, "hang without acceptance: proven absent, resent once"),
+    ("rate_limit", {"retry_after": 1, "count": 1}, "429 with Retry-After: retried after the hint"),
+    ("undelivered", {"code": 30003, "count": 1}, "carrier says unreachable: undelivered, no retry"),
+    ("reject", {"code": 21610, "count": 1}, "recipient opted out: permanent failure at once"),
+    ("failed", {"code": 30001, "count": 1}, "provider queue overflow: retryable, second attempt"),
+]
+
+_TEMPLATES = [
+    ("order_receipt", 1, "order_receipt:pay_{n}",
+     lambda n: {"order_ref": f"ord_{n}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}),
+    ("seller_new_order", 2, "seller_new_order:ord_{n}",
+     lambda n: {"order_ref": f"ord_{n}", "order_total": "EUR 18.00", "item_count": 2}),
+    ("class_opening", 1, "class_opening:c9081_m{n}",
+     lambda n: {"class_name": "Spin 18:00", "starts_at": "Mon 18:00", "hold_minutes": 15}),
+]  # fmt: skip
+
+
+# A message that ended in one of these was never delivered; a retry after it is not a duplicate.
+_DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})
+
+
+@dataclass
+class DemoRow:
+    key: str
+    template: str
+    fault: str | None
+    expectation: str
+    recipient: str
+    state: IntentState | None = None
+    attempts: int = 0
+    messages_at_provider: int = 0
+    # Messages not ended failed/undelivered: more than one of these for an intent is a duplicate.
+    live_messages: int = 0
+    closed_by: str | None = None
+
+
+async def play(herald: HeraldClient, emulator_url: str, *, timeout: float = 120.0) -> list[DemoRow]:
+    """Send the scenario's intents concurrently and wait for every one to close."""
+    run_tag = datetime.now(UTC).strftime("%H%M%S") + secrets.token_hex(2)
+    rows: list[DemoRow] = []
+    async with httpx.AsyncClient(base_url=emulator_url, timeout=10) as admin:
+        for n, (fault, params, expectation) in enumerate(SCENARIO):
+            template_id, version, key_pattern, data = _TEMPLATES[n % len(_TEMPLATES)]
+            recipient = "+1555" + f"{secrets.randbelow(10**7):07d}"
+            if fault:
+                (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": fault, **params})).raise_for_status()
+            key = key_pattern.format(n=f"{run_tag}_{n}")
+            rows.append(DemoRow(key, f"{template_id}.v{version}", fault, expectation, recipient))
+            await herald.send(
+                {"business_key": key, "recipient": recipient, "template_id": template_id,
+                 "template_version": version, "render_data": data(n)}
+            )  # fmt: skip
+        finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key) for row in rows)), timeout)
+        for row, final in zip(rows, finals, strict=True):
+            row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by
+            listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
+            row.messages_at_provider = len(listed)
+            row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
+    return rows
+
+
+def refused_input_example() -> str:
+    """What a caller sees for a bad phone number: one line naming the field and the rule."""
+    try:
+        from herald.intent import build_intent, parse_request
+
+        build_intent(
+            parse_request({"business_key": "order_receipt:pay_bad", "recipient": "555-0100", "template_id": "order_receipt",
+                           "template_version": 1, "render_data": {}}),
+            datetime.now(UTC),
+        )  # fmt: skip
+    except InvalidIntent as error:
+        return f"InvalidIntent: {error}"
+    return "(no error: this is a bug)"
+
+
+def summary(rows: list[DemoRow]) -> str:
+    known_terminal = [r for r in rows if r.state is not None and r.state.is_terminal and r.state is not IntentState.UNKNOWN]
+    delivered = [r for r in rows if r.state is IntentState.DELIVERED]
+    duplicates = sum(max(0, r.live_messages - 1) for r in rows)
+    lines = [
+        f"{'business key':<40} {'template':<20} {'fault':<26} {'state':<18} {'att':>3} {'msgs':>4}",
+        "-" * 116,
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.key:<40} {r.template:<20} {r.fault or '-':<26} {r.state.value if r.state else '?':<18} "
+            f"{r.attempts:>3} {r.messages_at_provider:>4}"
+        )
+    total = len(rows)
+    lines += [
+        "-" * 116,
+        f"intents: {total}   messages accepted at the emulator: {sum(r.messages_at_provider for r in rows)}   "
+        f"duplicates: {duplicates}",
+        f"coverage (known terminal outcome): {100 * len(known_terminal) / total:.1f}%   "
+        f"delivered: {100 * len(delivered) / total:.1f}%   unknown: "
+        f"{100 * sum(r.state is IntentState.UNKNOWN for r in rows) / total:.1f}%",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""`make run`: start the local stack from temporal-dev.yaml, play the demo, print the summary, serve.
+
+    python -m herald.devstack [--exit-when-done] [--config temporal-dev.yaml]
+
+Ctrl-C stops every child process it started. A port already in use is reported
+in one line naming the port and the setting that changes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+from herald.client import HeraldClient
+from herald.demo import play, refused_input_example, summary
+from herald.devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
+from herald.devstack.processes import PortInUse, wait_for_port
+from herald.devstack.stack import LocalStack
+from herald.ledger.migrate import apply_migrations
+from herald.settings import load_settings
+from herald.temporal_client import connect
+
+
+def _write_env_file(stack: LocalStack) -> None:
+    """Let `starter.py` find this stack without exporting anything."""
+    lines = [f"{name}={value}" for name, value in stack.config.service_env(stack.database_url).items()]
+    (stack.config.state_path / "stack.env").write_text("\n".join(lines) + "\n")
+
+
+async def _demo(config: StackConfig, stack: LocalStack) -> str:
+    settings = load_settings(config.service_env(stack.database_url))
+    client = await connect(settings.temporal)
+    herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy)
+    started = time.monotonic()
+    rows = await play(herald, f"http://{config.emulator.host}:{config.emulator.port}")
+    elapsed = time.monotonic() - started
+    return f"{summary(rows)}\ndemo time: {elapsed:.1f}s\nrefused input, as a caller sees it: {refused_input_example()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m herald.devstack", description=__doc__.splitlines()[0])
+    parser.add_argument("--exit-when-done", action="store_true", help="stop everything after printing the summary")
+    parser.add_argument("--config", type=Path, default=DEFAULT_STACK_FILE)
+    args = parser.parse_args()
+    config = load_stack_config(args.config)
+    stack = LocalStack(config)
+    # Turn SIGTERM into the same clean stop as Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        stack.check_ports()
+        config.state_path.mkdir(parents=True, exist_ok=True)
+        print(f"state folder      {config.state_path}")
+        stack.start_postgres()
+        applied = asyncio.run(apply_migrations(stack.database_url))
+        print(f"PostgreSQL        {'DATABASE_URL' if stack._external_database_url else 'embedded'}; migrations applied now: {applied or 'none (up to date)'}")
+        stack.start_temporal()
+        print(f"Temporal          {config.temporal.host}:{config.temporal.port} namespace {config.temporal.namespace}")
+        stack.start_emulator()
+        print(f"emulator          http://{config.emulator.host}:{config.emulator.port}")
+        stack.start_receipts()
+        print(f"receipt server    http://{config.receipts.host}:{config.receipts.port}/twilio/status")
+        stack.start_worker()
+        print(f"worker            task queue {config.temporal.task_queue}; logs in {stack.log_dir}")
+        _write_env_file(stack)
+        wait_for_port(config.temporal.host, config.temporal.ui_port, 30)
+        print()
+        print(asyncio.run(_demo(config, stack)))
+        print()
+        ui = f"http://{config.temporal.host}:{config.temporal.ui_port}"
+        print(f"Temporal Web UI: {ui}/namespaces/{config.temporal.namespace}/workflows")
+        print(f"  failed or unknown intents: {ui}/namespaces/{config.temporal.namespace}/workflows?query=HeraldState%3D%22unknown%22")
+        if args.exit_when_done:
+            return 0
+        print("serving; Ctrl-C stops every process")
+        while True:
+            time.sleep(3600)
+    except PortInUse as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping")
+        return 0
+    except Exception as error:  # print the cause and the logs' tails instead of a bare traceback
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        for name in list(stack.processes):
+            tail = stack.log_tail(name, 15)
+            if tail:
+                print(f"--- {name} log (last lines) ---\n{tail}", file=sys.stderr)
+        return 1
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Herald's command line for services and operators.
+
+    python starter.py send --key order_receipt:pay_157 --to +15551230001 --template order_receipt \\
+        --version 1 --data order_ref=ord_1 --data amount=42.50 --data currency=EUR --data merchant=Shop
+    python starter.py send --file intent.json
+    python starter.py status order_receipt:pay_157
+    python starter.py cancel order_receipt:pay_157 --reason "seat filled" --operator alice
+    python starter.py demo
+
+Connection settings come from HERALD_* variables; when they are unset and the
+local stack is running, from the `.state/stack.env` file it writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from herald.client import HeraldClient
+from herald.errors import HeraldError
+from herald.settings import Settings, load_settings
+from herald.temporal_client import connect
+
+
+def _settings() -> Settings:
+    from herald.devstack.config import load_stack_config
+
+    env_file = load_stack_config().state_path / "stack.env"
+    merged: dict[str, str] = {}
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            name, _, value = line.partition("=")
+            if name:
+                merged[name] = value
+    merged.update(os.environ)
+    return load_settings(merged)
+
+
+async def _client(settings: Settings) -> HeraldClient:
+    return HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+
+
+def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    if args.file:
+        return json.loads(Path(args.file).read_text(encoding="utf-8"))
+    data: dict[str, str | int] = {}
+    for item in args.data or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise HeraldError(f"--data {name!r}: must be NAME=VALUE")
+        data[name] = int(value) if value.isdigit() and not value.startswith("0") else value
+    return {
+        "business_key": args.key,
+        "channel": args.channel,
+        "recipient": args.to,
+        "template_id": args.template,
+        "template_version": args.version,
+        "render_data": data,
+    }
+
+
+async def cmd_send(args: argparse.Namespace) -> int:
+    herald = await _client(_settings())
+    receipt = await herald.send(_request_from_args(args))
+    print(f"intent {receipt.workflow_id} started or attached (content sha256 {receipt.content_sha256[:16]}...)")
+    if args.wait:
+        final = await herald.wait(args.key, args.channel)
+        print(f"final state: {final.state.value}")
+    return 0
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    from herald.intent import workflow_id_for
+    from herald.ledger.store import intent_history, open_pool
+
+    settings = _settings()
+    herald = await _client(settings)
+    live = await herald.status(args.key, args.channel)
+    print(f"intent      {live.workflow_id}")
+    print(f"template    {live.template_id} v{live.template_version}   content sha256 {live.content_sha256}")
+    print(f"state       {live.state.value}" + (f"   closed by {live.closed_by}" if live.closed_by else ""))
+    for attempt in live.attempts:
+        print(
+            f"attempt {attempt.number}   ref {attempt.attempt_ref}   submit {attempt.submit_result}   "
+            f"provider {attempt.provider_id or '-'} {attempt.provider_status.value if attempt.provider_status else ''}"
+            f"   lookups {attempt.lookups}"
+            + (f"   retry after {attempt.retry_delay_seconds:.1f}s" if attempt.retry_delay_seconds else "")
+        )
+    if settings.database_url is None:
+        print("(set DATABASE_URL to include the ledger's transitions and observations)")
+        return 0
+    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+        history = await intent_history(pool, workflow_id_for(args.key, args.channel))
+    if history is None:
+        print("ledger: no row yet")
+        return 0
+    print("transitions (ledger):")
+    for t in history["transitions"]:
+        print(f"  {t['seq']:>3} {t['at']:%H:%M:%S.%f} {t['from_state']:>17} -> {t['to_state']:<17} [{t['source']}] {t['reason']}")
+    print("observations (ledger):")
+    for o in history["observations"]:
+        verdict = "applied" if o["applied"] else "ignored"
+        print(
+            f"  {o['seq']:>3} attempt {o['attempt_number'] or '-'} [{o['source']}] {o['kind']} "
+            f"{o['provider_status'] or ''} {verdict}: {o['reason']}"
+        )
+    return 0
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    herald = await _client(_settings())
+    answer = await herald.cancel(args.key, args.reason, args.operator, args.channel)
+    print(f"{'cancelled' if answer.cancelled else 'not cancelled'} ({answer.state.value}): {answer.message}")
+    return 0
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from herald.demo import play, refused_input_example, summary
+    from herald.devstack.config import load_stack_config
+
+    stack = load_stack_config()
+    settings = _settings()
+    herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=stack.demo_policy)
+    emulator_url = args.emulator_url or f"http://{stack.emulator.host}:{stack.emulator.port}"
+    rows = await play(herald, emulator_url)
+    print(summary(rows))
+    print(f"refused input, as a caller sees it: {refused_input_example()}")
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python starter.py", description="Send, inspect and cancel Herald intents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    send = commands.add_parser("send", help="create one intent (or attach to the one its key names)")
+    send.add_argument("--file", help="JSON file with the whole request")
+    send.add_argument("--key", help="business idempotency key, e.g. order_receipt:pay_157")
+    send.add_argument("--channel", default="sms")
+    send.add_argument("--to", help="recipient, E.164")
+    send.add_argument("--template")
+    send.add_argument("--version", type=int)
+    send.add_argument("--data", action="append", metavar="NAME=VALUE")
+    send.add_argument("--wait", action="store_true", help="wait for the final state")
+    send.set_defaults(run=cmd_send)
+
+    status = commands.add_parser("status", help="state, attempts, transitions and observations of one intent")
+    status.add_argument("key")
+    status.add_argument("--channel", default="sms")
+    status.set_defaults(run=cmd_status)
+
+    cancel = commands.add_parser("cancel", help="close an intent's future work")
+    cancel.add_argument("key")
+    cancel.add_argument("--channel", default="sms")
+    cancel.add_argument("--reason", required=True)
+    cancel.add_argument("--operator", required=True)
+    cancel.set_defaults(run=cmd_cancel)
+
+    demo = commands.add_parser("demo", help="play the demo scenario against a running local stack")
+    demo.add_argument("--emulator-url", help="the emulator's base URL (default: from temporal-dev.yaml)")
+    demo.set_defaults(run=cmd_demo)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return asyncio.run(args.run(args))
+    except HeraldError as error:
+        # A caller's mistake: one line naming the field and the rule, no traceback.
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as error:
+        print(f"error: cannot reach Herald's services ({type(error).__name__}: {error})", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
