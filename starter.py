@@ -14,9 +14,9 @@ local stack is running, from the `.state/stack.env` file it writes.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path

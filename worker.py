@@ -45,7 +45,7 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[NotificationWorkflow],
-        activities=[ledger.record_intent, ledger.append_ledger, provider.submit, provider.lookup, provider.cancel],
+        activities=[ledger.record_intent, ledger.append_ledger, ledger.last_attempt_to_recipient, provider.submit, provider.lookup, provider.cancel],
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
     )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
+from herald.contracts import RecipientCooldownQuery
 from herald.ledger import store
 from herald.ledger.records import IntentRecorded, LedgerBatch, RecordIntentInput
 
@@ -17,6 +20,13 @@ class LedgerActivities:
     async def record_intent(self, input: RecordIntentInput) -> IntentRecorded:
         """Insert the intent row (a no-op when it exists) and report what the ledger already knew."""
         return await store.record_intent(self._pool, input.intent, input.run_id)
+
+    @activity.defn(name="last_attempt_to_recipient")
+    async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
+        """When another intent last prepared an attempt to this recipient; None if never."""
+        return await store.last_attempt_to_recipient(
+            self._pool, recipient=query.recipient, excluding_workflow_id=query.workflow_id
+        )
 
     @activity.defn(name="append_ledger")
     async def append_ledger(self, batch: LedgerBatch) -> None:

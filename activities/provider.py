@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from herald.contracts import LookupInput, ProviderCancelInput, ProviderCancelResult, SubmitInput
+from herald.contracts import (
+    LookupInput,
+    ProviderCancelInput,
+    ProviderCancelResult,
+    SubmitInput,
+)
 from herald.outcomes import LookupOutcome, SubmitOutcome
 from herald.providers.twilio import TwilioAdapter
 

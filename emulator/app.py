@@ -59,7 +59,14 @@ from emulator.faults import (
 )
 from emulator.lifecycle import Lifecycle
 from emulator.listing import InvalidListQuery, list_page, parse_list_query
-from emulator.messages import API_VERSION, MessageRecord, MessageStore, StatusChange, count_segments, new_message_sid
+from emulator.messages import (
+    API_VERSION,
+    MessageRecord,
+    MessageStore,
+    StatusChange,
+    count_segments,
+    new_message_sid,
+)
 from emulator.ratelimit import SenderRateLimiter
 from emulator.stats import EmulatorStats
 from emulator.twilio_errors import error_response

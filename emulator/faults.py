@@ -36,6 +36,8 @@ class AcceptThenHang(_FaultBase):
 
     fault: Literal["accept_then_hang"]
     hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+    # False: no status callbacks either, so only a lookup by our own reference can find the message.
+    callbacks: bool = True
 
 
 class HangWithoutAccept(_FaultBase):

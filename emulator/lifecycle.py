@@ -26,6 +26,7 @@ import httpx
 
 from emulator.config import EmulatorConfig
 from emulator.faults import (
+    AcceptThenHang,
     DelayedCallback,
     DuplicateCallbacks,
     Failed,
@@ -35,7 +36,13 @@ from emulator.faults import (
     Silent,
     Undelivered,
 )
-from emulator.messages import API_VERSION, FINAL_STATUSES, CallbackAttempt, MessageRecord, count_segments
+from emulator.messages import (
+    API_VERSION,
+    FINAL_STATUSES,
+    CallbackAttempt,
+    MessageRecord,
+    count_segments,
+)
 from emulator.stats import EmulatorStats
 from herald.providers.twilio_signature import compute_signature
 
@@ -57,7 +64,7 @@ class _CallbackPolicy:
 
     @classmethod
     def for_fault(cls, fault: Fault | None) -> _CallbackPolicy:
-        if isinstance(fault, (NoCallback, Silent)):
+        if isinstance(fault, (NoCallback, Silent)) or (isinstance(fault, AcceptThenHang) and not fault.callbacks):
             return cls(enabled=False)
         if isinstance(fault, DuplicateCallbacks):
             return cls(copies=fault.copies)

@@ -39,9 +39,9 @@ def attempt_number_of(ref: str) -> int | None:
     return int(tail) if head.startswith("att_") and tail.isdigit() else None
 
 
-class NotificationInput(Frozen):
-    intent: Intent
-    policy: DeliveryPolicy = DeliveryPolicy()
+class RecipientCooldownQuery(Frozen):
+    workflow_id: str
+    recipient: str
 
 
 class DeliveryReport(Frozen):
@@ -76,6 +76,7 @@ class AttemptStatus(Frozen):
     provider_status: ProviderStatus | None = None
     error_code: int | None = None
     retry_delay_seconds: float | None = None
+    retry_hint_seconds: float | None = None
     lookups: int = 0
 
 
@@ -124,3 +125,24 @@ class ProviderCancelInput(Frozen):
 class ProviderCancelResult(Frozen):
     canceled: bool
     reason: str
+
+
+class CarriedState(Frozen):
+    """What a workflow hands to its next run when it continues as new (long polls keep history small)."""
+
+    state: IntentState
+    closed_by: str | None
+    attempts: list[AttemptStatus]
+    seen_inbox_ids: list[int]
+    cancel: CancelRequest | None
+    transitions: list[TransitionStatus]
+    next_transition_seq: int
+    next_observation_seq: int
+    observations_recorded: int
+
+
+class NotificationInput(Frozen):
+    intent: Intent
+    policy: DeliveryPolicy = DeliveryPolicy()
+    # Set only by continue-as-new; a fresh intent starts without it.
+    carried: CarriedState | None = None

@@ -27,11 +27,13 @@ with workflow.unsafe.imports_passed_through():
         AttemptStatus,
         CancelAnswer,
         CancelRequest,
+        CarriedState,
         DeliveryReport,
         IntentStatus,
         LookupInput,
         NotificationInput,
         ProviderCancelInput,
+        RecipientCooldownQuery,
         SubmitInput,
         TransitionStatus,
         attempt_number_of,
@@ -105,6 +107,20 @@ class _Attempt:
         self.retry_delay: timedelta | None = None
         self.lookups = 0
 
+    @classmethod
+    def from_status(cls, status: AttemptStatus) -> _Attempt:
+        attempt = cls(status.number, status.attempt_ref, status.started_at)
+        attempt.submit_result = status.submit_result
+        attempt.provider_id = status.provider_id
+        attempt.provider_status = status.provider_status
+        attempt.error_code = status.error_code
+        attempt.lookups = status.lookups
+        if status.retry_hint_seconds is not None:
+            attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
+        if status.retry_delay_seconds is not None:
+            attempt.retry_delay = timedelta(seconds=status.retry_delay_seconds)
+        return attempt
+
     @property
     def resolved(self) -> bool:
         """True once nothing more can be learned about this attempt."""
@@ -125,6 +141,7 @@ class _Attempt:
             provider_status=self.provider_status,
             error_code=self.error_code,
             retry_delay_seconds=self.retry_delay.total_seconds() if self.retry_delay else None,
+            retry_hint_seconds=self.retry_hint.total_seconds() if self.retry_hint else None,
             lookups=self.lookups,
         )
 
@@ -151,12 +168,49 @@ class NotificationWorkflow:
         self._batch_transitions: list[TransitionRow] = []
         self._batch_observations: list[ObservationRow] = []
         self._batch_outcomes: list[ReceiptOutcomeRow] = []
+        if input.carried is not None:
+            self._restore(input.carried)
+
+    def _restore(self, carried: CarriedState) -> None:
+        self._state = carried.state
+        self._closed_by = carried.closed_by
+        self._attempts = [_Attempt.from_status(status) for status in carried.attempts]
+        self._seen_inbox_ids = set(carried.seen_inbox_ids)
+        self._cancel = carried.cancel
+        self._transitions = list(carried.transitions)
+        self._next_transition_seq = carried.next_transition_seq
+        self._next_observation_seq = carried.next_observation_seq
+        self._observations_recorded = carried.observations_recorded
+
+    def _carry(self) -> CarriedState:
+        return CarriedState(
+            state=self._state,
+            closed_by=self._closed_by,
+            attempts=[attempt.status() for attempt in self._attempts],
+            seen_inbox_ids=sorted(self._seen_inbox_ids),
+            cancel=self._cancel,
+            transitions=self._transitions,
+            next_transition_seq=self._next_transition_seq,
+            next_observation_seq=self._next_observation_seq,
+            observations_recorded=self._observations_recorded,
+        )
+
+    async def _continue_as_new_if_suggested(self) -> None:
+        """Keep a days-long poll's history bounded: hand the state to a fresh run when Temporal asks."""
+        if not workflow.info().is_continue_as_new_suggested():
+            return
+        self._drain_reports()
+        await self._flush()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._drain_reports()
+        await self._flush()
+        workflow.continue_as_new(NotificationInput(intent=self._intent, policy=self._policy, carried=self._carry()))
 
     # ---- the run -------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
-        if await self._record_intent():
+        if input.carried is not None or await self._record_intent():
             while not self._state.is_terminal:
                 if self._state is IntentState.PENDING:
                     await self._dispatch()
@@ -202,6 +256,8 @@ class NotificationWorkflow:
         if closing is not None:
             self._close(*closing)
             return
+        if not await self._recipient_cooldown_passed():
+            return
         number = len(self._attempts) + 1
         attempt = _Attempt(number, attempt_ref(self._workflow_id, number), workflow.now())
         self._attempts.append(attempt)
@@ -223,6 +279,35 @@ class NotificationWorkflow:
             outcome = SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {_cause(error)}"))
         self._apply_submit(attempt, outcome)
         self._drain_reports()
+
+    async def _recipient_cooldown_passed(self) -> bool:
+        """Defer (never drop) while another intent's attempt to this recipient is too recent.
+
+        Returns False when a closing clock closed the intent during the wait.
+        """
+        cooldown = self._policy.recipient_cooldown
+        if cooldown <= timedelta(0):
+            return True
+        while True:
+            last = await workflow.execute_local_activity_method(
+                LedgerActivities.last_attempt_to_recipient,
+                RecipientCooldownQuery(workflow_id=self._workflow_id, recipient=self._intent.recipient),
+                start_to_close_timeout=_LEDGER_TIMEOUT,
+                retry_policy=_LEDGER_RETRY,
+            )
+            if last is None or workflow.now() >= last + cooldown:
+                return True
+            not_before = last + cooldown
+            self._record_observation(
+                None, Source.CLOCK, "deferred", True, f"recipient cooldown: next attempt not before {not_before.isoformat()}"
+            )
+            await self._flush()
+            while workflow.now() < not_before:
+                await self._wait(not_before - workflow.now(), None)
+                closing = self._closing_clock()
+                if closing is not None:
+                    self._close(*closing)
+                    return False
 
     def _apply_submit(self, attempt: _Attempt, outcome: SubmitOutcome) -> None:
         result = outcome.result
@@ -259,6 +344,7 @@ class NotificationWorkflow:
     async def _reconcile_unknown_submit(self) -> None:
         attempt = self._attempts[-1]
         while self._state is IntentState.SUBMITTING:
+            await self._continue_as_new_if_suggested()
             delay = (
                 self._policy.lookup_first_delay
                 if attempt.lookups == 0
@@ -303,6 +389,7 @@ class NotificationWorkflow:
     async def _track_accepted(self) -> None:
         attempt = self._attempts[-1]
         while self._state is IntentState.ACCEPTED:
+            await self._continue_as_new_if_suggested()
             timer_fired = await self._wait(
                 poll_delay(self._policy, attempt.lookups, workflow.random().random()), attempt
             )
@@ -328,6 +415,7 @@ class NotificationWorkflow:
         if self._state is IntentState.CANCELLED and attempt.provider_id is not None and not attempt.resolved:
             await self._ask_provider_to_cancel(attempt)
         while not attempt.resolved and self._within_horizon(attempt):
+            await self._continue_as_new_if_suggested()
             if attempt.submit_result is None:
                 return  # never reached the provider
             timer_fired = await self._wait(
@@ -397,6 +485,7 @@ class NotificationWorkflow:
         attempt.retry_delay = delay
         due = workflow.now() + delay
         while self._state is IntentState.RETRYABLE_FAILURE:
+            await self._continue_as_new_if_suggested()
             closing = self._closing_clock()
             if closing is not None:
                 self._close(*closing)

@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from psycopg import Error as DatabaseError
-from psycopg_pool import AsyncConnectionPool
-from psycopg_pool import PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request

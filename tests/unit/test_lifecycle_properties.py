@@ -1,0 +1,421 @@
+"""Property tests of the lifecycle over random observation sequences, through a small pure driver.
+
+The driver mimics what ``NotificationWorkflow`` does with each fact: it keeps the
+intent state and each attempt's provider id and status, asks ``observe`` for a
+verdict, applies the verdict's attempt status when applied, and transitions the
+intent (through ``check_transition``) when the verdict names another state.
+Submit outcomes, the not-found proof and the retry timer follow the workflow's
+``_apply_submit``, ``_reconcile_unknown_submit`` and ``_wait_for_retry``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from herald.delivery_policy import DeliveryPolicy, may_retry, poll_delay, retry_delay
+from herald.lifecycle import (
+    ALLOWED_TRANSITIONS,
+    AttemptView,
+    IntentState,
+    Observation,
+    Source,
+    Verdict,
+    check_transition,
+    intent_state_for,
+    observe,
+)
+from herald.outcomes import ProviderStatus
+from herald.providers.twilio_codes import ErrorClass, classify_error
+
+S = IntentState
+P = ProviderStatus
+AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
+RETRYABLE_CODE = 30001
+PERMANENT_CODE = 30003
+TICK = timedelta(microseconds=1)
+FINAL_STATUSES = [status for status in P if status.is_final]
+OBSERVED_STATUSES = [P.QUEUED, P.SENT, P.DELIVERED, P.UNDELIVERED, P.FAILED]
+CODES = st.sampled_from([None, RETRYABLE_CODE, PERMANENT_CODE])
+SOURCES = st.sampled_from([Source.REPORT, Source.POLL, Source.SUBMIT])
+PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
+
+
+def is_retryable_code(code: int | None) -> bool:
+    """The workflow's classification of an observation's error code."""
+    entry = classify_error(code)
+    return entry is not None and entry.classification is ErrorClass.RETRYABLE
+
+
+def provider_id_of(number: int) -> str:
+    return f"SM{number:032d}"
+
+
+@dataclass
+class Attempt:
+    number: int
+    provider_id: str | None = None
+    status: ProviderStatus | None = None
+    submit_result: str | None = None
+    retry_hint: timedelta | None = None
+    polls: int = 0
+
+
+@dataclass
+class Driver:
+    """The workflow's bookkeeping around ``observe``, without Temporal."""
+
+    policy: DeliveryPolicy
+    state: IntentState = S.PENDING
+    attempts: list[Attempt] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    fed: int = 0
+    transitions: list[tuple[IntentState, IntentState]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.dispatch()
+
+    @property
+    def current(self) -> Attempt:
+        return self.attempts[-1]
+
+    def transition(self, target: IntentState) -> None:
+        check_transition(self.state, target)  # raises on an undeclared move: the property then fails
+        self.transitions.append((self.state, target))
+        self.state = target
+
+    def dispatch(self) -> None:
+        self.attempts.append(Attempt(len(self.attempts) + 1))
+        self.transition(S.SUBMITTING)
+
+    def feed(self, observation: Observation) -> Verdict:
+        self.fed += 1
+        number = observation.attempt_number
+        if not 1 <= number <= len(self.attempts):
+            verdict = Verdict(
+                applied=False,
+                reason="names an attempt this intent never made",
+                attempt_status=None,
+                intent_state=self.state,
+            )
+            self.verdicts.append(verdict)
+            return verdict
+        attempt = self.attempts[number - 1]
+        verdict = observe(
+            self.state,
+            AttemptView(number=number, provider_id=attempt.provider_id, provider_status=attempt.status),
+            self.current.number,
+            observation,
+            retryable_code=is_retryable_code(observation.error_code),
+        )
+        self.verdicts.append(verdict)
+        if verdict.applied:
+            attempt.provider_id = observation.provider_id
+            attempt.status = verdict.attempt_status
+        if verdict.applied and verdict.intent_state is not self.state:
+            self.transition(verdict.intent_state)
+        return verdict
+
+    def submit_accepted(self, status: ProviderStatus, code: int | None) -> Verdict:
+        self.current.submit_result = "accepted"
+        return self.feed(
+            Observation(
+                attempt_number=self.current.number,
+                provider_id=provider_id_of(self.current.number),
+                status=status,
+                error_code=code,
+                source=Source.SUBMIT,
+                observed_at=AT,
+            )
+        )
+
+    def submit_refused(self, kind: str, hint: timedelta | None = None) -> None:
+        self.current.submit_result = kind
+        if self.state is not S.SUBMITTING:
+            return
+        if kind == "retryable":
+            self.current.retry_hint = hint
+            self.transition(S.RETRYABLE_FAILURE)
+        else:
+            self.transition(S.PERMANENT_FAILURE)
+
+    def not_found_proven(self) -> None:
+        if self.state is S.SUBMITTING:
+            self.current.submit_result = "not_accepted"
+            self.transition(S.RETRYABLE_FAILURE)
+
+    def retry_timer(self, jitter: float) -> timedelta | None:
+        """The retry wait: give up when the budget is spent, else back off and send the next attempt."""
+        if self.state is not S.RETRYABLE_FAILURE:
+            return None
+        if not may_retry(self.policy, len(self.attempts)):
+            self.transition(S.PERMANENT_FAILURE)
+            return None
+        delay = retry_delay(self.policy, len(self.attempts), self.current.retry_hint, jitter)
+        self.transition(S.PENDING)
+        self.dispatch()
+        return delay
+
+    def close(self, target: IntentState) -> None:
+        if target in ALLOWED_TRANSITIONS[self.state]:
+            self.transition(target)
+
+
+@dataclass
+class Watch:
+    """What an observer outside the driver remembers between steps, to check the step invariants."""
+
+    terminal: IntentState | None = None
+    statuses: dict[int, ProviderStatus] = field(default_factory=dict)
+    provider_ids: dict[int, str] = field(default_factory=dict)
+
+    def check(self, driver: Driver) -> None:
+        if self.terminal is not None:
+            assert driver.state is self.terminal, f"terminal {self.terminal.value} moved to {driver.state.value}"
+        elif driver.state.is_terminal:
+            self.terminal = driver.state
+        assert driver.fed == len(driver.verdicts)
+        assert len(driver.attempts) <= driver.policy.max_attempts
+        for attempt in driver.attempts:
+            before = self.statuses.get(attempt.number)
+            if before is not None:
+                assert attempt.status is not None and attempt.status.rank >= before.rank
+                if before.is_final:
+                    assert attempt.status is before, "a final attempt status was replaced"
+            if attempt.status is not None:
+                self.statuses[attempt.number] = attempt.status
+            known_id = self.provider_ids.get(attempt.number)
+            if known_id is not None:
+                assert attempt.provider_id == known_id, "an attempt changed provider id"
+            if attempt.provider_id is not None:
+                self.provider_ids[attempt.number] = attempt.provider_id
+        assert all(verdict.reason for verdict in driver.verdicts), "a verdict without a reason cannot be audited"
+
+
+def observations(
+    attempts: int = 3, *, own_id_only: bool = False, sources: st.SearchStrategy[Source] = SOURCES
+) -> st.SearchStrategy[Observation]:
+    number = st.integers(min_value=1, max_value=attempts)
+    return number.flatmap(
+        lambda n: st.builds(
+            Observation,
+            attempt_number=st.just(n),
+            provider_id=st.just(provider_id_of(n)) if own_id_only else st.sampled_from([provider_id_of(n), "SMother"]),
+            status=st.sampled_from(OBSERVED_STATUSES),
+            error_code=CODES,
+            source=sources,
+            observed_at=st.just(AT),
+        )
+    )
+
+
+# ---- random sequences ---------------------------------------------------------------------------
+
+RETRY_TICK = "retry_timer"
+
+
+@PROPERTY
+@given(
+    max_attempts=st.integers(min_value=1, max_value=3),
+    events=st.lists(st.one_of(observations(3), st.just(RETRY_TICK)), max_size=25),
+)
+def test_random_sequences_keep_the_lifecycle_invariants(max_attempts: int, events: list[Observation | str]) -> None:
+    """Over any sequence of observations and retry timers: a terminal state never changes, every observation gets exactly one verdict, attempt statuses never lose rank, and every transition is declared."""
+    driver = Driver(DeliveryPolicy(max_attempts=max_attempts))
+    watch = Watch()
+    watch.check(driver)
+    fed = 0
+    for event in events:
+        if isinstance(event, Observation):
+            state_before = driver.state
+            verdict = driver.feed(event)
+            fed += 1
+            if not verdict.applied:
+                assert driver.state is state_before, "an unapplied verdict moved the intent"
+        else:
+            driver.retry_timer(0.5)
+        watch.check(driver)
+    assert driver.fed == fed == len(driver.verdicts)
+
+
+# ---- order of the facts about one attempt -------------------------------------------------------
+
+
+def final_state(facts: list[Observation]) -> IntentState:
+    driver = Driver(DeliveryPolicy(max_attempts=1))
+    for fact in facts:
+        driver.feed(fact)
+    return driver.state
+
+
+def outcome_of(fact: Observation) -> IntentState:
+    return intent_state_for(fact.status, is_retryable_code(fact.error_code))
+
+
+ONE_ATTEMPT_FACTS = st.lists(observations(1, own_id_only=True), min_size=1, max_size=6).filter(
+    lambda facts: any(fact.status.is_final for fact in facts)
+)
+
+
+@PROPERTY
+@given(data=st.data(), facts=ONE_ATTEMPT_FACTS)
+def test_terminal_outcome_is_independent_of_order(data: st.DataObject, facts: list[Observation]) -> None:
+    """For one attempt, a multiset of observations containing a final status leads to the same intent state in every order."""
+    reordered = data.draw(st.permutations(facts), label="reordered")
+    assert final_state(reordered) is final_state(facts)
+
+
+@PROPERTY
+@given(data=st.data(), facts=ONE_ATTEMPT_FACTS.filter(lambda facts: len({outcome_of(f) for f in facts if f.status.is_final}) == 1))
+def test_terminal_outcome_is_independent_of_order_when_final_facts_agree(
+    data: st.DataObject, facts: list[Observation]
+) -> None:
+    """When every final observation of one attempt maps to the same intent state, every order of the facts ends in that state."""
+    reordered = data.draw(st.permutations(facts), label="reordered")
+    expected = outcome_of(next(fact for fact in facts if fact.status.is_final))
+    assert final_state(facts) is expected
+    assert final_state(reordered) is expected
+
+
+@PROPERTY
+@given(facts=ONE_ATTEMPT_FACTS)
+def test_first_final_fact_decides_the_outcome(facts: list[Observation]) -> None:
+    """For one attempt, the intent ends in the state of the first final observation fed; every later final is recorded, not applied."""
+    driver = Driver(DeliveryPolicy(max_attempts=1))
+    verdicts = [driver.feed(fact) for fact in facts]
+    first = next(i for i, fact in enumerate(facts) if fact.status.is_final)
+    assert driver.state is outcome_of(facts[first])
+    assert verdicts[first].applied
+    assert not any(verdict.applied for verdict in verdicts[first + 1 :])
+
+
+# ---- a stateful model of one intent ---------------------------------------------------------------
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> DeliveryPolicy:
+    initial = draw(st.floats(min_value=0.1, max_value=60, allow_nan=False))
+    backoff_max = draw(st.floats(min_value=initial, max_value=3600, allow_nan=False))
+    return DeliveryPolicy(
+        max_attempts=draw(st.integers(min_value=1, max_value=5)),
+        backoff_initial=timedelta(seconds=initial),
+        backoff_multiplier=draw(st.floats(min_value=1.0, max_value=3.0, allow_nan=False)),
+        backoff_max=timedelta(seconds=backoff_max),
+        retry_after_cap=timedelta(seconds=draw(st.floats(min_value=backoff_max, max_value=7200, allow_nan=False))),
+        poll_initial=timedelta(seconds=draw(st.floats(min_value=1, max_value=60, allow_nan=False))),
+        poll_max=timedelta(seconds=draw(st.floats(min_value=60, max_value=3600, allow_nan=False))),
+    )
+
+
+class IntentMachine(RuleBasedStateMachine):
+    """One intent driven by submit outcomes, reports, polls, lookups, retry timers, cancels and expiry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.driver: Driver | None = None
+        self.watch = Watch()
+        self.retry_delays: list[timedelta] = []
+        self.poll_delays: list[timedelta] = []
+
+    @initialize(policy=policies())
+    def start(self, policy: DeliveryPolicy) -> None:
+        self.driver = Driver(policy)
+
+    @property
+    def d(self) -> Driver:
+        assert self.driver is not None
+        return self.driver
+
+    def _unsubmitted(self) -> bool:
+        return self.driver is not None and self.d.current.submit_result is None
+
+    @precondition(lambda self: self._unsubmitted())
+    @rule(status=st.sampled_from([P.QUEUED, P.SENT]), code=CODES)
+    def submit_accepted(self, status: ProviderStatus, code: int | None) -> None:
+        self.d.submit_accepted(status, code)
+
+    @precondition(lambda self: self._unsubmitted())
+    @rule(hint=st.none() | st.floats(min_value=0, max_value=30 * 86400, allow_nan=False))
+    def submit_retryable(self, hint: float | None) -> None:
+        self.d.submit_refused("retryable", None if hint is None else timedelta(seconds=hint))
+
+    @precondition(lambda self: self._unsubmitted())
+    @rule()
+    def submit_rejected(self) -> None:
+        self.d.submit_refused("rejected")
+
+    @precondition(lambda self: self._unsubmitted())
+    @rule()
+    def submit_unknown(self) -> None:
+        self.d.current.submit_result = "unknown"
+
+    @precondition(
+        lambda self: self.driver is not None
+        and self.d.current.submit_result == "unknown"
+        and self.d.current.status is None
+        and self.d.state is S.SUBMITTING
+    )
+    @rule()
+    def lookup_proves_not_accepted(self) -> None:
+        self.d.not_found_proven()
+
+    @precondition(lambda self: self.driver is not None)
+    @rule(observation=observations(3, sources=st.sampled_from([Source.REPORT, Source.POLL])))
+    def provider_fact(self, observation: Observation) -> None:
+        state_before = self.d.state
+        verdict = self.d.feed(observation)
+        if not verdict.applied:
+            assert self.d.state is state_before
+
+    @precondition(lambda self: self.driver is not None and self.d.state is S.ACCEPTED)
+    @rule(jitter=st.floats(0.0, 1.0))
+    def poll_timer(self, jitter: float) -> None:
+        attempt = self.d.current
+        self.poll_delays.append(poll_delay(self.d.policy, attempt.polls, jitter))
+        attempt.polls += 1
+
+    @precondition(lambda self: self.driver is not None and self.d.state is S.RETRYABLE_FAILURE)
+    @rule(jitter=st.floats(0.0, 1.0))
+    def retry_timer(self, jitter: float) -> None:
+        attempts_before = len(self.d.attempts)
+        delay = self.d.retry_timer(jitter)
+        if delay is None:
+            assert self.d.state is S.PERMANENT_FAILURE
+            assert attempts_before == self.d.policy.max_attempts
+        else:
+            self.retry_delays.append(delay)
+            assert len(self.d.attempts) == attempts_before + 1
+            assert self.d.state is S.SUBMITTING
+
+    @precondition(lambda self: self.driver is not None)
+    @rule(closer=st.sampled_from([S.CANCELLED, S.EXPIRED, S.UNKNOWN]))
+    def closing_clock(self, closer: IntentState) -> None:
+        self.d.close(closer)
+
+    @invariant()
+    def lifecycle_invariants(self) -> None:
+        """Terminal absorbs, one verdict per fact, attempts within budget, ranks and ids never regress."""
+        if self.driver is not None:
+            self.watch.check(self.driver)
+
+    @invariant()
+    def delays_within_caps(self) -> None:
+        """Every retry delay is within [backoff_initial/2, max(backoff_max, retry_after_cap)] and every poll within ±10 % of its caps."""
+        if self.driver is None:
+            return
+        policy = self.d.policy
+        for delay in self.retry_delays:
+            assert policy.backoff_initial / 2 - TICK <= delay <= max(policy.backoff_max, policy.retry_after_cap) + TICK
+        for delay in self.poll_delays:
+            assert policy.poll_initial * 0.9 - TICK <= delay <= policy.poll_max * 1.1 + TICK
+
+
+IntentMachine.TestCase.settings = settings(
+    derandomize=True, database=None, max_examples=300, stateful_step_count=30, deadline=None
+)
+TestIntentMachine = IntentMachine.TestCase
+TestIntentMachine.__doc__ = "Random interleavings of submit outcomes, provider facts, polls, retries and closing clocks keep every lifecycle invariant."
