@@ -38,7 +38,7 @@ from herald.receipts.app import ReceiptEndpoint, create_receipt_app
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator
+from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator
 from worker import build_worker, twilio_config
 
 
@@ -48,7 +48,14 @@ def stack() -> Any:
     receipts_port = free_port()
     config = StackConfig(
         state_dir=state,
-        temporal=TemporalDev(port=free_port(), ui_port=free_port(), metrics_port=free_port(), db_filename=None),
+        temporal=TemporalDev(
+            port=free_port(),
+            ui_port=free_port(),
+            metrics_port=free_port(),
+            db_filename=None,
+            # Suggest continue-as-new early, so every long poll in the suite really crosses runs.
+            dynamic_config={"limit.historyCount.suggestContinueAsNew": CONTINUE_AS_NEW_AFTER_EVENTS},
+        ),
         emulator=EmulatorDev(port=free_port(), step_ms=60),
         receipts=ReceiptsDev(port=receipts_port),
         adapter=AdapterDev(read_timeout=ADAPTER_READ_TIMEOUT, connect_timeout=1.0),

@@ -22,6 +22,8 @@ TEST_POLICY = DeliveryPolicy(
     poll_max=timedelta(seconds=3),
     resolution_horizon=timedelta(seconds=20),
 )
+# History length at which the test server suggests continue-as-new (production: thousands).
+CONTINUE_AS_NEW_AFTER_EVENTS = 40
 # The emulator's hang faults must outlast this client read timeout.
 ADAPTER_READ_TIMEOUT = 1.0
 

@@ -126,7 +126,7 @@ class _Attempt:
         """True once nothing more can be learned about this attempt."""
         if self.provider_status is not None:
             return self.provider_status.is_final
-        return self.submit_result in ("retryable", "rejected", "not_accepted")
+        return self.submit_result in ("retryable", "rejected", "not_accepted", "not_sent")
 
     def view(self) -> AttemptView:
         return AttemptView(number=self.number, provider_id=self.provider_id, provider_status=self.provider_status)
@@ -267,6 +267,11 @@ class NotificationWorkflow:
         self._transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
         # The attempt row must be committed before the provider hears of it.
         await self._flush()
+        if self._state is not IntentState.SUBMITTING:
+            # Cancelled while the row was being written: the provider never hears of this attempt.
+            attempt.submit_result = "not_sent"
+            self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, f"intent {self._state.value} before submit")
+            return
         try:
             outcome = await workflow.execute_activity_method(
                 ProviderActivities.submit,
@@ -304,6 +309,8 @@ class NotificationWorkflow:
             await self._flush()
             while workflow.now() < not_before:
                 await self._wait(not_before - workflow.now(), None)
+                if self._state.is_terminal:
+                    return False
                 closing = self._closing_clock()
                 if closing is not None:
                     self._close(*closing)
@@ -528,12 +535,7 @@ class NotificationWorkflow:
 
     def _closing_clock(self, attempt: _Attempt | None = None) -> tuple[IntentState, str, Source] | None:
         """Which closing clock, if any, has closed: the earliest wins, and the reason names it."""
-        if self._cancel is not None:
-            return (
-                IntentState.CANCELLED,
-                f"cancelled by {self._cancel.operator}: {self._cancel.reason}",
-                Source.OPERATOR,
-            )
+        # Cancellation is not a clock: the cancel update closes the intent the moment it is accepted.
         now = workflow.now()
         horizon = attempt.started_at + self._policy.resolution_horizon if attempt else None
         if horizon is not None and horizon <= now and horizon <= self._intent.expires_at:
@@ -544,8 +546,8 @@ class NotificationWorkflow:
 
     def _close(self, state: IntentState, reason: str, source: Source) -> None:
         attempt = self._attempts[-1].number if self._attempts else None
-        if state is IntentState.CANCELLED and self._attempts and self._attempts[-1].submit_result is not None:
-            reason += "; the provider was already asked, that attempt is tracked to its own outcome"
+        if state is IntentState.CANCELLED and self._attempts and not self._attempts[-1].resolved:
+            reason += "; an attempt already went to the provider and is tracked to its own outcome"
         self._transition(state, reason, source, attempt=attempt, closes=True)
 
     # ---- observations and transitions -------------------------------------------------
@@ -733,13 +735,16 @@ class NotificationWorkflow:
         if self._cancel is not None:
             return CancelAnswer(cancelled=True, state=self._state, message="cancellation already requested")
         self._cancel = request
-        in_flight = bool(self._attempts) and self._attempts[-1].submit_result is not None and not self._attempts[-1].resolved
+        # Close now, so the answer and the state agree even while a submit is in flight; the
+        # attempt the provider may already have is then tracked to its own outcome, not recalled.
+        in_flight = bool(self._attempts) and not self._attempts[-1].resolved
+        self._close(IntentState.CANCELLED, f"cancelled by {request.operator}: {request.reason}", Source.OPERATOR)
         message = (
-            "cancelled; the provider already has an attempt, which cannot be recalled and is tracked to its outcome"
+            "cancelled; an attempt already went to the provider: it cannot be recalled and is tracked to its outcome"
             if in_flight
             else "cancelled before any message reached the provider"
         )
-        return CancelAnswer(cancelled=True, state=IntentState.CANCELLED, message=message)
+        return CancelAnswer(cancelled=True, state=self._state, message=message)
 
     @workflow.query
     def status(self) -> IntentStatus:

@@ -23,6 +23,8 @@ class TemporalDev(Frozen):
     # None keeps workflows in memory only (the tests); a file survives restarts.
     db_filename: str | None = "temporal.db"
     log_level: str = "error"
+    # Server dynamic config (KEY -> JSON value); the tests lower the continue-as-new suggestion with it.
+    dynamic_config: dict[str, int | float | str | bool] = {}
 
 
 class PostgresDev(Frozen):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -52,6 +53,8 @@ class LocalStack:
         ]  # fmt: skip
         if t.db_filename:
             argv += ["--db-filename", str(self.config.state_path / t.db_filename)]
+        for key, value in t.dynamic_config.items():
+            argv += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         for name, kind in SEARCH_ATTRIBUTES.items():
             argv += ["--search-attribute", f"{name}={kind}"]
         process = self._spawn("temporal", argv)

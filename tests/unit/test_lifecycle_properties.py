@@ -269,14 +269,52 @@ def test_terminal_outcome_is_independent_of_order(data: st.DataObject, facts: li
     assert final_state(reordered) is final_state(facts)
 
 
+def one_attempt_fact(status: ProviderStatus, code: int | None) -> st.SearchStrategy[Observation]:
+    return st.builds(
+        Observation,
+        attempt_number=st.just(1),
+        provider_id=st.just(provider_id_of(1)),
+        status=st.just(status),
+        error_code=st.just(code),
+        source=SOURCES,
+        observed_at=st.just(AT),
+    )
+
+
+# Final (status, code) pairs grouped by the intent state each one leads to.
+AGREEING_FINALS: dict[IntentState, list[tuple[ProviderStatus, int | None]]] = {}
+for _status in (P.DELIVERED, P.UNDELIVERED, P.FAILED):
+    for _code in (None, RETRYABLE_CODE, PERMANENT_CODE):
+        AGREEING_FINALS.setdefault(intent_state_for(_status, is_retryable_code(_code)), []).append((_status, _code))
+
+
+@st.composite
+def agreeing_facts(draw: st.DrawFn) -> list[Observation]:
+    """Facts about one attempt whose final observations all lead to the same intent state."""
+    outcome = draw(st.sampled_from(sorted(AGREEING_FINALS, key=lambda state: state.value)))
+    finals = draw(
+        st.lists(
+            st.sampled_from(AGREEING_FINALS[outcome]).flatmap(lambda pair: one_attempt_fact(*pair)), min_size=1, max_size=3
+        )
+    )
+    progress = draw(
+        st.lists(
+            st.tuples(st.sampled_from([P.QUEUED, P.SENT]), CODES).flatmap(lambda pair: one_attempt_fact(*pair)),
+            max_size=3,
+        )
+    )
+    return finals + progress
+
+
 @PROPERTY
-@given(data=st.data(), facts=ONE_ATTEMPT_FACTS.filter(lambda facts: len({outcome_of(f) for f in facts if f.status.is_final}) == 1))
+@given(data=st.data(), facts=agreeing_facts())
 def test_terminal_outcome_is_independent_of_order_when_final_facts_agree(
     data: st.DataObject, facts: list[Observation]
 ) -> None:
     """When every final observation of one attempt maps to the same intent state, every order of the facts ends in that state."""
     reordered = data.draw(st.permutations(facts), label="reordered")
-    expected = outcome_of(next(fact for fact in facts if fact.status.is_final))
+    expected = outcome_of(facts[0])
+    assert expected.is_terminal or expected is S.RETRYABLE_FAILURE
     assert final_state(facts) is expected
     assert final_state(reordered) is expected
 
@@ -415,7 +453,7 @@ class IntentMachine(RuleBasedStateMachine):
 
 
 IntentMachine.TestCase.settings = settings(
-    derandomize=True, database=None, max_examples=300, stateful_step_count=30, deadline=None
+    derandomize=True, database=None, max_examples=200, stateful_step_count=30, deadline=None
 )
 TestIntentMachine = IntentMachine.TestCase
 TestIntentMachine.__doc__ = "Random interleavings of submit outcomes, provider facts, polls, retries and closing clocks keep every lifecycle invariant."
