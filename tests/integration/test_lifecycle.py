@@ -1,0 +1,239 @@
+"""The delivery lifecycle against the real emulator: retries, lookups, horizons, clocks and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from psycopg_pool import AsyncConnectionPool
+
+from herald.client import HeraldClient
+from herald.ledger.store import intent_history
+from herald.lifecycle import IntentState
+from herald.providers.twilio_signature import compute_signature
+from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+
+WAIT = 60
+
+
+async def _final(herald: HeraldClient, key: str):
+    return await asyncio.wait_for(herald.wait(key), WAIT)
+
+
+async def _history(pool: AsyncConnectionPool, key: str) -> dict:
+    history = await intent_history(pool, f"{key}/sms")
+    assert history is not None
+    return history
+
+
+def _states(history: dict) -> list[str]:
+    return [t["to_state"] for t in history["transitions"]]
+
+
+async def test_500_then_success_retries_after_proving_absence(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """A 500 is an unknown outcome: the lookup proves absence, and only then a second attempt delivers one message."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "error_500", count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert [a.submit_result for a in final.attempts] == ["not_accepted", "accepted"]
+    assert len(await emulator.messages(to)) == 1
+    history = await _history(pool, key)
+    assert _states(history) == ["submitting", "retryable_failure", "pending", "submitting", "accepted", "delivered"]
+    proof = [o for o in history["observations"] if o["kind"] == "not_found" and o["applied"]]
+    assert proof and "not accepted" in proof[0]["reason"]
+
+
+async def test_429_retry_after_is_honoured(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """After a 429 with Retry-After: 2, the next attempt is not prepared earlier than two seconds later."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "rate_limit", retry_after=2, count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    first, second = (await _history(pool, key))["attempts"]
+    assert second["prepared_at"] - first["prepared_at"] >= timedelta(seconds=2)
+    assert final.attempts[0].retry_delay_seconds >= 2.0
+    assert len(await emulator.messages(to)) == 1
+
+
+async def test_http_date_retry_after_is_honoured(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """A Retry-After given as an HTTP date is honoured like seconds (the next attempt waits for it)."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "rate_limit", retry_after=3, retry_after_format="http-date", count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    first, second = (await _history(pool, key))["attempts"]
+    # HTTP dates have one-second resolution, so the hint can shrink by up to a second.
+    assert second["prepared_at"] - first["prepared_at"] >= timedelta(seconds=2)
+
+
+async def test_permanent_error_ends_the_intent_at_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """An opt-out (21610) ends the intent as permanent_failure after one attempt, with the code in the reason."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "reject", code=21610, count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.PERMANENT_FAILURE
+    assert len(final.attempts) == 1
+    assert "21610" in final.transitions[-1].reason
+    assert await emulator.messages(to) == []
+
+
+async def test_retry_budget_runs_out_into_a_terminal_state(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """A provider that always answers 429 exhausts the budget: permanent_failure with the reason, never a silent stop."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "rate_limit", retry_after=0)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.PERMANENT_FAILURE
+    assert len(final.attempts) == TEST_POLICY.max_attempts
+    assert f"retry budget exhausted after {TEST_POLICY.max_attempts} attempts" in final.transitions[-1].reason
+    assert await emulator.messages(to) == []
+
+
+async def test_accept_then_hang_without_id_is_found_by_our_reference(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """With no provider id and no reports, the lookup by recipient, send date and body hash finds the one message."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "accept_then_hang", hang_seconds=3, callbacks=False, count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    messages = await emulator.messages(to)
+    assert len(messages) == 1
+    assert final.attempts[0].provider_id == messages[0]["sid"]
+    history = await _history(pool, key)
+    found = [o for o in history["observations"] if o["kind"] == "found" and o["applied"]]
+    assert found and found[0]["provider_id"] == messages[0]["sid"]
+    assert len(history["attempts"]) == 1
+
+
+async def test_hang_without_acceptance_is_proven_and_sent_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """When the provider hung without accepting, the lookup proves it and the second attempt is the only message."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "hang_without_accept", hang_seconds=2, count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert len(final.attempts) == 2
+    assert len(await emulator.messages(to)) == 1
+
+
+async def test_no_report_is_resolved_by_polling(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """Without any status callback, status polling by provider id finds the delivery."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "no_callback", count=1)
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert final.transitions[-1].source.value == "poll"
+    assert len(await emulator.messages(to)) == 1
+
+
+async def test_silence_ends_unknown_at_the_horizon_across_runs(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """A message that never reaches a final status ends `unknown` at the horizon (never failed), after continuing as new."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "silent", count=1)
+    policy = TEST_POLICY.model_copy(update={"resolution_horizon": timedelta(seconds=12), "poll_max": timedelta(seconds=1)})
+    receipt = await herald.send(receipt_request(key, to), policy=policy)
+    final = await _final(herald, key)
+    assert final.state is IntentState.UNKNOWN
+    assert final.closed_by == "clock:resolution_horizon"
+    assert final.attempts[0].lookups >= 3
+    description = await herald.handle(key).describe()
+    assert description.run_id != receipt.run_id, "the polling intent should have continued as new"
+    history = await _history(pool, key)
+    assert _states(history) == ["submitting", "accepted", "unknown"]
+    assert [t["seq"] for t in history["transitions"]] == [1, 2, 3]
+    assert [o["seq"] for o in history["observations"]] == list(range(1, len(history["observations"]) + 1))
+
+
+async def test_expiry_closes_an_intent_deferred_before_dispatch(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """An intent waiting out the recipient cooldown expires when its expiry comes first, and sends nothing."""
+    to, first = fresh_recipient(), fresh_key()
+    await herald.send(receipt_request(first, to))
+    await _final(herald, first)  # its attempt is in the ledger: the cooldown clock now runs
+    key = fresh_key("class_opening")
+    policy = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
+    request = receipt_request(key, to, expires_at=(datetime.now(UTC) + timedelta(seconds=3)).isoformat())
+    await herald.send(request, policy=policy)
+    final = await _final(herald, key)
+    assert final.state is IntentState.EXPIRED
+    assert final.attempts == []
+    assert final.closed_by == "clock:expiry"
+    history = await _history(pool, key)
+    assert any(o["kind"] == "deferred" and "cooldown" in o["reason"] for o in history["observations"])
+    assert len(await emulator.messages(to)) == 1  # only the first intent's message
+
+
+async def test_cancel_before_dispatch_sends_nothing(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """Cancelling an intent still waiting out the cooldown closes it with the operator's reason and sends nothing."""
+    to, first = fresh_recipient(), fresh_key()
+    await herald.send(receipt_request(first, to))
+    await _final(herald, first)  # its attempt is in the ledger: the cooldown clock now runs
+    key = fresh_key("class_opening")
+    policy = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
+    await herald.send(receipt_request(key, to), policy=policy)
+    await asyncio.sleep(1)
+    answer = await herald.cancel(key, reason="seat filled", operator="alice")
+    assert answer.cancelled and "before any message" in answer.message
+    final = await _final(herald, key)
+    assert final.state is IntentState.CANCELLED
+    assert "alice" in final.transitions[-1].reason and "seat filled" in final.transitions[-1].reason
+    assert final.attempts == []
+    assert len(await emulator.messages(to)) == 1
+
+
+async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """A cancel that races an accepted submit closes the intent, and the accepted attempt is still tracked to delivered."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
+    await herald.send(receipt_request(key, to))
+    answer = await herald.cancel(key, reason="order refunded", operator="bob")
+    assert answer.cancelled
+    final = await _final(herald, key)
+    assert final.state is IntentState.CANCELLED
+    assert final.attempts[0].provider_status.value == "delivered"
+    assert len(await emulator.messages(to)) == 1
+    history = await _history(pool, key)
+    delivered = [o for o in history["observations"] if o["provider_status"] == "delivered" and o["applied"]]
+    assert delivered and "intent stays cancelled" in delivered[0]["reason"]
+    assert _states(history)[-1] == "cancelled"
+
+
+async def test_cancelling_a_closed_intent_is_a_clear_no_op(herald: HeraldClient, emulator: Emulator) -> None:
+    """Cancelling a delivered intent answers that there is nothing to cancel, and changes nothing."""
+    key, to = fresh_key(), fresh_recipient()
+    await herald.send(receipt_request(key, to))
+    assert (await _final(herald, key)).state is IntentState.DELIVERED
+    answer = await herald.cancel(key, reason="too late", operator="carol")
+    assert not answer.cancelled
+    assert answer.state is IntentState.DELIVERED and "nothing to cancel" in answer.message
+
+
+async def test_report_for_a_closed_intent_is_still_recorded(herald: HeraldClient, emulator: Emulator, pool, settings) -> None:
+    """A signed report that arrives after the workflow closed is stored and recorded as an ignored observation."""
+    key, to = fresh_key(), fresh_recipient()
+    await herald.send(receipt_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    attempt = final.attempts[0]
+    url = f"{settings.receipts.public_url}/twilio/status?attempt={attempt.attempt_ref}"
+    form = {"MessageSid": attempt.provider_id, "MessageStatus": "undelivered", "ErrorCode": "30005"}
+    signature = compute_signature(settings.twilio.auth_token.get_secret_value(), url, form)
+    async with httpx.AsyncClient(timeout=5) as http:
+        response = await http.post(url, data=form, headers={"X-Twilio-Signature": signature})
+    assert response.status_code == 200
+
+    async def recorded():
+        history = await _history(pool, key)
+        return [o for o in history["observations"] if o["provider_status"] == "undelivered"]
+
+    deadline = asyncio.get_running_loop().time() + 15
+    while not (late := await recorded()) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+    assert late and not late[0]["applied"] and "closed" in late[0]["reason"]
+    assert (await herald.status(key)).state is IntentState.DELIVERED
