@@ -5,6 +5,7 @@
     python starter.py send --file intent.json
     python starter.py status order_receipt:pay_157
     python starter.py cancel order_receipt:pay_157 --reason "seat filled" --operator alice
+    python starter.py report
     python starter.py demo
 
 Connection settings come from HERALD_* variables; when they are unset and the
@@ -134,6 +135,18 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_report(args: argparse.Namespace) -> int:
+    from herald.ledger.report import ledger_report
+    from herald.ledger.store import open_pool
+
+    settings = _settings()
+    if settings.database_url is None:
+        raise HeraldError("DATABASE_URL: required for the report (it is computed from the ledger)")
+    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+        print((await ledger_report(pool)).render())
+    return 0
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python starter.py", description="Send, inspect and cancel Herald intents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +173,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     cancel.add_argument("--reason", required=True)
     cancel.add_argument("--operator", required=True)
     cancel.set_defaults(run=cmd_cancel)
+
+    report = commands.add_parser("report", help="the numbers Herald keeps about itself, from the ledger")
+    report.set_defaults(run=cmd_report)
 
     demo = commands.add_parser("demo", help="play the demo scenario against a running local stack")
     demo.add_argument("--emulator-url", help="the emulator's base URL (default: from temporal-dev.yaml)")

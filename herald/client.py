@@ -19,7 +19,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, NotificationInput
+from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
 from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, workflow_id_for
@@ -72,8 +72,18 @@ class HeraldClient:
     async def _refuse_other_payload(self, handle: WorkflowHandle[Any, Any], intent: Intent) -> None:
         description = await handle.describe()
         memo = await description.memo()
-        if memo.get(_FINGERPRINT_MEMO) != intent.intent_fingerprint:
-            raise IntentConflict(intent.workflow_id)
+        if memo.get(_FINGERPRINT_MEMO) == intent.intent_fingerprint:
+            return
+        if description.close_time is None:
+            # Leave a durable trace on the intent it collided with, so conflicts can be counted.
+            try:
+                await handle.signal(
+                    NotificationWorkflow.key_conflict,
+                    KeyConflict(intent_fingerprint=intent.intent_fingerprint, observed_at=datetime.now(UTC)),
+                )
+            except RPCError:
+                pass  # the intent closed meanwhile; the refusal below stands either way
+        raise IntentConflict(intent.workflow_id)
 
     def handle(self, business_key: str, channel: Channel | str = Channel.SMS) -> WorkflowHandle[NotificationWorkflow, IntentStatus]:
         return self._client.get_workflow_handle_for(NotificationWorkflow.run, workflow_id_for(business_key, channel))

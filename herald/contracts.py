@@ -56,6 +56,13 @@ class DeliveryReport(Frozen):
     received_at: datetime
 
 
+class KeyConflict(Frozen):
+    """A client was refused: it reused this intent's key with another payload (only hashes travel)."""
+
+    intent_fingerprint: str
+    observed_at: datetime
+
+
 class CancelRequest(Frozen):
     reason: str = Field(min_length=1, max_length=500)
     operator: str = Field(min_length=1, max_length=100)

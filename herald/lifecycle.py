@@ -104,6 +104,7 @@ class Source(str, Enum):
     OPERATOR = "operator"
     CLOCK = "clock"
     LEDGER = "ledger"
+    CLIENT = "client"
 
 
 class AttemptView(Frozen):

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         CarriedState,
         DeliveryReport,
         IntentStatus,
+        KeyConflict,
         LookupInput,
         NotificationInput,
         ProviderCancelInput,
@@ -724,6 +725,18 @@ class NotificationWorkflow:
             return
         self._seen_inbox_ids.add(report.inbox_id)
         self._reports.append(report)
+
+    @workflow.signal
+    def key_conflict(self, conflict: KeyConflict) -> None:
+        """Record a refused reuse of this key with another payload; nothing about the intent changes."""
+        self._record_observation(
+            None,
+            Source.CLIENT,
+            "key_conflict",
+            False,
+            f"key reused with another payload (fingerprint {conflict.intent_fingerprint[:16]}...); refused",
+            observed_at=conflict.observed_at,
+        )
 
     @workflow.update
     def cancel(self, request: CancelRequest) -> CancelAnswer:

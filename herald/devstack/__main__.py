@@ -21,6 +21,8 @@ from herald.devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_c
 from herald.devstack.processes import PortInUse, wait_for_port
 from herald.devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
+from herald.ledger.report import ledger_report
+from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
 
@@ -38,7 +40,13 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
     started = time.monotonic()
     rows = await play(herald, f"http://{config.emulator.host}:{config.emulator.port}")
     elapsed = time.monotonic() - started
-    return f"{summary(rows)}\ndemo time: {elapsed:.1f}s\nrefused input, as a caller sees it: {refused_input_example()}"
+    async with open_pool(stack.database_url, max_size=1) as pool:
+        report = await ledger_report(pool)
+    return (
+        f"{summary(rows)}\ndemo time: {elapsed:.1f}s\n"
+        f"refused input, as a caller sees it: {refused_input_example()}\n\n"
+        f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}"
+    )
 
 
 def main() -> int:

@@ -1,0 +1,117 @@
+"""The numbers Herald reports about itself, computed from the ledger alone.
+
+Coverage (a known terminal outcome was recorded) is kept apart from the delivered
+share: the first says whether our pipeline wrote down what happened, the second
+whether the route worked.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from psycopg_pool import AsyncConnectionPool
+
+from herald.outcomes import Frozen
+
+
+class LedgerReport(Frozen):
+    intents: int
+    coverage_pct: float
+    delivered_pct: float
+    unknown_pct: float
+    open_intents: int
+    submit_to_accept_p50_ms: float | None
+    submit_to_accept_p95_ms: float | None
+    accept_to_terminal_p50_ms: float | None
+    accept_to_terminal_p95_ms: float | None
+    polls_per_terminal_message: float | None
+    key_conflicts: int
+    inbox_rows: int
+    inbox_undecided: int
+    inbox_oldest_undecided: timedelta | None
+    oldest_unresolved_age: timedelta | None
+
+    def render(self) -> str:
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:,.0f} ms"
+
+        return "\n".join(
+            [
+                f"intents {self.intents}   open {self.open_intents}   oldest unresolved "
+                f"{self.oldest_unresolved_age or '-'}",
+                f"coverage (known terminal outcome) {self.coverage_pct:.1f}%   delivered {self.delivered_pct:.1f}%   "
+                f"unknown {self.unknown_pct:.1f}%",
+                f"submission -> acceptance   p50 {ms(self.submit_to_accept_p50_ms)}   p95 {ms(self.submit_to_accept_p95_ms)}",
+                f"acceptance -> terminal     p50 {ms(self.accept_to_terminal_p50_ms)}   "
+                f"p95 {ms(self.accept_to_terminal_p95_ms)}",
+                f"polls per terminal message {self.polls_per_terminal_message or 0:.2f}   "
+                f"duplicate-key conflicts {self.key_conflicts}",
+                f"inbox rows {self.inbox_rows}   undecided {self.inbox_undecided}   oldest undecided "
+                f"{self.inbox_oldest_undecided or '-'}",
+            ]
+        )
+
+
+_SQL = """
+WITH states AS (SELECT * FROM intent_current_state),
+accepted AS (  -- the first observation that proved each attempt accepted
+    SELECT o.workflow_id, o.attempt_number, min(o.observed_at) AS accepted_at
+      FROM observations o WHERE o.provider_id IS NOT NULL AND o.applied
+     GROUP BY o.workflow_id, o.attempt_number),
+submit_latency AS (
+    SELECT extract(epoch FROM ac.accepted_at - a.prepared_at) * 1000 AS ms
+      FROM attempts a JOIN accepted ac ON ac.workflow_id = a.workflow_id AND ac.attempt_number = a.number),
+terminal_latency AS (
+    SELECT extract(epoch FROM s.state_since - ac.accepted_at) * 1000 AS ms
+      FROM states s
+      JOIN LATERAL (SELECT max(accepted_at) AS accepted_at FROM accepted WHERE accepted.workflow_id = s.workflow_id) ac
+        ON ac.accepted_at IS NOT NULL
+     WHERE s.state IN (SELECT state FROM terminal_states))
+SELECT
+    (SELECT count(*) FROM states),
+    (SELECT count(*) FROM states WHERE state IN (SELECT state FROM terminal_states) AND state <> 'unknown'),
+    (SELECT count(*) FROM states WHERE state = 'delivered'),
+    (SELECT count(*) FROM states WHERE state = 'unknown'),
+    (SELECT count(*) FROM states WHERE state NOT IN (SELECT state FROM terminal_states)),
+    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM submit_latency),
+    (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FROM submit_latency),
+    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM terminal_latency),
+    (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FROM terminal_latency),
+    (SELECT count(*) FROM observations WHERE source = 'poll'),
+    (SELECT count(*) FROM states WHERE state IN (SELECT state FROM terminal_states)),
+    (SELECT count(*) FROM observations WHERE kind = 'key_conflict')
+      + (SELECT count(*) FROM transitions WHERE to_state = 'suppressed' AND reason LIKE 'key reused%%'),
+    (SELECT count(*) FROM receipt_inbox),
+    (SELECT count(*) FROM undecided_reports),
+    (SELECT max(age) FROM undecided_reports),
+    (SELECT max(age) FROM unresolved_intents)
+"""
+
+
+async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_SQL)
+        row = await cursor.fetchone()
+    (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
+     inbox, undecided, inbox_age, oldest) = row  # fmt: skip
+
+    def pct(part: int) -> float:
+        return 100.0 * part / total if total else 0.0
+
+    return LedgerReport(
+        intents=total,
+        coverage_pct=pct(known),
+        delivered_pct=pct(delivered),
+        unknown_pct=pct(unknown),
+        open_intents=open_,
+        submit_to_accept_p50_ms=s50,
+        submit_to_accept_p95_ms=s95,
+        accept_to_terminal_p50_ms=t50,
+        accept_to_terminal_p95_ms=t95,
+        polls_per_terminal_message=polls / terminal if terminal else None,
+        key_conflicts=conflicts,
+        inbox_rows=inbox,
+        inbox_undecided=undecided,
+        inbox_oldest_undecided=inbox_age,
+        oldest_unresolved_age=oldest,
+    )
