@@ -1,0 +1,89 @@
+"""Records one workflow history per path of NotificationWorkflow into histories/, for the replay test.
+
+Not collected by a plain `pytest` run (the file name does not start with test_); run it on purpose,
+after a deliberate and compatible workflow change, and commit what it writes:
+
+    .venv/bin/python -m pytest tests/replay/record_histories.py
+
+Each scenario meets its fault at the real emulator, exactly as in the integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from herald.client import HeraldClient
+from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+
+HISTORIES = Path(__file__).parent / "histories"
+
+# name -> (fault, fault parameters, policy changes)
+SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
+    "delivered_by_report": (None, {}, {}),
+    "unknown_submit_resolved_by_report": ("accept_then_hang", {"hang_seconds": 3}, {}),
+    "unknown_submit_found_by_reference": ("accept_then_hang", {"hang_seconds": 3, "callbacks": False}, {}),
+    "retry_after_proven_absence": ("error_500", {}, {}),
+    "retry_after_429": ("rate_limit", {"retry_after": 1}, {}),
+    "permanent_rejection": ("reject", {"code": 21610}, {}),
+    "undelivered_permanent_code": ("undelivered", {"code": 30003}, {}),
+    "delivered_by_poll": ("no_callback", {}, {}),
+    "unknown_at_horizon_continued_as_new": (
+        "silent", {}, {"resolution_horizon": timedelta(seconds=12), "poll_max": timedelta(seconds=1)}
+    ),
+}
+
+
+async def _save(herald: HeraldClient, name: str, key: str, first_run_id: str | None) -> None:
+    handle = herald.handle(key)
+    runs = []
+    latest = await handle.describe()
+    if first_run_id and first_run_id != latest.run_id:
+        runs.append(herald.temporal.get_workflow_handle(handle.id, run_id=first_run_id))
+    runs.append(herald.temporal.get_workflow_handle(handle.id, run_id=latest.run_id))
+    for index, run in enumerate(runs):
+        history = await run.fetch_history()
+        suffix = f".run{index + 1}" if len(runs) > 1 else ""
+        (HISTORIES / f"{name}{suffix}.json").write_text(json.dumps(history.to_json_dict(), indent=1) + "\n")
+
+
+async def test_record_every_path(herald: HeraldClient, emulator: Emulator) -> None:
+    """Writes one committed history per workflow path (a recorder, run on purpose)."""
+    HISTORIES.mkdir(exist_ok=True)
+    for name, (fault, params, policy_changes) in SCENARIOS.items():
+        key, to = fresh_key(), fresh_recipient()
+        if fault:
+            await emulator.arm(to, fault, count=1, **params)
+        receipt = await herald.send(receipt_request(key, to), policy=TEST_POLICY.model_copy(update=policy_changes))
+        await asyncio.wait_for(herald.wait(key), 60)
+        await _save(herald, name, key, receipt.run_id)
+    # Cancel racing an accepted submit.
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
+    receipt = await herald.send(receipt_request(key, to))
+    # Cancel only once the provider holds the message: the reports are held back two seconds.
+    for _ in range(100):
+        if await emulator.messages(to):
+            break
+        await asyncio.sleep(0.05)
+    await herald.cancel(key, reason="refunded", operator="recorder")
+    await asyncio.wait_for(herald.wait(key), 60)
+    await _save(herald, "cancel_racing_accepted_submit", key, receipt.run_id)
+    # Expiry and cancellation while deferred by the recipient cooldown.
+    to, first = fresh_recipient(), fresh_key()
+    await herald.send(receipt_request(first, to))
+    await asyncio.wait_for(herald.wait(first), 60)
+    cooldown = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
+    expiring = fresh_key("class_opening")
+    expires_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+    receipt = await herald.send(receipt_request(expiring, to, expires_at=expires_at), policy=cooldown)
+    await asyncio.wait_for(herald.wait(expiring), 60)
+    await _save(herald, "expired_while_deferred", expiring, receipt.run_id)
+    cancelled = fresh_key("class_opening")
+    receipt = await herald.send(receipt_request(cancelled, to), policy=cooldown)
+    await asyncio.sleep(1)
+    await herald.cancel(cancelled, reason="seat filled", operator="recorder")
+    await asyncio.wait_for(herald.wait(cancelled), 60)
+    await _save(herald, "cancelled_while_deferred", cancelled, receipt.run_id)
