@@ -36,7 +36,8 @@ def attempt_ref(workflow_id: str, number: int) -> str:
 
 def attempt_number_of(ref: str) -> int | None:
     head, _, tail = ref.rpartition("_")
-    return int(tail) if head.startswith("att_") and tail.isdigit() else None
+    # isdigit() alone accepts "²", which int() refuses: only ASCII digits name an attempt.
+    return int(tail) if head.startswith("att_") and tail.isascii() and tail.isdigit() else None
 
 
 class RecipientCooldownQuery(Frozen):

@@ -54,7 +54,7 @@ def retry_delay(policy: DeliveryPolicy, failed_attempts: int, provider_hint: tim
     """
     if not 0.0 <= jitter <= 1.0:
         raise ValueError("jitter must be in [0, 1]")
-    exponent = max(failed_attempts - 1, 0)
+    exponent = min(max(failed_attempts - 1, 0), 64)  # bounded: a float power overflows past ~1024
     base = min(
         policy.backoff_initial.total_seconds() * policy.backoff_multiplier**exponent,
         policy.backoff_max.total_seconds(),
@@ -71,6 +71,8 @@ def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
 
 def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timedelta:
     """Delay before status poll number ``polls_made + 1``: doubling from poll_initial, capped."""
-    base = min(policy.poll_initial.total_seconds() * 2**polls_made, policy.poll_max.total_seconds())
+    # The exponent is bounded before it is used: 2.0 ** 1024 overflows a float, and a days-long poll gets there.
+    doublings = min(polls_made, 64)
+    base = min(policy.poll_initial.total_seconds() * 2.0**doublings, policy.poll_max.total_seconds())
     # +/-10 % jitter keeps restarts from aligning every intent's poll on the same second.
     return timedelta(seconds=base * (0.9 + 0.2 * jitter))

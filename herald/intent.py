@@ -124,8 +124,9 @@ def parse_request(raw: dict[str, Any]) -> IntentRequest:
 def build_intent(request: IntentRequest, now: datetime) -> Intent:
     """Render once and freeze: every attempt of this intent sends exactly this body."""
     problems: list[tuple[str, str]] = []
+    # Compare digits only: "1.555.123.4567" and "1:555:123:4567" are the same number in disguise.
     recipient_digits = request.recipient.lstrip("+")
-    if recipient_digits in request.business_key.replace("_", "").replace("-", ""):
+    if recipient_digits in re.sub(r"[^0-9]", "", request.business_key):
         problems.append(("business_key", "must not contain the recipient's number (it is stored in plain text)"))
     expires_at = request.expires_at or now + DEFAULT_LIFETIME
     if expires_at <= now:
