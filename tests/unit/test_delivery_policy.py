@@ -98,6 +98,16 @@ def test_retry_delay_short_hint_does_not_shorten_backoff() -> None:
     assert retry_delay(DEFAULT, 4, seconds(1), 1.0) == retry_delay(DEFAULT, 4, None, 1.0) == seconds(40)
 
 
+@pytest.mark.parametrize("multiplier", [1e3, 1e17, 1e300])
+def test_any_accepted_multiplier_gives_capped_delays(multiplier: float) -> None:
+    """A backoff multiplier is either refused by the policy or yields delays capped at backoff_max over the whole budget, never an overflow."""
+    try:
+        policy = DeliveryPolicy(max_attempts=20, backoff_multiplier=multiplier)
+    except ValueError:
+        return
+    assert retry_delay(policy, policy.max_attempts, None, 1.0) == policy.backoff_max
+
+
 @PROPERTY
 @given(policy=policies(), failed_attempts=st.integers(min_value=0, max_value=20), jitter=st.floats(0.0, 1.0))
 def test_retry_delay_stays_within_half_and_full_base(policy: DeliveryPolicy, failed_attempts: int, jitter: float) -> None:

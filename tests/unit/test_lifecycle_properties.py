@@ -229,16 +229,18 @@ def feed_and_check(driver: Driver, observation: Observation) -> Verdict:
 
 # ---- random sequences ---------------------------------------------------------------------------
 
-RETRY_TICK = "retry_timer"
+# Non-observation events: the retry timer firing, and the current attempt's submit ending
+# in a definite retryable refusal, or in an unknown outcome a lookup later proves not accepted.
+CLOCK_EVENTS = st.sampled_from(["retry_timer", "submit_retryable", "submit_unknown_not_found"])
 
 
 @PROPERTY
 @given(
     max_attempts=st.integers(min_value=1, max_value=3),
-    events=st.lists(st.one_of(observations(3), st.just(RETRY_TICK)), max_size=25),
+    events=st.lists(st.one_of(observations(3), CLOCK_EVENTS), max_size=25),
 )
 def test_random_sequences_keep_the_lifecycle_invariants(max_attempts: int, events: list[Observation | str]) -> None:
-    """Over any sequence of observations and retry timers: a terminal state never changes, every observation gets exactly one verdict, attempt statuses never lose rank, and every transition is declared."""
+    """Over any sequence of observations, submit refusals and retry timers: a terminal state never changes, only the current attempt moves the intent, every observation gets exactly one verdict, attempt statuses never lose rank, and every transition is declared."""
     driver = Driver(DeliveryPolicy(max_attempts=max_attempts))
     watch = Watch()
     watch.check(driver)
@@ -247,8 +249,15 @@ def test_random_sequences_keep_the_lifecycle_invariants(max_attempts: int, event
         if isinstance(event, Observation):
             feed_and_check(driver, event)
             fed += 1
-        else:
+        elif event == "retry_timer":
             driver.retry_timer(0.5)
+        elif driver.current.submit_result is None:
+            if event == "submit_retryable":
+                driver.submit_refused("retryable")
+            else:
+                driver.current.submit_result = "unknown"
+                if driver.current.status is None:
+                    driver.not_found_proven()
         watch.check(driver)
     assert driver.fed == fed == len(driver.verdicts)
 
@@ -437,7 +446,7 @@ class IntentMachine(RuleBasedStateMachine):
             assert len(self.d.attempts) == attempts_before + 1
             assert self.d.state is S.SUBMITTING
 
-    # Closing clocks fire in one draw of five, so most runs live long enough to retry.
+    # A closing clock fires in three draws of ten, so most runs live long enough to retry.
     @precondition(lambda self: self.driver is not None)
     @rule(closer=st.sampled_from([S.CANCELLED, S.EXPIRED, S.UNKNOWN, None, None, None, None, None, None, None]))
     def closing_clock(self, closer: IntentState | None) -> None:
