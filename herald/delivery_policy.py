@@ -7,6 +7,7 @@ workflow) so the same history always replays to the same decision.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from pydantic import Field
@@ -54,9 +55,10 @@ def retry_delay(policy: DeliveryPolicy, failed_attempts: int, provider_hint: tim
     """
     if not 0.0 <= jitter <= 1.0:
         raise ValueError("jitter must be in [0, 1]")
-    exponent = min(max(failed_attempts - 1, 0), 64)  # bounded: a float power overflows past ~1024
-    base = min(
-        policy.backoff_initial.total_seconds() * policy.backoff_multiplier**exponent,
+    base = _capped_growth(
+        policy.backoff_initial.total_seconds(),
+        policy.backoff_multiplier,
+        max(failed_attempts - 1, 0),
         policy.backoff_max.total_seconds(),
     )
     computed = timedelta(seconds=base / 2 + base / 2 * jitter)
@@ -65,14 +67,22 @@ def retry_delay(policy: DeliveryPolicy, failed_attempts: int, provider_hint: tim
     return max(computed, min(provider_hint, policy.retry_after_cap))
 
 
+def _capped_growth(initial: float, factor: float, steps: int, cap: float) -> float:
+    """min(initial * factor**steps, cap), computed in logs: a days-long poll or a large factor would
+    overflow a float power long before the cap matters."""
+    if initial <= 0 or factor <= 1.0 or steps == 0:
+        return min(initial, cap)
+    if initial >= cap or steps * math.log(factor) >= math.log(cap / initial):
+        return cap
+    return initial * factor**steps
+
+
 def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
     return attempts_made < policy.max_attempts
 
 
 def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timedelta:
     """Delay before status poll number ``polls_made + 1``: doubling from poll_initial, capped."""
-    # The exponent is bounded before it is used: 2.0 ** 1024 overflows a float, and a days-long poll gets there.
-    doublings = min(polls_made, 64)
-    base = min(policy.poll_initial.total_seconds() * 2.0**doublings, policy.poll_max.total_seconds())
+    base = _capped_growth(policy.poll_initial.total_seconds(), 2.0, polls_made, policy.poll_max.total_seconds())
     # +/-10 % jitter keeps restarts from aligning every intent's poll on the same second.
     return timedelta(seconds=base * (0.9 + 0.2 * jitter))

@@ -105,7 +105,8 @@ def intent_fingerprint(request: IntentRequest) -> str:
             "recipient": request.recipient,
             "template_id": request.template_id,
             "template_version": request.template_version,
-            "render_data": request.render_data,
+            # As rendered: 15 and "15" make the same message, so they are the same intent.
+            "render_data": {key: str(value) for key, value in request.render_data.items()},
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -153,8 +154,14 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
     )
 
 
+_SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,4}$")
+
+
 def _describe(item: Any) -> tuple[str, str]:
-    field = ".".join(str(part) for part in item["loc"]) or "request"
+    # A field name comes from the caller's keys; one that is not an identifier (say, a phone number
+    # used as a key) is not echoed back.
+    parts = [str(part) if _SAFE_FIELD_PART.match(str(part)) else "<key>" for part in item["loc"]]
+    field = ".".join(parts) or "request"
     rule = {
         "recipient": "must be an E.164 number: '+' then 8 to 15 digits, no spaces",
         "business_key": "must look like 'event_type:business_id' (letters, digits, '_', '.', ':', '-')",

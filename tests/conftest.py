@@ -9,6 +9,8 @@ every intent a fresh business key and recipient so they never share state.
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,6 +46,8 @@ from worker import build_worker, twilio_config
 
 @pytest.fixture(scope="session")
 def stack() -> Any:
+    # A SIGTERM (CI's timeout, a Ctrl-C'd make) becomes a normal exit, so teardown stops the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     state = Path(tempfile.mkdtemp(prefix="herald-test-"))
     receipts_port = free_port()
     config = StackConfig(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -13,6 +14,18 @@ from pathlib import Path
 from herald.settings import REPO_ROOT
 
 BIN_DIR = Path(sys.executable).parent
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, SIGTERM the child when the launcher dies, however it dies.
+
+    Without it a SIGKILLed test run leaves its Temporal server and emulator running.
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: the launcher's own stop() is the only cleanup
 
 
 class PortInUse(RuntimeError):
@@ -66,7 +79,13 @@ class ManagedProcess:
     def start(self) -> subprocess.Popen[bytes]:
         output = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            self.argv, env=self.env, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            self.argv,
+            env=self.env,
+            cwd=REPO_ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         return self.process
 
