@@ -1,0 +1,88 @@
+"""What operators see: search attributes in Temporal, reconciliation views and the report in the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from herald.client import HeraldClient
+from herald.errors import IntentConflict
+from herald.ledger.report import ledger_report
+from herald.lifecycle import IntentState
+from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+
+
+async def _rows(pool: AsyncConnectionPool, sql: str, *params) -> list[tuple]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(sql, params)
+        return await cursor.fetchall()
+
+
+async def test_search_attributes_list_intents_by_state_template_and_attempts(herald: HeraldClient) -> None:
+    """The Web UI's filters work: a delivered intent is listed by state, channel, template and attempt count."""
+    key, to = fresh_key(), fresh_recipient()
+    receipt = await herald.send(receipt_request(key, to))
+    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
+    query = (
+        f'WorkflowId = "{receipt.workflow_id}" AND HeraldState = "delivered" AND HeraldChannel = "sms" '
+        'AND HeraldTemplate = "order_receipt.v1" AND HeraldAttempts = 1'
+    )
+    found: list[str] = []
+    for _ in range(50):  # visibility is eventually consistent
+        found = [w.id async for w in herald.temporal.list_workflows(query)]
+        if found:
+            break
+        await asyncio.sleep(0.2)
+    assert found == [receipt.workflow_id]
+
+
+async def test_reconciliation_views_name_the_awkward_cases(herald: HeraldClient, emulator: Emulator, pool) -> None:
+    """The views list a refused attempt without provider id and a cancelled intent whose message was delivered."""
+    refused_key, refused_to = fresh_key(), fresh_recipient()
+    await emulator.arm(refused_to, "error_500", count=1)
+    await herald.send(receipt_request(refused_key, refused_to))
+    cancelled_key, cancelled_to = fresh_key(), fresh_recipient()
+    await emulator.arm(cancelled_to, "delayed_callback", delay_seconds=2, count=1)
+    await herald.send(receipt_request(cancelled_key, cancelled_to))
+    for _ in range(100):
+        if await emulator.messages(cancelled_to):
+            break
+        await asyncio.sleep(0.05)
+    await herald.cancel(cancelled_key, reason="refunded", operator="dana")
+    await asyncio.wait_for(asyncio.gather(herald.wait(refused_key), herald.wait(cancelled_key)), 60)
+
+    without_id = await _rows(pool, "SELECT number FROM attempts_without_provider_id WHERE workflow_id = %s", f"{refused_key}/sms")
+    assert without_id == [(1,)]
+    late = await _rows(pool, "SELECT workflow_id FROM cancelled_then_delivered WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    assert late == [(f"{cancelled_key}/sms",)]
+    state = await _rows(pool, "SELECT state FROM intent_current_state WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    assert state == [("cancelled",)]
+
+
+async def test_report_counts_key_conflicts_and_keeps_coverage_apart(herald: HeraldClient, pool) -> None:
+    """A refused key reuse is counted by the report, whose coverage and delivered shares are separate numbers."""
+    before = await ledger_report(pool)
+    key, to = fresh_key(), fresh_recipient()
+    await herald.send(receipt_request(key, to))
+    with pytest.raises(IntentConflict):
+        await herald.send(receipt_request(key, fresh_recipient()))
+    await asyncio.wait_for(herald.wait(key), 60)
+    after = await ledger_report(pool)
+    assert after.key_conflicts == before.key_conflicts + 1
+    assert after.intents >= before.intents + 1
+    assert after.coverage_pct >= after.delivered_pct
+    assert after.submit_to_accept_p50_ms is not None and after.submit_to_accept_p50_ms > 0
+
+
+async def test_ledger_refuses_updates_and_deletes(herald: HeraldClient, pool: AsyncConnectionPool) -> None:
+    """Audit tables are append-only at the database: UPDATE and DELETE raise."""
+    key = fresh_key()
+    await herald.send(receipt_request(key, fresh_recipient()))
+    await asyncio.wait_for(herald.wait(key), 60)  # rows exist, so the row triggers have something to refuse
+    for statement in ("UPDATE transitions SET reason = 'rewritten'", "DELETE FROM observations"):
+        async with pool.connection() as conn:
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                await conn.execute(statement)
