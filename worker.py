@@ -18,6 +18,7 @@ from temporalio.worker import Worker
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from herald.fault_points import FaultPoints
 from herald.ledger.store import open_pool
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
 from herald.settings import Settings, TwilioSettings, load_settings
@@ -60,8 +61,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         adapter = TwilioAdapter(twilio_config(settings.twilio))
         stack.push_async_callback(adapter.aclose)
         client = await connect(settings.temporal)
+        faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
         worker = build_worker(
-            client, settings, LedgerActivities(pool), ProviderActivities(adapter, settings.receipts.public_url)
+            client, settings, LedgerActivities(pool), ProviderActivities(adapter, settings.receipts.public_url, faults)
         )
         async with worker:
             log.info("worker polling task queue %s", settings.temporal.task_queue)

@@ -15,14 +15,16 @@ from herald.contracts import (
     ProviderCancelResult,
     SubmitInput,
 )
-from herald.outcomes import LookupOutcome, SubmitOutcome
+from herald.fault_points import FaultPoint, FaultPoints
+from herald.outcomes import Accepted, LookupOutcome, SubmitOutcome
 from herald.providers.twilio import TwilioAdapter
 
 
 class ProviderActivities:
-    def __init__(self, adapter: TwilioAdapter, receipt_public_url: str) -> None:
+    def __init__(self, adapter: TwilioAdapter, receipt_public_url: str, faults: FaultPoints | None = None) -> None:
         self._adapter = adapter
         self._receipt_public_url = receipt_public_url.rstrip("/")
+        self._faults = faults or FaultPoints()
 
     def status_callback_url(self, attempt_ref: str) -> str:
         """The exact URL the provider calls (and signs) for this attempt's reports."""
@@ -31,9 +33,13 @@ class ProviderActivities:
     @activity.defn(name="submit_attempt")
     async def submit(self, input: SubmitInput) -> SubmitOutcome:
         """Send the attempt once; timeouts after sending come back as Unknown, never raised."""
-        return await self._adapter.submit(
+        self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
+        outcome = await self._adapter.submit(
             to=input.to, body=input.body, status_callback=self.status_callback_url(input.attempt_ref)
         )
+        if isinstance(outcome.result, Accepted):
+            self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
+        return outcome
 
     @activity.defn(name="lookup_attempt")
     async def lookup(self, input: LookupInput) -> LookupOutcome:

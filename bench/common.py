@@ -1,0 +1,163 @@
+"""What every phase shares: the offered load, waiting for completion, reading histories, the result record."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import string
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from bench.actions import billable_actions, next_run_id
+
+# Intents in flight from the driver at once when the offered rate is unlimited: enough to keep
+# both cores busy, few enough that the driver's own queueing does not dominate latency.
+UNLIMITED_CONCURRENCY = 32
+BODY_TEMPLATE = "Herald Shop: payment of 42.50 EUR for order ord_{n} received. Thank you."
+
+
+def new_tag() -> str:
+    """Letters only: a business key must not contain anything that could be a phone number."""
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))
+
+
+def fresh_recipient() -> str:
+    return "+1555" + f"{secrets.randbelow(10**7):07d}"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (no interpolation): p99 of 200 values is the 198th smallest."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class Phase:
+    """One variant at one offered rate: what was offered, what completed, and what it cost."""
+
+    variant: str
+    offered_rate: float | None  # intents/s; None = as fast as the driver can offer
+    intents: int
+    completed: int = 0
+    failed_to_start: int = 0
+    first_start: float = 0.0  # wall clock, seconds
+    last_end: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # seconds, start call -> end
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per display column
+    accepted_at_provider: int = 0  # messages the emulator accepted during the phase
+    events: int = 0  # history events, all runs
+    actions: Counter[str] = field(default_factory=Counter)
+    close_events: Counter[str] = field(default_factory=Counter)
+    states: Counter[str] = field(default_factory=Counter)  # Herald: final intent states from the ledger
+    worker_rss: tuple[float, float] | None = None  # MiB (current, peak)
+    server_rss: tuple[float, float] | None = None
+    timed_out: bool = False
+
+    @property
+    def throughput(self) -> float | None:
+        span = self.last_end - self.first_start
+        return self.completed / span if self.completed and span > 0 else None
+
+    def per_intent(self, total: float) -> float | None:
+        return total / self.completed if self.completed else None
+
+    @property
+    def cpu_ms_per_intent(self) -> dict[str, float]:
+        return {name: 1000 * seconds / self.completed for name, seconds in self.cpu.items()} if self.completed else {}
+
+
+async def offer(n: int, rate: float | None, start_one: Callable[[int], Awaitable[None]]) -> None:
+    """Call start_one(0..n-1): at `rate` per second on a fixed schedule, or as fast as allowed.
+
+    At a fixed rate every start is launched on schedule whether or not earlier ones finished
+    (an open-loop load, as real traffic is); unlimited runs UNLIMITED_CONCURRENCY at a time.
+    """
+    tasks: list[asyncio.Task[None]] = []
+    if rate:
+        origin = time.monotonic()
+        for i in range(n):
+            delay = origin + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(start_one(i)))
+    else:
+        slots = asyncio.Semaphore(UNLIMITED_CONCURRENCY)
+
+        async def bounded(i: int) -> None:
+            async with slots:
+                await start_one(i)
+
+        tasks = [asyncio.create_task(bounded(i)) for i in range(n)]
+    await asyncio.gather(*tasks)
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return True
+        await asyncio.sleep(interval)
+    return False
+
+
+async def workflows_closed(client: Client, id_prefix: str, expected: int) -> bool:
+    """All `expected` workflows whose id starts with the prefix are visible and none is running."""
+    base = f'WorkflowId STARTS_WITH "{id_prefix}"'
+    total = (await client.count_workflows(base)).count
+    if total < expected:
+        return False
+    return (await client.count_workflows(f'{base} AND ExecutionStatus="Running"')).count == 0
+
+
+@dataclass
+class HistoryFigures:
+    ends: dict[str, float]  # workflow id -> close time (wall clock seconds) of its last run
+    closed_as: dict[str, str]  # workflow id -> its last run's close event (WORKFLOW_EXECUTION_COMPLETED, ...)
+    events: int
+    actions: Counter[str]
+    close_events: Counter[str]
+
+
+async def read_histories(client: Client, first_runs: dict[str, str | None], concurrency: int = 8) -> HistoryFigures:
+    """Fetch every run of every workflow (following continue-as-new) and count events and actions."""
+    figures = HistoryFigures({}, {}, 0, Counter(), Counter())
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(workflow_id: str, run_id: str | None) -> None:
+        async with slots:
+            while True:
+                history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+                events = list(history.events)
+                figures.events += len(events)
+                figures.actions.update(billable_actions(events))
+                run_id = next_run_id(events)
+                if run_id is None:
+                    break
+            last = events[-1]
+            closed_as = EventType.Name(last.event_type).removeprefix("EVENT_TYPE_")
+            figures.closed_as[workflow_id] = closed_as
+            figures.close_events[closed_as] += 1
+            figures.ends[workflow_id] = last.event_time.ToDatetime(tzinfo=UTC).timestamp()
+
+    await asyncio.gather(*(one(workflow_id, run_id) for workflow_id, run_id in first_runs.items()))
+    return figures
+
+
+def completed_latencies(phase: Phase, starts: dict[str, float], figures: HistoryFigures) -> None:
+    """Fill the phase's completion figures from histories: only completed workflows count as done."""
+    done = {w: end for w, end in figures.ends.items() if figures.closed_as[w] == "WORKFLOW_EXECUTION_COMPLETED"}
+    phase.events, phase.actions, phase.close_events = figures.events, figures.actions, figures.close_events
+    phase.completed = len(done)
+    phase.latencies = [done[w] - starts[w] for w in done]
+    phase.first_start = min(starts.values())
+    phase.last_end = max(done.values(), default=phase.first_start)

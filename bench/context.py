@@ -1,0 +1,75 @@
+"""The driver's connections to the bench stack, and the measured window every phase runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+
+from bench.common import Phase
+from bench.measure import CpuMeter, rss_mib
+from bench.stack import BenchStack
+from herald.client import HeraldClient
+from herald.settings import Settings, load_settings
+from herald.temporal_client import connect
+
+# Display columns, and which process plays each part in each variant (absent = not involved).
+COLUMNS = ("temporal", "worker", "receipts", "postgres", "emulator", "driver")
+ROLES = {
+    "naive": {"receipts": "receiver", "postgres": "postgres", "emulator": "emulator", "driver": "driver"},
+    "floor": {"temporal": "temporal", "worker": "floor_worker", "receipts": "receiver", "postgres": "postgres",
+              "emulator": "emulator", "driver": "driver"},
+    "herald": {"temporal": "temporal", "worker": "worker", "receipts": "receipts", "postgres": "postgres",
+               "emulator": "emulator", "driver": "driver"},
+}  # fmt: skip
+
+
+class Bench:
+    def __init__(self, stack: BenchStack) -> None:
+        self.stack = stack
+        self.settings: Settings = load_settings(stack.config.service_env(stack.database_url))
+        self.meter = CpuMeter(stack.pids)
+
+    async def open(self) -> None:
+        # Herald's client exactly as a service builds it (pydantic converter, production policy).
+        self.herald_temporal = await connect(self.settings.temporal)
+        self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue)
+        # The floor uses Temporal's default converter: no Herald code on its path.
+        self.floor_temporal = await Client.connect(self.settings.temporal.address, namespace=self.settings.temporal.namespace)
+        self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
+        await self.pool.open()
+        self.admin = httpx.AsyncClient(base_url=self.stack.emulator_url, timeout=60)
+
+    async def close(self) -> None:
+        await self.admin.aclose()
+        await self.pool.close()
+
+    @property
+    def twilio(self) -> tuple[str, str, str]:
+        t = self.settings.twilio
+        return t.account_sid, t.auth_token.get_secret_value(), t.from_number or ""
+
+    async def emulator_stats(self, admin: httpx.AsyncClient | None = None) -> dict:
+        response = await (admin or self.admin).get("/_emulator/stats")
+        response.raise_for_status()
+        return response.json()
+
+    async def measured(
+        self, phase: Phase, roles: dict[str, str], run: Callable[[], Awaitable[bool]], admin: httpx.AsyncClient | None = None
+    ) -> None:
+        """Run `run` (offer the load and wait for the end) between two CPU snapshots."""
+        self.meter.groups = dict(self.stack.pids)
+        accepted_before = (await self.emulator_stats(admin))["accepted"]
+        before = self.meter.snapshot()
+        finished = await run()
+        after = self.meter.snapshot()
+        phase.timed_out = not finished
+        phase.accepted_at_provider = (await self.emulator_stats(admin))["accepted"] - accepted_before
+        delta = CpuMeter.delta(before, after)
+        phase.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
+        if "worker" in roles:
+            phase.worker_rss = rss_mib(self.stack.pids[roles["worker"]])
+        if "temporal" in roles:
+            phase.server_rss = rss_mib(self.stack.pids["temporal"])

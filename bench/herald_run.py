@@ -1,0 +1,303 @@
+"""Herald under load: real intents through HeraldClient, the worker, the receipt server and the ledger.
+
+Four measurements:
+* run_herald: the side-by-side run (happy path: the emulator accepts and reports `sent` and
+  `delivered`, as Twilio does, to Herald's receipt server);
+* run_receipts: the report path alone — intents parked in `accepted`, then the bench, playing
+  Twilio, posts one signed `delivered` callback each as fast as the receipt server takes them;
+* run_parked: N open intents waiting for reports, and the memory that costs;
+* run_rate_limited: a burst against an emulator limited to L messages/s.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from bench.common import (
+    Phase,
+    completed_latencies,
+    fresh_recipient,
+    new_tag,
+    offer,
+    read_histories,
+    wait_until,
+    workflows_closed,
+)
+from bench.context import ROLES, Bench
+from bench.measure import CpuMeter, rss_mib
+from herald.client import HeraldClient
+from herald.delivery_policy import DeliveryPolicy
+from herald.devstack.processes import free_port, wait_for_port
+from herald.intent import workflow_id_for
+from herald.providers.twilio_signature import compute_signature
+
+# Parked and report-path intents wait for a report with their first status poll an hour away,
+# so the figures isolate what they measure (memory of open intents; the report path) from
+# polling. Production polls at 30 s, 60 s, ... and each poll is one more lookup activity.
+PARKED_POLICY = DeliveryPolicy(poll_initial=timedelta(hours=1), poll_max=timedelta(hours=1))
+LIMITED_TASK_QUEUE = "herald-bench-limited"
+CALLBACK_CONCURRENCY = 16
+# The emulator refuses creates once it stores this many messages (EmulatorConfig.max_messages).
+EMULATOR_MAX_MESSAGES = 10_000
+
+
+def _request(business_key: str, recipient: str, n: int) -> dict[str, Any]:
+    return {
+        "business_key": business_key,
+        "recipient": recipient,
+        "template_id": "order_receipt",
+        "template_version": 1,
+        "render_data": {"order_ref": f"ord_{n}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"},
+    }
+
+
+async def _final_states(bench: Bench, like: str) -> Counter[str]:
+    async with bench.pool.connection() as conn:
+        cursor = await conn.execute(
+            """SELECT to_state, count(*) FROM (
+                   SELECT DISTINCT ON (workflow_id) workflow_id, to_state FROM transitions
+                    WHERE workflow_id LIKE %s ORDER BY workflow_id, seq DESC) last
+               GROUP BY to_state""",
+            (like,),
+        )
+        return Counter({state: count for state, count in await cursor.fetchall()})
+
+
+async def _count_reached(bench: Bench, like: str, state: str) -> int:
+    async with bench.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT count(DISTINCT workflow_id) FROM transitions WHERE workflow_id LIKE %s AND to_state = %s", (like, state)
+        )
+        return (await cursor.fetchone())[0]
+
+
+async def _start_intents(
+    herald: HeraldClient, n: int, rate: float | None, tag: str, recipient: str | None, phase: Phase | None = None
+) -> tuple[dict[str, float], dict[str, str | None], dict[str, str]]:
+    """Send n intents; returns start times, first run ids and recipients by workflow id."""
+    starts: dict[str, float] = {}
+    runs: dict[str, str | None] = {}
+    recipients: dict[str, str] = {}
+
+    async def start_one(i: int) -> None:
+        key = f"order_receipt:bench_{tag}_{i}"
+        to = recipient or fresh_recipient()
+        workflow_id = workflow_id_for(key, "sms")
+        recipients[workflow_id] = to
+        starts[workflow_id] = time.time()
+        try:
+            receipt = await herald.send(_request(key, to, i))
+            runs[receipt.workflow_id] = receipt.run_id
+        except Exception:
+            if phase is not None:
+                phase.failed_to_start += 1
+
+    await offer(n, rate, start_one)
+    return starts, runs, recipients
+
+
+async def run_herald(bench: Bench, n: int, rate: float | None, timeout: float) -> Phase:
+    phase = Phase("herald", rate, n)
+    tag = new_tag()
+    prefix = f"order_receipt:bench_{tag}_"
+    started: dict[str, Any] = {}
+
+    async def run() -> bool:
+        started["starts"], started["runs"], _ = await _start_intents(bench.herald, n, rate, tag, None, phase)
+        return await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(started["runs"])), timeout)
+
+    await bench.measured(phase, ROLES["herald"], run)
+    figures = await read_histories(bench.herald_temporal, started["runs"])
+    completed_latencies(phase, started["starts"], figures)
+    phase.states = await _final_states(bench, prefix + "%")
+    return phase
+
+
+# ---- the report path ------------------------------------------------------------------------
+
+
+@dataclass
+class ReceiptsResult:
+    reports: int
+    answered_2xx: int = 0
+    ingest_seconds: float = 0.0  # first POST -> last 2xx (stored in the inbox, committed)
+    applied_seconds: float = 0.0  # first POST -> last verdict written by a workflow
+    applied: int = 0
+    closed_seconds: float = 0.0  # first POST -> every intent's workflow closed
+    cpu: dict[str, float] = field(default_factory=dict)
+    states: Counter[str] = field(default_factory=Counter)
+    timed_out: bool = False
+
+    @property
+    def ingest_rate(self) -> float | None:
+        return self.answered_2xx / self.ingest_seconds if self.ingest_seconds else None
+
+    @property
+    def applied_rate(self) -> float | None:
+        return self.applied / self.applied_seconds if self.applied_seconds else None
+
+
+async def _park(bench: Bench, n: int, tag: str, timeout: float, admin: httpx.AsyncClient) -> tuple[str, dict[str, float], bool]:
+    """Start n intents to one recipient whose messages the emulator accepts and never reports."""
+    recipient = fresh_recipient()
+    # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
+    (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
+    herald = HeraldClient(bench.herald_temporal, bench.settings.temporal.task_queue, policy=PARKED_POLICY)
+    starts, _, _ = await _start_intents(herald, n, None, tag, recipient)
+    like = f"order_receipt:bench_{tag}_%"
+
+    async def all_accepted() -> bool:
+        return await _count_reached(bench, like, "accepted") >= n
+
+    parked = await wait_until(all_accepted, timeout, interval=0.5)
+    return recipient, starts, parked
+
+
+async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
+    result = ReceiptsResult(m)
+    tag = new_tag()
+    like = f"order_receipt:bench_{tag}_%"
+    recipient, _, parked = await _park(bench, m, tag, timeout, bench.admin)
+    if not parked:
+        result.timed_out = True
+        return result
+    listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
+    account, token, _ = bench.twilio
+    done = datetime.now(UTC).strftime("%y%m%d%H%M")
+    callbacks = []
+    for message in listed:
+        params = [("MessageSid", message["sid"]), ("SmsSid", message["sid"]), ("AccountSid", account),
+                  ("From", message["from"] or ""), ("To", message["to"]), ("MessageStatus", "delivered"),
+                  ("SmsStatus", "delivered"), ("ApiVersion", "2010-04-01"), ("RawDlrDoneDate", done)]  # fmt: skip
+        url = message["status_callback"]
+        callbacks.append((url, params, compute_signature(token, url, params)))
+    limits = httpx.Limits(max_connections=CALLBACK_CONCURRENCY, max_keepalive_connections=CALLBACK_CONCURRENCY)
+    meter = CpuMeter(bench.stack.pids)
+    roles = {k: v for k, v in ROLES["herald"].items() if k != "emulator"}
+    async with httpx.AsyncClient(limits=limits, timeout=30) as http:
+
+        async def post(i: int) -> None:
+            url, params, signature = callbacks[i]
+            response = await http.post(url, data=dict(params), headers={"X-Twilio-Signature": signature})
+            if response.is_success:
+                result.answered_2xx += 1
+
+        before = meter.snapshot()
+        first = time.time()
+        await offer(len(callbacks), None, post)
+        result.ingest_seconds = time.time() - first
+        closed = await wait_until(lambda: workflows_closed(bench.herald_temporal, like[:-1], m), timeout)
+        result.closed_seconds = time.time() - first
+        after = meter.snapshot()
+    result.timed_out = not closed
+    delta = CpuMeter.delta(before, after)
+    result.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
+    async with bench.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT count(*), extract(epoch FROM max(decided_at))::float8 FROM receipt_outcomes WHERE workflow_id LIKE %s",
+            (like,),
+        )
+        result.applied, last_decided = await cursor.fetchone()
+    result.applied_seconds = (last_decided - first) if last_decided else 0.0
+    result.states = await _final_states(bench, like)
+    return result
+
+
+# ---- parked intents -------------------------------------------------------------------------
+
+
+@dataclass
+class ParkedResult:
+    intents: int
+    parked: bool = False
+    seconds: float = 0.0
+    worker_rss_before: tuple[float, float] | None = None
+    worker_rss_after: tuple[float, float] | None = None
+    server_rss_before: tuple[float, float] | None = None
+    server_rss_after: tuple[float, float] | None = None
+
+
+async def run_parked(bench: Bench, p: int, timeout: float) -> ParkedResult:
+    result = ParkedResult(p)
+    stored = (await bench.emulator_stats())["stored_messages"]
+    if stored + p > EMULATOR_MAX_MESSAGES:
+        # Earlier phases' messages are finished; forget them so the parked ones fit.
+        (await bench.admin.post("/_emulator/reset")).raise_for_status()
+    result.worker_rss_before = rss_mib(bench.stack.pids["worker"])
+    result.server_rss_before = rss_mib(bench.stack.pids["temporal"])
+    began = time.time()
+    _, _, result.parked = await _park(bench, p, new_tag(), timeout, bench.admin)
+    result.seconds = time.time() - began
+    result.worker_rss_after = rss_mib(bench.stack.pids["worker"])
+    result.server_rss_after = rss_mib(bench.stack.pids["temporal"])
+    return result
+
+
+# ---- under a provider rate limit ------------------------------------------------------------
+
+
+@dataclass
+class RateLimitResult:
+    limit: float
+    intents: int
+    accepted: int = 0
+    rejected_429: int = 0
+    window_seconds: float = 0.0  # first intent start -> last acceptance
+    queue_ages: list[float] = field(default_factory=list)  # intent start -> provider acceptance, s
+    states: Counter[str] = field(default_factory=Counter)
+    actions_per_intent: float | None = None
+    timed_out: bool = False
+
+    @property
+    def achieved_rate(self) -> float | None:
+        return self.accepted / self.window_seconds if self.window_seconds else None
+
+
+async def run_rate_limited(bench: Bench, n: int, limit: float, timeout: float) -> RateLimitResult:
+    """A burst of n intents (all offered at once) against an emulator limited to `limit` messages/s."""
+    result = RateLimitResult(limit, n)
+    stack = bench.stack
+    e = stack.config.emulator
+    port = free_port()
+    emulator = stack.spawn("emulator_limited", [
+        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
+        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(limit),
+        "--log-level", "warning",
+    ])  # fmt: skip
+    try:
+        wait_for_port("127.0.0.1", port, 60, emulator.process)
+        stack.spawn(
+            "worker_limited",
+            [sys.executable, "worker.py"],
+            extra_env={"HERALD_TWILIO_API_BASE": f"http://127.0.0.1:{port}", "HERALD_TASK_QUEUE": LIMITED_TASK_QUEUE},
+        )
+        herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE)
+        tag = new_tag()
+        prefix = f"order_receipt:bench_{tag}_"
+        starts, runs, recipients = await _start_intents(herald, n, None, tag, None)
+        result.timed_out = not await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(runs)), timeout)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as admin:
+            listed = (await admin.get("/_emulator/messages")).json()["messages"]
+            stats = await bench.emulator_stats(admin)
+        result.rejected_429 = stats["rate_limited"]
+        accepted_at = {m["to"]: datetime.fromisoformat(m["date_created"]).timestamp() for m in listed}
+        result.accepted = len(listed)
+        ages = [accepted_at[to] - starts[w] for w, to in recipients.items() if to in accepted_at]
+        result.queue_ages = ages
+        if accepted_at:
+            result.window_seconds = max(accepted_at.values()) - min(starts.values())
+        result.states = await _final_states(bench, prefix + "%")
+        figures = await read_histories(bench.herald_temporal, runs)
+        result.actions_per_intent = sum(figures.actions.values()) / n if n else None
+    finally:
+        stack.stop_process("worker_limited")
+        stack.stop_process("emulator_limited")
+    return result
+

@@ -1,0 +1,104 @@
+"""The bench's own stack: Herald's LocalStack on free ports, plus the floor's worker and receipt handler.
+
+Everything runs on free loopback ports in a fresh temporary state folder (Temporal in memory,
+a new embedded PostgreSQL), so the bench never collides with `make run` (7233/8233...) or a
+test run, and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from herald.devstack.processes import ManagedProcess, free_port, wait_for_port
+from herald.devstack.stack import START_TIMEOUT_SECONDS, LocalStack
+from herald.ledger.migrate import apply_migrations
+from herald.settings import TwilioSettings
+from bench.measure import postmaster_pid
+
+BENCH_TABLE = """CREATE TABLE IF NOT EXISTS bench_deliveries (
+    intent_id    text PRIMARY KEY,
+    variant      text NOT NULL,
+    provider_sid text,
+    status       text NOT NULL,
+    delivered_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)"""
+
+
+class BenchStack:
+    def __init__(self, step_ms: int) -> None:
+        self.state_dir = Path(tempfile.mkdtemp(prefix="herald-bench-"))
+        production = TwilioSettings()
+        self.config = StackConfig(
+            state_dir=self.state_dir,
+            temporal=TemporalDev(port=free_port(), ui_port=free_port(), metrics_port=free_port(), db_filename=None),
+            emulator=EmulatorDev(port=free_port(), step_ms=step_ms),
+            receipts=ReceiptsDev(port=free_port()),
+            # Production adapter timeouts, not the demo's short ones.
+            adapter=AdapterDev(connect_timeout=production.connect_timeout, read_timeout=production.read_timeout),
+        )
+        # database_url="": always the embedded server, never a DATABASE_URL from the caller's shell.
+        self.local = LocalStack(self.config, database_url="")
+        self.receiver_port = free_port()
+        self.pids: dict[str, int] = {}
+
+    @property
+    def database_url(self) -> str:
+        assert self.local.database_url is not None
+        return self.local.database_url
+
+    @property
+    def emulator_url(self) -> str:
+        return f"http://{self.config.emulator.host}:{self.config.emulator.port}"
+
+    @property
+    def receiver_url(self) -> str:
+        return f"http://127.0.0.1:{self.receiver_port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **self.config.service_env(self.database_url),
+            "BENCH_RECEIVER_URL": self.receiver_url,
+            "BENCH_RECEIVER_PORT": str(self.receiver_port),
+        }
+
+    def start(self) -> None:
+        local = self.local
+        local.start_postgres()
+        asyncio.run(apply_migrations(self.database_url))
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            conn.execute(BENCH_TABLE)
+        self.pids["postgres"] = postmaster_pid(self.state_dir / self.config.postgres.data_dir) or 0
+        self.pids["temporal"] = local.start_temporal().pid or 0
+        self.pids["emulator"] = local.start_emulator().pid or 0
+        self.pids["receipts"] = local.start_receipts().pid or 0
+        self.pids["worker"] = local.start_worker().pid or 0
+        self.pids["floor_worker"] = self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"]).pid or 0
+        receiver = self.spawn("receiver", [sys.executable, "-m", "bench.receiver"])
+        self.pids["receiver"] = receiver.pid or 0
+        wait_for_port("127.0.0.1", self.receiver_port, START_TIMEOUT_SECONDS, receiver.process)
+
+    def spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> ManagedProcess:
+        """A child process registered with the LocalStack, so its stop() stops it too."""
+        self.local.log_dir.mkdir(parents=True, exist_ok=True)
+        process = ManagedProcess(name, argv, env={**self.env(), **(extra_env or {})}, log_path=self.local.log_dir / f"{name}.log")
+        process.start()
+        self.local.processes[name] = process
+        return process
+
+    def stop_process(self, name: str) -> None:
+        process = self.local.processes.pop(name, None)
+        if process is not None:
+            process.stop()
+        self.pids.pop(name, None)
+
+    def stop(self, *, keep_state: bool = False) -> None:
+        self.local.stop()
+        if not keep_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -1,0 +1,268 @@
+"""The fault matrix: crashes, hangs, refusals, redeliveries and outages, each against real processes.
+
+Every scenario is bounded in time and count and sends traffic only to 127.0.0.1. Sends are
+counted at the emulator and outcomes read from the ledger, then I1-I5 are checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from herald.client import HeraldClient
+from herald.contracts import attempt_ref
+from herald.devstack.processes import ManagedProcess, free_port
+from herald.devstack.stack import LocalStack
+from herald.errors import IntentConflict
+from herald.fault_points import FaultPoint
+from herald.intent import workflow_id_for
+from herald.ledger.embedded import kill_hard, restart
+from herald.lifecycle import IntentState
+from herald.providers.twilio_signature import compute_signature
+from herald.settings import load_settings
+from herald.temporal_client import connect
+from tests.faults.invariants import check_invariants
+from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+
+WAIT = 90
+
+
+@contextmanager
+def worker(stack: LocalStack, name: str, **env: str):
+    process = stack.start_worker(name, extra_env=env)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def _final(herald: HeraldClient, key: str):
+    return await asyncio.wait_for(herald.wait(key), WAIT)
+
+
+async def _exit_of(process: ManagedProcess, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while process.process.poll() is None:
+        assert time.monotonic() < deadline, f"{process.name} did not crash at its fault point"
+        await asyncio.sleep(0.1)
+    return process.process.returncode
+
+
+async def test_worker_killed_after_acceptance_resolves_by_lookup(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 1: the worker dies after the provider accepted; the restarted worker finds that message, sends none."""
+    key, to = fresh_key(), fresh_recipient()
+    marker = Path(fault_stack.config.state_path) / f"crash-{key.replace(':', '_')}"
+    with worker(fault_stack, "worker-crash", HERALD_FAULT_POINT=FaultPoint.AFTER_PROVIDER_ACCEPTED.value,
+                HERALD_FAULT_POINT_MARKER=str(marker)) as crashing:  # fmt: skip
+        await fault_herald.send(receipt_request(key, to, render_data={
+            "order_ref": "ord_s1", "amount": "1.00", "currency": "EUR", "merchant": "S1"}))  # fmt: skip
+        assert await _exit_of(crashing) == -9
+    assert len(await fault_emulator.messages(to)) == 1  # the provider really accepted before the crash
+    with worker(fault_stack, "worker-recovery"):
+        final = await _final(fault_herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert len(final.attempts) == 1 and final.attempts[0].submit_result == "unknown"
+    assert len(await fault_emulator.messages(to)) == 1
+    await check_invariants(fault_pool, fault_emulator, {workflow_id_for(key, "sms"): to})
+
+
+async def test_worker_killed_before_the_provider_call_sends_once(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 2: the worker dies between the attempt row and the provider call; absence is proven, one message."""
+    key, to = fresh_key(), fresh_recipient()
+    marker = Path(fault_stack.config.state_path) / f"crash-{key.replace(':', '_')}"
+    with worker(fault_stack, "worker-crash", HERALD_FAULT_POINT=FaultPoint.BEFORE_PROVIDER_CALL.value,
+                HERALD_FAULT_POINT_MARKER=str(marker)) as crashing:  # fmt: skip
+        receipt = await fault_herald.send(receipt_request(key, to))
+        assert await _exit_of(crashing) == -9
+    async with fault_pool.connection() as conn:
+        rows = await (await conn.execute("SELECT number FROM attempts WHERE workflow_id = %s", (receipt.workflow_id,))).fetchall()
+    assert rows == [(1,)]  # the attempt row was committed before the crash
+    assert await fault_emulator.messages(to) == []
+    with worker(fault_stack, "worker-recovery"):
+        final = await _final(fault_herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert [a.submit_result for a in final.attempts] == ["not_accepted", "accepted"]
+    assert len(await fault_emulator.messages(to)) == 1
+    await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
+
+
+async def test_refusals_and_ambiguous_errors(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 4: connection refused, 503s, and an absurd Retry-After (capped) each end delivered with one message."""
+    policy = TEST_POLICY.model_copy(update={"max_attempts": 8, "backoff_initial": timedelta(seconds=1)})
+    intents: dict[str, str] = {}
+    # Connection refused: a worker whose provider address has nothing listening.
+    refused_key, refused_to = fresh_key(), fresh_recipient()
+    with worker(fault_stack, "worker-refused", HERALD_TWILIO_API_BASE=f"http://127.0.0.1:{free_port()}"):
+        await fault_herald.send(receipt_request(refused_key, refused_to), policy=policy)
+        for _ in range(100):
+            status = await fault_herald.status(refused_key)
+            if status.attempts and status.attempts[0].submit_result == "retryable":
+                break
+            await asyncio.sleep(0.1)
+        assert status.attempts[0].submit_result == "retryable"  # refused = definitely not sent
+    intents[workflow_id_for(refused_key, "sms")] = refused_to
+    with worker(fault_stack, "worker-healthy"):
+        unavailable_key, unavailable_to = fresh_key(), fresh_recipient()
+        await fault_emulator.arm(unavailable_to, "error_503", count=2)
+        absurd_key, absurd_to = fresh_key(), fresh_recipient()
+        await fault_emulator.arm(absurd_to, "rate_limit", retry_after=86400, count=1)
+        await fault_herald.send(receipt_request(unavailable_key, unavailable_to), policy=policy)
+        await fault_herald.send(receipt_request(absurd_key, absurd_to), policy=policy)
+        finals = await asyncio.gather(*(_final(fault_herald, k) for k in (refused_key, unavailable_key, absurd_key)))
+    assert [f.state for f in finals] == [IntentState.DELIVERED] * 3
+    absurd = finals[2]
+    assert absurd.attempts[0].retry_hint_seconds == 86400
+    assert absurd.attempts[0].retry_delay_seconds == policy.retry_after_cap.total_seconds()
+    intents[workflow_id_for(unavailable_key, "sms")] = unavailable_to
+    intents[workflow_id_for(absurd_key, "sms")] = absurd_to
+    for recipient in intents.values():
+        assert len(await fault_emulator.messages(recipient)) == 1
+    await check_invariants(fault_pool, fault_emulator, intents)
+
+
+def _signed(stack: LocalStack, ref: str, form: dict[str, str]) -> tuple[str, dict[str, str]]:
+    settings = load_settings(stack.config.service_env(stack.database_url))
+    url = f"{settings.receipts.public_url}/twilio/status?attempt={ref}"
+    return url, {"X-Twilio-Signature": compute_signature(settings.twilio.auth_token.get_secret_value(), url, form)}
+
+
+async def test_concurrent_and_early_reports(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 5: one report five times at once is one row; a report for a not-yet-known attempt is applied later."""
+    with worker(fault_stack, "worker-reports"):
+        key, to = fresh_key(), fresh_recipient()
+        await fault_herald.send(receipt_request(key, to))
+        final = await _final(fault_herald, key)
+        attempt = final.attempts[0]
+        form = {"MessageSid": attempt.provider_id, "MessageStatus": "read", "AccountSid": fault_stack.config.emulator.account_sid}
+        url, headers = _signed(fault_stack, attempt.attempt_ref, form)
+        async with httpx.AsyncClient(timeout=10) as http:
+            answers = await asyncio.gather(*(http.post(url, data=form, headers=headers) for _ in range(5)))
+        assert [a.status_code for a in answers] == [200] * 5
+        async with fault_pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT count(*) FROM receipt_inbox WHERE provider_message_id = %s AND provider_status = 'read'",
+                (attempt.provider_id,))).fetchone()  # fmt: skip
+        assert rows == (1,)
+
+        # A report naming an attempt that does not exist yet: stored, then applied once the attempt is known.
+        early_key, early_to = fresh_key(), fresh_recipient()
+        early_ref = attempt_ref(workflow_id_for(early_key, "sms"), 1)
+        early_sid = "SM" + "e" * 32
+        form = {"MessageSid": early_sid, "MessageStatus": "delivered", "AccountSid": fault_stack.config.emulator.account_sid}
+        url, headers = _signed(fault_stack, early_ref, form)
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.post(url, data=form, headers=headers)).status_code == 200
+        await asyncio.sleep(2)  # the drainer has tried and deferred it: the attempt is unknown
+        # The provider hangs without a visible message, so only the stored report can say what happened.
+        await fault_emulator.arm(early_to, "hang_without_accept", hang_seconds=2, count=1)
+        await fault_herald.send(receipt_request(early_key, early_to))
+        early = await _final(fault_herald, early_key)
+    assert early.state is IntentState.DELIVERED
+    # The early report got exactly one verdict once its attempt was known. Whether it was applied
+    # (it beat the lookup's proof of absence) or recorded against a superseded attempt depends on
+    # the race, and both are correct; what may never happen is a second live message.
+    # The drainer re-offers it on its backoff (1 s, 5 s, 15 s, ...), so the verdict can take a while.
+    verdicts: list[tuple] = []
+    for _ in range(150):
+        async with fault_pool.connection() as conn:
+            verdicts = await (await conn.execute(
+                """SELECT o.outcome, o.workflow_id FROM receipt_inbox r JOIN receipt_outcomes o ON o.inbox_id = r.id
+                    WHERE r.provider_message_id = %s""", (early_sid,))).fetchall()  # fmt: skip
+        if verdicts:
+            break
+        await asyncio.sleep(0.2)
+    assert len(verdicts) == 1 and verdicts[0][1] == workflow_id_for(early_key, "sms")
+    assert len(await fault_emulator.messages(early_to)) <= 1
+    await check_invariants(fault_pool, fault_emulator, {workflow_id_for(key, "sms"): to, workflow_id_for(early_key, "sms"): early_to})
+
+
+async def test_temporal_restart_with_intents_in_flight(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 6: the Temporal server is killed and restarted on its file; in-flight intents all finish, once each."""
+    intents: dict[str, str] = {}
+    keys = []
+    with worker(fault_stack, "worker-temporal"):
+        for _ in range(5):
+            key, to = fresh_key(), fresh_recipient()
+            await fault_emulator.arm(to, "delayed_callback", delay_seconds=3, count=1)
+            await fault_herald.send(receipt_request(key, to))
+            keys.append(key)
+            intents[workflow_id_for(key, "sms")] = to
+        await asyncio.sleep(1)
+        temporal = fault_stack.processes["temporal"]
+        temporal.kill()
+        await asyncio.sleep(2)  # reports arrive meanwhile: stored, their signals fail, the drainer retries
+        fault_stack.start_temporal()
+        settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
+        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY)
+        finals = await asyncio.gather(*(_final(herald, key) for key in keys))
+    assert [f.state for f in finals] == [IntentState.DELIVERED] * 5
+    for recipient in intents.values():
+        assert len(await fault_emulator.messages(recipient)) == 1
+    await check_invariants(fault_pool, fault_emulator, intents)
+
+
+async def test_postgres_killed_while_reports_arrive(fault_stack, fault_herald, fault_emulator) -> None:
+    """Scenario 7: with PostgreSQL down the endpoint answers 5xx; after the emulator redelivers, each report is in once."""
+    intents: dict[str, str] = {}
+    keys = []
+    with worker(fault_stack, "worker-postgres"):
+        for _ in range(3):
+            key, to = fresh_key(), fresh_recipient()
+            await fault_emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
+            await fault_herald.send(receipt_request(key, to))
+            keys.append(key)
+            intents[workflow_id_for(key, "sms")] = to
+        await asyncio.sleep(1.5)  # every submit accepted; the reports are about to arrive
+        kill_hard(fault_stack._postgres)
+        await asyncio.sleep(3)  # reports arrive and are refused with 5xx
+        restart(fault_stack._postgres)
+        finals = await asyncio.gather(*(_final(fault_herald, key) for key in keys))
+    assert [f.state for f in finals] == [IntentState.DELIVERED] * 3
+    refused = []
+    for recipient in intents.values():
+        for message in await fault_emulator.messages(recipient):
+            refused += [c for c in message["callbacks"] if c.get("http_status") and c["http_status"] >= 500 or c.get("error")]
+    assert refused, "the outage should have refused at least one report with 5xx"
+    from herald.ledger.store import open_pool
+
+    async with open_pool(fault_stack.database_url, max_size=1) as pool:
+        for recipient in intents.values():
+            for message in await fault_emulator.messages(recipient):
+                # The emulator redelivers on its backoff (0.5 s, 1 s, 2 s, 4 s, 8 s, ...): wait for it.
+                rows: list[tuple] = []
+                for _ in range(200):
+                    async with pool.connection() as conn:
+                        rows = await (await conn.execute(
+                            "SELECT provider_status, count(*) FROM receipt_inbox WHERE provider_message_id = %s "
+                            "GROUP BY provider_status", (message["sid"],))).fetchall()  # fmt: skip
+                    if len(rows) == 2:
+                        break
+                    await asyncio.sleep(0.2)
+                assert sorted(rows) == [("delivered", 1), ("sent", 1)]
+        await check_invariants(pool, fault_emulator, intents)
+
+
+async def test_twenty_clients_one_key_and_a_conflicting_payload(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
+    """Scenario 9: twenty clients start one key at once (one workflow, one message); another payload is refused (I6)."""
+    settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
+    clients = [
+        HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY) for _ in range(4)
+    ]
+    key, to = fresh_key(), fresh_recipient()
+    with worker(fault_stack, "worker-twenty"):
+        receipts = await asyncio.gather(*(clients[i % 4].send(receipt_request(key, to)) for i in range(20)))
+        assert len({r.run_id for r in receipts}) == 1
+        other_to = fresh_recipient()
+        with pytest.raises(IntentConflict):
+            await fault_herald.send(receipt_request(key, other_to))
+        final = await _final(fault_herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert len(await fault_emulator.messages(to)) == 1
+    assert await fault_emulator.messages(other_to) == []  # I6: the refused payload sent nothing
+    await check_invariants(fault_pool, fault_emulator, {workflow_id_for(key, "sms"): to})
