@@ -26,3 +26,9 @@ test: venv
 
 clean:
 	rm -rf .state .pytest_cache .hypothesis
+
+# Benchmark, not a test: floor, naive and Herald side by side on a private stack (free ports);
+# prints one table and writes bench/RESULTS.md. `make bench ARGS="--intents 200"`; see `python -m bench --help`.
+.PHONY: bench
+bench: venv
+	$(BIN)/python -m bench $(ARGS)

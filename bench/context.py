@@ -37,7 +37,9 @@ class Bench:
         self.herald_temporal = await connect(self.settings.temporal)
         self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue)
         # The floor uses Temporal's default converter: no Herald code on its path.
-        self.floor_temporal = await Client.connect(self.settings.temporal.address, namespace=self.settings.temporal.namespace)
+        self.floor_temporal = await Client.connect(
+            self.settings.temporal.address, namespace=self.settings.temporal.namespace
+        )
         self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
         await self.pool.open()
         self.admin = httpx.AsyncClient(base_url=self.stack.emulator_url, timeout=60)
@@ -57,7 +59,11 @@ class Bench:
         return response.json()
 
     async def measured(
-        self, phase: Phase, roles: dict[str, str], run: Callable[[], Awaitable[bool]], admin: httpx.AsyncClient | None = None
+        self,
+        phase: Phase,
+        roles: dict[str, str],
+        run: Callable[[], Awaitable[bool]],
+        admin: httpx.AsyncClient | None = None,
     ) -> None:
         """Run `run` (offer the load and wait for the end) between two CPU snapshots."""
         self.meter.groups = dict(self.stack.pids)

@@ -68,6 +68,8 @@ class FloorWorkflow:
         await workflow.wait_condition(lambda: self._status is not None)
         assert self._status is not None
         await workflow.execute_activity(
-            INSERT_ACTIVITY, FloorInsert(input.intent_id, sid, self._status), start_to_close_timeout=timedelta(seconds=10)
+            INSERT_ACTIVITY,
+            FloorInsert(input.intent_id, sid, self._status),
+            start_to_close_timeout=timedelta(seconds=10),
         )
         return self._status

@@ -39,7 +39,8 @@ class FloorActivities:
     async def submit(self, input: FloorInput) -> str:
         callback = f"{self._receiver_url}/floor?wf={activity.info().workflow_id}"
         response = await self._http.post(
-            self._messages_url, data={"To": input.to, "From": self._from, "Body": input.body, "StatusCallback": callback}
+            self._messages_url,
+            data={"To": input.to, "From": self._from, "Body": input.body, "StatusCallback": callback},
         )
         response.raise_for_status()
         return response.json()["sid"]

@@ -73,7 +73,8 @@ async def _final_states(bench: Bench, like: str) -> Counter[str]:
 async def _count_reached(bench: Bench, like: str, state: str) -> int:
     async with bench.pool.connection() as conn:
         cursor = await conn.execute(
-            "SELECT count(DISTINCT workflow_id) FROM transitions WHERE workflow_id LIKE %s AND to_state = %s", (like, state)
+            "SELECT count(DISTINCT workflow_id) FROM transitions WHERE workflow_id LIKE %s AND to_state = %s",
+            (like, state),
         )
         return (await cursor.fetchone())[0]
 
@@ -95,7 +96,7 @@ async def _start_intents(
         try:
             receipt = await herald.send(_request(key, to, i))
             runs[receipt.workflow_id] = receipt.run_id
-        except Exception:
+        except Exception:  # noqa: BLE001 - a send that fails is counted as such; the run goes on
             if phase is not None:
                 phase.failed_to_start += 1
 
@@ -144,7 +145,9 @@ class ReceiptsResult:
         return self.applied / self.applied_seconds if self.applied_seconds else None
 
 
-async def _park(bench: Bench, n: int, tag: str, timeout: float, admin: httpx.AsyncClient) -> tuple[str, dict[str, float], bool]:
+async def _park(
+    bench: Bench, n: int, tag: str, timeout: float, admin: httpx.AsyncClient
+) -> tuple[str, dict[str, float], bool]:
     """Start n intents to one recipient whose messages the emulator accepts and never reports."""
     recipient = fresh_recipient()
     # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
@@ -282,7 +285,9 @@ async def run_rate_limited(bench: Bench, n: int, limit: float, timeout: float) -
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
         starts, runs, recipients = await _start_intents(herald, n, None, tag, None)
-        result.timed_out = not await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(runs)), timeout)
+        result.timed_out = not await wait_until(
+            lambda: workflows_closed(bench.herald_temporal, prefix, len(runs)), timeout
+        )
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as admin:
             listed = (await admin.get("/_emulator/messages")).json()["messages"]
             stats = await bench.emulator_stats(admin)
@@ -300,4 +305,3 @@ async def run_rate_limited(bench: Bench, n: int, limit: float, timeout: float) -
         stack.stop_process("worker_limited")
         stack.stop_process("emulator_limited")
     return result
-

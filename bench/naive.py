@@ -40,12 +40,16 @@ async def run_naive(bench: Bench, n: int, rate: float | None, timeout: float) ->
 
         async def delivered_rows() -> int:
             async with bench.pool.connection() as conn:
-                cursor = await conn.execute("SELECT count(*) FROM bench_deliveries WHERE intent_id LIKE %s", (f"naive-{tag}-%",))
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM bench_deliveries WHERE intent_id LIKE %s", (f"naive-{tag}-%",)
+                )
                 return (await cursor.fetchone())[0]
 
         async def run() -> bool:
             await offer(n, rate, start_one)
-            return await wait_until(lambda: _at_least(delivered_rows, n - phase.failed_to_start), timeout, interval=0.05)
+            return await wait_until(
+                lambda: _at_least(delivered_rows, n - phase.failed_to_start), timeout, interval=0.05
+            )
 
         await bench.measured(phase, ROLES["naive"], run)
 

@@ -13,12 +13,14 @@ import asyncio
 import os
 
 import uvicorn
-from psycopg_pool import AsyncConnectionPool
+from psycopg import Error as DatabaseError
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from bench.floor import FloorWorkflow
 from bench.floor_worker import INSERT_SQL
@@ -49,8 +51,10 @@ class Receiver:
         status = fields.get("MessageStatus", "")
         if status in FINAL_STATUSES:
             try:
-                await self._client.get_workflow_handle(request.query_params["wf"]).signal(FloorWorkflow.delivered, status)
-            except Exception:
+                await self._client.get_workflow_handle(request.query_params["wf"]).signal(
+                    FloorWorkflow.delivered, status
+                )
+            except RPCError:
                 return PlainTextResponse("not signalled; retry", status_code=503)
         return Response(status_code=200)
 
@@ -62,8 +66,10 @@ class Receiver:
         if status in FINAL_STATUSES:
             try:
                 async with self._pool.connection() as conn:
-                    await conn.execute(INSERT_SQL, (request.query_params["id"], "naive", fields.get("MessageSid"), status))
-            except Exception:
+                    await conn.execute(
+                        INSERT_SQL, (request.query_params["id"], "naive", fields.get("MessageSid"), status)
+                    )
+            except (DatabaseError, PoolTimeout):
                 return PlainTextResponse("not stored; retry", status_code=503)
         return Response(status_code=200)
 

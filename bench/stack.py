@@ -15,12 +15,12 @@ from pathlib import Path
 
 import psycopg
 
+from bench.measure import postmaster_pid
 from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from herald.devstack.processes import ManagedProcess, free_port, wait_for_port
 from herald.devstack.stack import START_TIMEOUT_SECONDS, LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.settings import TwilioSettings
-from bench.measure import postmaster_pid
 
 BENCH_TABLE = """CREATE TABLE IF NOT EXISTS bench_deliveries (
     intent_id    text PRIMARY KEY,
@@ -29,6 +29,10 @@ BENCH_TABLE = """CREATE TABLE IF NOT EXISTS bench_deliveries (
     status       text NOT NULL,
     delivered_at timestamptz NOT NULL DEFAULT clock_timestamp()
 )"""
+
+
+# The fault-matrix tests arm worker crash points through the environment; a benchmark never does.
+NO_FAULTS = {"HERALD_FAULT_POINT": "", "HERALD_FAULT_POINT_MARKER": ""}
 
 
 class BenchStack:
@@ -64,6 +68,7 @@ class BenchStack:
     def env(self) -> dict[str, str]:
         return {
             **self.config.service_env(self.database_url),
+            **NO_FAULTS,
             "BENCH_RECEIVER_URL": self.receiver_url,
             "BENCH_RECEIVER_PORT": str(self.receiver_port),
         }
@@ -78,7 +83,7 @@ class BenchStack:
         self.pids["temporal"] = local.start_temporal().pid or 0
         self.pids["emulator"] = local.start_emulator().pid or 0
         self.pids["receipts"] = local.start_receipts().pid or 0
-        self.pids["worker"] = local.start_worker().pid or 0
+        self.pids["worker"] = local.start_worker(extra_env=NO_FAULTS).pid or 0
         self.pids["floor_worker"] = self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"]).pid or 0
         receiver = self.spawn("receiver", [sys.executable, "-m", "bench.receiver"])
         self.pids["receiver"] = receiver.pid or 0
@@ -87,7 +92,9 @@ class BenchStack:
     def spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> ManagedProcess:
         """A child process registered with the LocalStack, so its stop() stops it too."""
         self.local.log_dir.mkdir(parents=True, exist_ok=True)
-        process = ManagedProcess(name, argv, env={**self.env(), **(extra_env or {})}, log_path=self.local.log_dir / f"{name}.log")
+        process = ManagedProcess(
+            name, argv, env={**self.env(), **(extra_env or {})}, log_path=self.local.log_dir / f"{name}.log"
+        )
         process.start()
         self.local.processes[name] = process
         return process

@@ -1,0 +1,215 @@
+"""Herald's benchmark: `make bench [ARGS="..."]` or `python -m bench [options]`.
+
+One run starts its own stack on free ports (Temporal dev server in memory, a fresh embedded
+PostgreSQL, the emulator, Herald's receipt server and worker, the floor's worker and receipt
+handler) and measures, on that one machine and that one Temporal server:
+
+  naive   the same HTTP call and insert with no Temporal          (bench/naive.py)
+  floor   a minimal workflow of the same shape, no Herald logic    (bench/floor.py)
+  Herald  real intents through the real client, worker, receipt server and ledger
+
+first with intents offered as fast as the driver can (throughput, CPU, actions), then at
+--latency-rate intents/s (latency); then the report path alone (--receipts), a burst
+against a rate-limited emulator (--rate-limit) and parked intents (--parked). It prints one
+table and writes bench/RESULTS.md. It is a benchmark, not a test: nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from bench import report
+from bench.context import Bench
+from bench.floor_run import run_floor
+from bench.herald_run import run_herald, run_parked, run_rate_limited, run_receipts
+from bench.naive import run_naive
+from bench.stack import BenchStack
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+WARMUP_INTENTS = 10
+RUNNERS = {"naive": run_naive, "floor": run_floor, "herald": run_herald}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0].splitlines()[0])
+    parser.add_argument("--intents", type=int, default=300, help="intents per variant and pass (default 300)")
+    parser.add_argument(
+        "--rate", type=float, default=0, help="offered intents/s of the throughput pass; 0 = unlimited (default)"
+    )
+    parser.add_argument("--latency-rate", type=float, default=20,
+                        help="offered intents/s of the latency pass (default 20); 0 skips the pass")  # fmt: skip
+    parser.add_argument(
+        "--receipts", type=int, default=None, help="reports for the report-path figure (default --intents; 0 skips)"
+    )
+    parser.add_argument(
+        "--parked",
+        type=int,
+        default=0,
+        help="open intents to park for the memory figure (default 0; 10000 for the target)",
+    )
+    parser.add_argument(
+        "--rate-limit", type=float, default=10, help="emulator limit L, messages/s (default 10; 0 skips)"
+    )
+    parser.add_argument(
+        "--rate-limit-intents", type=int, default=100, help="intents offered at once under the limit (default 100)"
+    )
+    parser.add_argument("--step-ms", type=int, default=20,
+                        help="emulator lifecycle step: `delivered` is reported 3 steps after acceptance (default 20)")  # fmt: skip
+    parser.add_argument("--wait-for-load", type=float, default=0,
+                        help="first wait (up to 10 min) for the 1-minute load average to drop below this; 0 = no wait")  # fmt: skip
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)"
+    )
+    parser.add_argument("--no-results", action="store_true", help="print only; do not write the results file")
+    args = parser.parse_args(argv)
+    if args.receipts is None:
+        args.receipts = args.intents
+    return args
+
+
+def wait_for_load(threshold: float) -> None:
+    deadline = time.monotonic() + 600
+    while float(report.loadavg()) >= threshold and time.monotonic() < deadline:
+        print(f"1-minute load {report.loadavg()} ≥ {threshold}: waiting", flush=True)
+        time.sleep(20)
+
+
+async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
+    bench = Bench(stack)
+    await bench.open()
+    timeout = 120 + args.intents / 2
+    out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None}
+    try:
+        # Untimed warm-up: workers polling, imports and connection pools warm, caches primed.
+        for name, runner in RUNNERS.items():
+            await runner(bench, WARMUP_INTENTS, None, timeout)
+        passes = [("throughput", args.rate or None)]
+        if args.latency_rate:
+            passes.append(("latency", args.latency_rate))
+            out["latency"] = {}
+        for pass_name, rate in passes:
+            for name, runner in RUNNERS.items():
+                print(f"{pass_name} pass: {name}, {args.intents} intents, offered {rate or 'unlimited'}/s", flush=True)
+                out[pass_name][name] = await runner(bench, args.intents, rate, timeout)
+        if args.receipts:
+            print(f"report path: {args.receipts} reports", flush=True)
+            out["receipts"] = await run_receipts(bench, args.receipts, timeout)
+        if args.rate_limit:
+            print(f"rate limit: {args.rate_limit_intents} intents against L = {args.rate_limit:g}/s", flush=True)
+            out["rate_limit"] = await run_rate_limited(
+                bench, args.rate_limit_intents, args.rate_limit, 300 + args.rate_limit_intents
+            )
+        if args.parked:
+            print(f"parked: {args.parked} open intents", flush=True)
+            out["parked"] = await run_parked(bench, args.parked, 600 + args.parked / 2)
+    finally:
+        await bench.close()
+    return out
+
+
+def render(
+    args: argparse.Namespace, make_command: str, command: str, load_before: str, load_after: str, out: dict
+) -> str:
+    parked_hint = 'make bench ARGS="--intents 50 --latency-rate 0 --receipts 0 --rate-limit 0 --parked 10000 --results bench/RESULTS-parked.md"'
+    lines = [
+        "# Herald benchmark results",
+        "",
+        (
+            f"Generated by `{make_command}` (that is, `{command}`) on {report.now()}. Every figure below comes from that one run;"
+            " rerun the command to reproduce them (they vary from run to run, more so for small runs)."
+        ),
+        "",
+        "## Machine",
+        "",
+        *report.machine(),
+        f"- 1-minute load average: {load_before} when the run started, {load_after} when it ended",
+        "",
+        "## Side by side",
+        "",
+        (
+            f"{args.intents} intents per variant and pass; emulator step {args.step_ms} ms (`delivered` is reported"
+            f" {3 * args.step_ms} ms after acceptance, the same for all three)."
+        ),
+        "",
+        report.main_table(out["throughput"], out["latency"], args.latency_rate),
+        "",
+        *report.details(out["throughput"], out["latency"]),
+        "",
+        "How each figure is taken:",
+        "",
+        (
+            "- *naive*: the driver POSTs to the emulator with a StatusCallback; `bench/receiver.py` verifies the final"
+            " callback's signature and inserts one row. *floor*: start → submit activity → one signal (the receiver,"
+            " on the final callback) → insert activity (`bench/floor.py`). *Herald*: `HeraldClient.send` → worker →"
+            " emulator → both callbacks through Herald's receipt server (inbox, commit, 2xx, signal) → ledger."
+        ),
+        (
+            "- latency: from the driver's clock just before the start call to the workflow's close event (floor, Herald:"
+            " after the insert / the ledger write) or the row's insert time (naive); nearest-rank percentiles."
+        ),
+        "- intents/s: completed ÷ (last completion − first start).",
+        (
+            "- CPU: utime+stime from /proc of each process and its children, snapshot before the first start and when the"
+            " last intent was seen complete (completion is polled every 0.2 s; the polling is in the driver column)."
+            " Processes a variant does not use are not counted for it."
+        ),
+        (
+            "- events and billable actions: counted from every workflow's fetched history by the rules in"
+            " `bench/actions.py` (start, each activity attempt, each signal, timer, upsert, update; all local"
+            " activities of one workflow task as one)."
+        ),
+        "",
+        "## Report path (webhook → inbox → signal)",
+        "",
+        *report.receipts_section(out["receipts"]),
+        "",
+        "## Under a provider rate limit",
+        "",
+        *report.rate_limit_section(out["rate_limit"]),
+        "",
+        "## Parked intents",
+        "",
+        *report.parked_section(out["parked"], parked_hint),
+        "",
+        "## Targets (computed from the figures above)",
+        "",
+        *report.targets(out["throughput"], out["latency"], out["parked"]),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    command = "python -m bench" + (" " + shlex.join(argv) if argv else "")
+    make_command = "make bench" + (f" ARGS={shlex.quote(shlex.join(argv))}" if argv else "")
+    if args.wait_for_load:
+        wait_for_load(args.wait_for_load)
+    load_before = report.loadavg()
+    stack = BenchStack(args.step_ms)
+    failed = True
+    try:
+        print(f"starting the bench stack in {stack.state_dir}", flush=True)
+        stack.start()
+        out = asyncio.run(measure(args, stack))
+        failed = False
+    finally:
+        stack.stop(keep_state=failed)
+        if failed:
+            print(f"bench failed; logs kept in {stack.state_dir / 'logs'}", file=sys.stderr)
+    text = render(args, make_command, command, load_before, report.loadavg(), out)
+    print()
+    print(text)
+    if not args.no_results:
+        report.write_results(args.results, text)
+        print(f"\nwritten to {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
