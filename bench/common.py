@@ -62,6 +62,12 @@ class Phase:
     worker_rss: tuple[float, float] | None = None  # MiB (current, peak)
     server_rss: tuple[float, float] | None = None
     timed_out: bool = False
+    window_seconds: float = 0.0  # wall time between the two CPU snapshots
+    foreign_cpu: float = 0.0  # CPU seconds other processes on the machine used in that window
+
+    @property
+    def foreign_cores(self) -> float | None:
+        return self.foreign_cpu / self.window_seconds if self.window_seconds else None
 
     @property
     def throughput(self) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -69,11 +70,14 @@ class Bench:
         self.meter.groups = dict(self.stack.pids)
         accepted_before = (await self.emulator_stats(admin))["accepted"]
         before = self.meter.snapshot()
+        began = time.monotonic()
         finished = await run()
         after = self.meter.snapshot()
+        phase.window_seconds = time.monotonic() - began
         phase.timed_out = not finished
         phase.accepted_at_provider = (await self.emulator_stats(admin))["accepted"] - accepted_before
         delta = CpuMeter.delta(before, after)
+        phase.foreign_cpu = CpuMeter.foreign(delta)
         phase.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
         if "worker" in roles:
             phase.worker_rss = rss_mib(self.stack.pids[roles["worker"]])

@@ -132,6 +132,7 @@ class ReceiptsResult:
     applied_seconds: float = 0.0  # first POST -> last verdict written by a workflow
     applied: int = 0
     closed_seconds: float = 0.0  # first POST -> every intent's workflow closed
+    foreign_cores: float | None = None  # other processes' mean CPU use in that window, in cores
     cpu: dict[str, float] = field(default_factory=dict)
     states: Counter[str] = field(default_factory=Counter)
     timed_out: bool = False
@@ -202,6 +203,7 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
     result.timed_out = not closed
     delta = CpuMeter.delta(before, after)
     result.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
+    result.foreign_cores = CpuMeter.foreign(delta) / result.closed_seconds if result.closed_seconds else None
     async with bench.pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT count(*), extract(epoch FROM max(decided_at))::float8 FROM receipt_outcomes WHERE workflow_id LIKE %s",
@@ -225,6 +227,7 @@ class ParkedResult:
     worker_rss_after: tuple[float, float] | None = None
     server_rss_before: tuple[float, float] | None = None
     server_rss_after: tuple[float, float] | None = None
+    foreign_cores: float | None = None
 
 
 async def run_parked(bench: Bench, p: int, timeout: float) -> ParkedResult:
@@ -235,9 +238,12 @@ async def run_parked(bench: Bench, p: int, timeout: float) -> ParkedResult:
         (await bench.admin.post("/_emulator/reset")).raise_for_status()
     result.worker_rss_before = rss_mib(bench.stack.pids["worker"])
     result.server_rss_before = rss_mib(bench.stack.pids["temporal"])
+    meter = CpuMeter(bench.stack.pids)
+    before = meter.snapshot()
     began = time.time()
     _, _, result.parked = await _park(bench, p, new_tag(), timeout, bench.admin)
     result.seconds = time.time() - began
+    result.foreign_cores = CpuMeter.foreign(CpuMeter.delta(before, meter.snapshot())) / result.seconds
     result.worker_rss_after = rss_mib(bench.stack.pids["worker"])
     result.server_rss_after = rss_mib(bench.stack.pids["temporal"])
     return result
@@ -257,6 +263,7 @@ class RateLimitResult:
     states: Counter[str] = field(default_factory=Counter)
     actions_per_intent: float | None = None
     timed_out: bool = False
+    foreign_cores: float | None = None
 
     @property
     def achieved_rate(self) -> float | None:
@@ -284,10 +291,15 @@ async def run_rate_limited(bench: Bench, n: int, limit: float, timeout: float) -
         herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE)
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
+        meter = CpuMeter(stack.pids)
+        before = meter.snapshot()
+        began = time.time()
         starts, runs, recipients = await _start_intents(herald, n, None, tag, None)
         result.timed_out = not await wait_until(
             lambda: workflows_closed(bench.herald_temporal, prefix, len(runs)), timeout
         )
+        # Before the limited emulator and worker stop, or their CPU would count as another job's.
+        result.foreign_cores = CpuMeter.foreign(CpuMeter.delta(before, meter.snapshot())) / (time.time() - began)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as admin:
             listed = (await admin.get("/_emulator/messages")).json()["messages"]
             stats = await bench.emulator_stats(admin)

@@ -69,18 +69,42 @@ class CpuMeter:
         self.driver_name = driver_name
 
     def snapshot(self) -> dict[str, float]:
+        """CPU seconds so far per group, plus MACHINE (all CPUs, every process) and OURS (all groups)."""
         stats = _all_stats()
+        machine = _machine_busy_seconds()
         seconds: dict[str, float] = {}
         for name, root in self.groups.items():
             ticks = sum(stats[pid].own + stats[pid].reaped for pid in _subtree(root, stats))
             seconds[name] = ticks / CLOCK_TICKS
         own = _read_stat(os.getpid())
         seconds[self.driver_name] = (own.own if own else 0) / CLOCK_TICKS
+        seconds[OURS] = sum(seconds.values())
+        seconds[MACHINE] = machine
         return seconds
 
     @staticmethod
     def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
         return {name: after[name] - before.get(name, 0.0) for name in after}
+
+    @staticmethod
+    def foreign(delta: dict[str, float]) -> float:
+        """CPU seconds the machine spent outside the bench's processes (another job, the kernel) in a window.
+
+        It says how clean a measurement was: the bench cannot stop other work, but it can report it.
+        """
+        return max(0.0, delta.get(MACHINE, 0.0) - delta.get(OURS, 0.0))
+
+
+MACHINE = "_machine"
+OURS = "_ours"
+
+
+def _machine_busy_seconds() -> float:
+    """Busy CPU seconds of the whole machine since boot: /proc/stat's first line, all but idle and iowait."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields[:8])
+    # guest time is already inside user/nice.
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
 def rss_mib(pid: int) -> tuple[float, float] | None:

