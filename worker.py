@@ -60,7 +60,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         await stack.enter_async_context(pool)
         adapter = TwilioAdapter(twilio_config(settings.twilio))
         stack.push_async_callback(adapter.aclose)
-        client = await connect(settings.temporal)
+        client = await _connect_patiently(settings, stop)
+        if client is None:
+            return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
         worker = build_worker(
             client, settings, LedgerActivities(pool), ProviderActivities(adapter, settings.receipts.public_url, faults)
@@ -68,6 +70,23 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         async with worker:
             log.info("worker polling task queue %s", settings.temporal.task_queue)
             await stop.wait()
+
+
+async def _connect_patiently(settings: Settings, stop: asyncio.Event) -> Client | None:
+    """Connect, retrying while the cluster is unreachable: a worker that starts before Temporal
+    (or during its restart) waits for it instead of exiting. None if stopped meanwhile."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            return await connect(settings.temporal)
+        except RuntimeError as error:  # the SDK reports connection failures as RuntimeError
+            log.warning("cannot reach Temporal at %s (%s); retrying in %.1fs", settings.temporal.address, error, delay)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, 10.0)
+    return None
 
 
 def main() -> None:

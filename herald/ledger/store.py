@@ -15,12 +15,21 @@ from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, R
 from herald.lifecycle import IntentState
 
 
-def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
-    """A pool that is not yet open: callers ``await pool.open()`` or use ``async with``."""
+def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 5.0) -> AsyncConnectionPool:
+    """A pool that is not yet open: callers ``await pool.open()`` or use ``async with``.
+
+    ``timeout`` bounds the wait for a connection: with the database down, the receipt endpoint
+    must answer 5xx (so the provider redelivers) well inside the provider's own timeout.
+    """
     # check: a connection broken by a database restart is replaced when lent, instead of failing
     # the activity or request that drew it (costs one round trip per loan).
     return AsyncConnectionPool(
-        conninfo, min_size=min_size, max_size=max_size, open=False, check=AsyncConnectionPool.check_connection
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        timeout=timeout,
+        check=AsyncConnectionPool.check_connection,
     )
 
 

@@ -21,7 +21,8 @@ async def serve() -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the receipt server stores reports in the ledger")
     stop = asyncio.Event()
-    async with open_pool(settings.database_url.get_secret_value()) as pool:
+    # A short wait for a connection: with the database down, answer 503 fast so the provider redelivers.
+    async with open_pool(settings.database_url.get_secret_value(), timeout=1.0) as pool:
         client = await connect(settings.temporal)
         endpoint = ReceiptEndpoint(
             auth_token=settings.twilio.auth_token.get_secret_value(),

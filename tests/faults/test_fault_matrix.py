@@ -35,8 +35,16 @@ WAIT = 90
 
 @contextmanager
 def worker(stack: LocalStack, name: str, **env: str):
+    """A worker subprocess, yielded once it polls its task queue (its log says so)."""
+    log = stack.log_dir / f"{name}.log"
+    start = log.stat().st_size if log.exists() else 0  # logs append: read only this run's lines
     process = stack.start_worker(name, extra_env=env)
+    deadline = time.monotonic() + 30
     try:
+        while "worker polling task queue" not in (log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""):
+            assert process.process.poll() is None, f"{name} exited: {stack.log_tail(name)}"
+            assert time.monotonic() < deadline, f"{name} did not start polling: {stack.log_tail(name)}"
+            time.sleep(0.05)
         yield process
     finally:
         process.stop()
@@ -218,7 +226,10 @@ async def test_postgres_killed_while_reports_arrive(fault_stack, fault_herald, f
             await fault_herald.send(receipt_request(key, to))
             keys.append(key)
             intents[workflow_id_for(key, "sms")] = to
-        await asyncio.sleep(1.5)  # every submit accepted; the reports are about to arrive
+        for _ in range(200):  # wait until the provider holds all three: their reports come 2 s later
+            if all([await fault_emulator.messages(to) for to in intents.values()]):
+                break
+            await asyncio.sleep(0.05)
         kill_hard(fault_stack._postgres)
         await asyncio.sleep(3)  # reports arrive and are refused with 5xx
         restart(fault_stack._postgres)
@@ -227,8 +238,9 @@ async def test_postgres_killed_while_reports_arrive(fault_stack, fault_herald, f
     refused = []
     for recipient in intents.values():
         for message in await fault_emulator.messages(recipient):
-            refused += [c for c in message["callbacks"] if c.get("http_status") and c["http_status"] >= 500 or c.get("error")]
-    assert refused, "the outage should have refused at least one report with 5xx"
+            refused += [c for c in message["callbacks"] if (c.get("http_status") or 0) >= 500 or c.get("error")]
+    seen = [c for r in intents.values() for m in await fault_emulator.messages(r) for c in m["callbacks"]]
+    assert refused, f"the outage should have refused at least one report with 5xx: {seen}"
     from herald.ledger.store import open_pool
 
     async with open_pool(fault_stack.database_url, max_size=1) as pool:
