@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test venv clean
+.PHONY: run test venv clean soak
 
 # The venv is rebuilt when pyproject.toml changes; everything comes from PyPI, nothing at run time.
 $(BIN)/.installed: pyproject.toml
@@ -32,3 +32,8 @@ clean:
 .PHONY: bench
 bench: venv
 	$(BIN)/python -m bench $(ARGS)
+
+# Not part of `make test`: N intents (default 10,000; ARGS="--intents 500" for a short one) through
+# a seeded fault mix while workers are SIGKILLed; prints one table.
+soak: venv
+	$(BIN)/python -m soak $(ARGS)

@@ -39,6 +39,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rate-limit-per-sender", type=float, default=0, help="messages per second per sender; 0 = unlimited"
     )
+    parser.add_argument(
+        "--max-messages", type=int, default=10_000, help="messages kept in memory before creates answer 503"
+    )
     parser.add_argument("--faults-file", type=Path, help='JSON list of {"to": ..., "fault": ..., ...} armed at start')
     parser.add_argument(
         "--allow-callback-host",
@@ -61,6 +64,7 @@ def build_config(args: argparse.Namespace) -> EmulatorConfig:
         auth_token=args.auth_token,
         step_ms=args.step_ms,
         rate_limit_per_sender=args.rate_limit_per_sender,
+        max_messages=args.max_messages,
         allowed_callback_hosts=LOOPBACK_HOSTS | frozenset(args.allow_callback_host),
         initial_faults=load_faults_file(args.faults_file) if args.faults_file else (),
     )
