@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
@@ -36,7 +35,7 @@ from herald.devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
 from herald.providers.twilio import TwilioAdapter
-from herald.receipts.app import ReceiptEndpoint, create_receipt_app
+from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
@@ -110,15 +109,7 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
         pool=pool,
         client=temporal,
     )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_receipt_app(endpoint),
-            host=settings.receipts.host,
-            port=settings.receipts.port,
-            log_level="warning",
-            access_log=False,
-        )
-    )
+    server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
     serving = asyncio.create_task(server.serve())
     drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop))

@@ -321,18 +321,8 @@ class NotificationWorkflow:
         result = outcome.result
         attempt.submit_result = result.kind
         if isinstance(result, Accepted):
-            self._apply_observation(
-                attempt,
-                Observation(
-                    attempt_number=attempt.number,
-                    provider_id=result.provider_id,
-                    status=result.status,
-                    error_code=result.error_code,
-                    source=Source.SUBMIT,
-                    observed_at=workflow.now(),
-                ),
-                kind="accepted",
-            )
+            fact = _fact(attempt, result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now())
+            self._apply_observation(attempt, fact, kind="accepted")
             return
         if isinstance(result, Unknown):
             self._observe_fact(attempt, Source.SUBMIT, "unknown", True, f"outcome unknown, will look up: {result.reason}")
@@ -561,19 +551,8 @@ class NotificationWorkflow:
             if attempt is None or attempt.ref != report.attempt_ref:
                 self._observe_report_ignored(report, "names an attempt this intent never made")
                 continue
-            self._apply_observation(
-                attempt,
-                Observation(
-                    attempt_number=attempt.number,
-                    provider_id=report.provider_id,
-                    status=report.status,
-                    error_code=report.error_code,
-                    source=Source.REPORT,
-                    observed_at=report.received_at,
-                ),
-                kind="status",
-                inbox_id=report.inbox_id,
-            )
+            fact = _fact(attempt, report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at)
+            self._apply_observation(attempt, fact, kind="status", inbox_id=report.inbox_id)
 
     def _apply_observation(
         self, attempt: _Attempt, observation: Observation, *, kind: str, inbox_id: int | None = None
@@ -776,15 +755,27 @@ class NotificationWorkflow:
         )
 
 
-def _found_observation(attempt: _Attempt, found: Found) -> Observation:
+def _fact(
+    attempt: _Attempt,
+    provider_id: str,
+    status: ProviderStatus,
+    error_code: int | None,
+    source: Source,
+    observed_at: datetime,
+) -> Observation:
+    """One provider fact about `attempt`, whichever path (submit answer, poll, report) brought it."""
     return Observation(
         attempt_number=attempt.number,
-        provider_id=found.provider_id,
-        status=found.status,
-        error_code=found.error_code,
-        source=Source.POLL,
-        observed_at=workflow.now(),
+        provider_id=provider_id,
+        status=status,
+        error_code=error_code,
+        source=source,
+        observed_at=observed_at,
     )
+
+
+def _found_observation(attempt: _Attempt, found: Found) -> Observation:
+    return _fact(attempt, found.provider_id, found.status, found.error_code, Source.POLL, workflow.now())
 
 
 def _closing_rule(state: IntentState) -> str:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import uvicorn
-
 from herald.ledger.store import open_pool
-from herald.receipts.app import ReceiptEndpoint, create_receipt_app
+from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
@@ -30,15 +28,7 @@ async def serve() -> None:
             pool=pool,
             client=client,
         )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_receipt_app(endpoint),
-                host=settings.receipts.host,
-                port=settings.receipts.port,
-                log_level="warning",
-                access_log=False,
-            )
-        )
+        server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
         drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
         try:
             await server.serve()

@@ -12,6 +12,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import uvicorn
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from starlette.applications import Starlette
@@ -112,4 +113,11 @@ def create_receipt_app(endpoint: ReceiptEndpoint, **starlette_options: Any) -> S
             Route("/healthz", health, methods=["GET"]),
         ],
         **starlette_options,
+    )
+
+
+def build_receipt_server(endpoint: ReceiptEndpoint, host: str, port: int) -> uvicorn.Server:
+    """The uvicorn server for the receipt app, as the receipt process and the tests run it."""
+    return uvicorn.Server(
+        uvicorn.Config(create_receipt_app(endpoint), host=host, port=port, log_level="warning", access_log=False)
     )
