@@ -35,6 +35,10 @@ class DeliveryPolicy(Frozen):
     # "Not found" proves non-acceptance only when it is still true this long after the attempt
     # began: long enough that no request of ours can still be in flight at the provider.
     not_found_proof_window: timedelta = timedelta(seconds=60)
+    # Lookups of an unknown submit run on their own schedule, doubling from lookup_first_delay up to
+    # this; never on the (much slower) poll schedule of accepted messages, or an unknown submit
+    # could wait an hour for its second look.
+    lookup_max: timedelta = timedelta(seconds=30)
     # Status polls while waiting for reports: the first after poll_initial, then growing.
     poll_initial: timedelta = timedelta(seconds=30)
     poll_max: timedelta = timedelta(minutes=30)
@@ -79,6 +83,14 @@ def _capped_growth(initial: float, factor: float, steps: int, cap: float) -> flo
 
 def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
     return attempts_made < policy.max_attempts
+
+
+def lookup_delay(policy: DeliveryPolicy, lookups_made: int, jitter: float) -> timedelta:
+    """Delay before lookup number ``lookups_made + 1`` of an attempt whose submit outcome is unknown."""
+    base = _capped_growth(
+        policy.lookup_first_delay.total_seconds(), 2.0, lookups_made, policy.lookup_max.total_seconds()
+    )
+    return timedelta(seconds=base * (0.9 + 0.2 * jitter))
 
 
 def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timedelta:

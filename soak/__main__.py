@@ -55,6 +55,7 @@ SOAK_POLICY = DeliveryPolicy(
     retry_after_cap=timedelta(seconds=10),
     submit_timeout=timedelta(seconds=8),
     lookup_first_delay=timedelta(seconds=1),
+    lookup_max=timedelta(seconds=5),
     not_found_proof_window=timedelta(seconds=10),
     poll_initial=timedelta(seconds=3),
     poll_max=timedelta(seconds=15),

@@ -17,6 +17,7 @@ TEST_POLICY = DeliveryPolicy(
     retry_after_cap=timedelta(seconds=5),
     submit_timeout=timedelta(seconds=5),
     lookup_first_delay=timedelta(seconds=0.5),
+    lookup_max=timedelta(seconds=2),
     not_found_proof_window=timedelta(seconds=3),
     poll_initial=timedelta(seconds=1),
     poll_max=timedelta(seconds=3),

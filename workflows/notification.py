@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         attempt_number_of,
         attempt_ref,
     )
-    from herald.delivery_policy import may_retry, poll_delay, retry_delay
+    from herald.delivery_policy import lookup_delay, may_retry, poll_delay, retry_delay
     from herald.ledger.records import (
         AttemptRow,
         LedgerBatch,
@@ -346,7 +346,7 @@ class NotificationWorkflow:
             delay = (
                 self._policy.lookup_first_delay
                 if attempt.lookups == 0
-                else poll_delay(self._policy, attempt.lookups - 1, workflow.random().random())
+                else lookup_delay(self._policy, attempt.lookups, workflow.random().random())
             )
             timer_fired = await self._wait(delay, attempt)
             if self._state is not IntentState.SUBMITTING:
@@ -416,8 +416,10 @@ class NotificationWorkflow:
             await self._continue_as_new_if_suggested()
             if attempt.submit_result is None:
                 return  # never reached the provider
+            # An attempt still without a provider id is looked up on the lookup schedule, a known one polled.
+            schedule = lookup_delay if attempt.provider_id is None else poll_delay
             timer_fired = await self._wait(
-                poll_delay(self._policy, attempt.lookups, workflow.random().random()), attempt, closing_clocks=False
+                schedule(self._policy, attempt.lookups, workflow.random().random()), attempt, closing_clocks=False
             )
             if timer_fired and polls_allowed and not attempt.resolved and self._within_horizon(attempt):
                 await self._poll(attempt)

@@ -1,0 +1,102 @@
+"""Scenario 8 of the fault matrix: a burst of 2,000 signed reports over 2,000 waiting intents."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from herald.client import HeraldClient
+from herald.devstack.stack import LocalStack
+from herald.providers.twilio_signature import compute_signature
+from herald.settings import load_settings
+from tests.faults.test_fault_matrix import worker
+from tests.support import TEST_POLICY
+
+INTENTS = 2_000
+# Reports are the only way these intents can finish: no callbacks from the emulator, no polls for an hour.
+PARKED = TEST_POLICY.model_copy(
+    update={"poll_initial": timedelta(hours=1), "poll_max": timedelta(hours=1), "resolution_horizon": timedelta(hours=2)}
+)
+
+
+async def _scalar(pool, sql: str, *params) -> int:
+    async with pool.connection() as conn:
+        return (await (await conn.execute(sql, params)).fetchone())[0]
+
+
+async def _until(pool, sql: str, expected: int, timeout: float, *params) -> int:
+    deadline = time.monotonic() + timeout
+    value = await _scalar(pool, sql, *params)
+    while value != expected and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        value = await _scalar(pool, sql, *params)
+    return value
+
+
+# Starting 2,000 intents alone takes about 100 s at this machine's ~20 intents/s (bench/RESULTS.md).
+@pytest.mark.timeout(480)
+async def test_burst_of_2000_reports_is_stored_once_and_applied(
+    fault_stack: LocalStack, fault_herald: HeraldClient, fault_pool
+) -> None:
+    """2,000 signed reports sent at once are each answered 2xx, stored once, and applied: every intent delivered."""
+    settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
+    token = settings.twilio.auth_token.get_secret_value()
+    emulator_url = f"http://{fault_stack.config.emulator.host}:{fault_stack.config.emulator.port}"
+    run = f"burst{int(time.time())}"
+    recipients = [f"+1556{index:07d}" for index in range(INTENTS)]
+    slots = asyncio.Semaphore(32)
+    with worker(fault_stack, "worker-burst"):
+        async with httpx.AsyncClient(base_url=emulator_url, timeout=30) as admin:
+
+            async def start(index: int) -> None:
+                async with slots:
+                    response = await admin.put(f"/_emulator/faults/{recipients[index]}", json={"fault": "no_callback"})
+                    response.raise_for_status()
+                    await fault_herald.send(
+                        {"business_key": f"order_receipt:{run}_{index}", "recipient": recipients[index],
+                         "template_id": "order_receipt", "template_version": 1,
+                         "render_data": {"order_ref": f"o{index}", "amount": "1", "currency": "EUR", "merchant": "B"}},
+                        policy=PARKED,
+                    )  # fmt: skip
+
+            began = time.monotonic()
+            await asyncio.gather(*(start(i) for i in range(INTENTS)))
+            print(f"\nstarted {INTENTS} intents in {time.monotonic() - began:.0f}s")
+            like = f"order_receipt:{run}_%"
+            accepted = await _until(
+                fault_pool, "SELECT count(*) FROM intent_current_state WHERE business_key LIKE %s AND state = 'accepted'",
+                INTENTS, 240, like,
+            )  # fmt: skip
+            assert accepted == INTENTS
+            messages = [m for m in (await admin.get("/_emulator/messages")).json()["messages"] if m["to"] in set(recipients)]
+        assert len(messages) == INTENTS  # I1: one message per intent, no more
+
+        async def report(http: httpx.AsyncClient, message: dict) -> int:
+            form = {"MessageSid": message["sid"], "MessageStatus": "delivered", "AccountSid": fault_stack.config.emulator.account_sid}
+            headers = {"X-Twilio-Signature": compute_signature(token, message["status_callback"], form)}
+            async with slots:
+                return (await http.post(message["status_callback"], data=form, headers=headers)).status_code
+
+        began = time.monotonic()
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=32)) as http:
+            answers = await asyncio.gather(*(report(http, m) for m in messages))
+        stored_in = time.monotonic() - began
+        assert answers.count(200) == INTENTS, {code: answers.count(code) for code in set(answers)}
+        delivered = await _until(
+            fault_pool, "SELECT count(*) FROM intent_current_state WHERE business_key LIKE %s AND state = 'delivered'",
+            INTENTS, 240, like,
+        )  # fmt: skip
+        applied_in = time.monotonic() - began
+    assert delivered == INTENTS
+    sids = [m["sid"] for m in messages]
+    assert await _scalar(fault_pool, "SELECT count(*) FROM receipt_inbox WHERE provider_message_id = ANY(%s)", sids) == INTENTS
+    undecided = await _until(
+        fault_pool, "SELECT count(*) FROM undecided_reports WHERE provider_message_id = ANY(%s)", 0, 60, sids
+    )
+    assert undecided == 0  # I3: every report ended with a verdict
+    print(f"\n2,000 reports: answered and stored in {stored_in:.1f}s ({INTENTS / stored_in:.0f}/s), "
+          f"applied to every intent in {applied_in:.1f}s ({INTENTS / applied_in:.0f}/s)")  # fmt: skip
