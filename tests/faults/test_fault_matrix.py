@@ -278,3 +278,53 @@ async def test_twenty_clients_one_key_and_a_conflicting_payload(fault_stack, fau
     assert len(await fault_emulator.messages(to)) == 1
     assert await fault_emulator.messages(other_to) == []  # I6: the refused payload sent nothing
     await check_invariants(fault_pool, fault_emulator, {workflow_id_for(key, "sms"): to})
+
+
+async def test_hangs_rate_limits_and_late_reports_with_a_real_worker(
+    fault_stack, fault_herald, fault_emulator, fault_pool
+) -> None:
+    """Scenarios 3-5 on the subprocess worker: hang after and without acceptance, 429 in both Retry-After
+    formats, and a report for an intent that has already closed; one live message each, I1-I5 hold."""
+    cases = {
+        "accepted_then_hung": ("accept_then_hang", {"hang_seconds": 3}),
+        "hung_without_accepting": ("hang_without_accept", {"hang_seconds": 2}),
+        "retry_after_seconds": ("rate_limit", {"retry_after": 2}),
+        "retry_after_http_date": ("rate_limit", {"retry_after": 3, "retry_after_format": "http-date"}),
+        "plain": (None, {}),
+    }
+    keys = {name: (fresh_key(), fresh_recipient()) for name in cases}
+    with worker(fault_stack, "worker-matrix"):
+        for name, (fault, params) in cases.items():
+            key, to = keys[name]
+            if fault:
+                await fault_emulator.arm(to, fault, count=1, **params)
+            await fault_herald.send(receipt_request(key, to))
+        finals = dict(zip(cases, await asyncio.gather(*(_final(fault_herald, k) for k, _ in keys.values())), strict=True))
+        # A late report for the plain intent, whose workflow has closed: still recorded, never applied.
+        plain = finals["plain"].attempts[0]
+        form = {"MessageSid": plain.provider_id, "MessageStatus": "undelivered", "ErrorCode": "30005"}
+        url, headers = _signed(fault_stack, plain.attempt_ref, form)
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.post(url, data=form, headers=headers)).status_code == 200
+    assert {name: final.state for name, final in finals.items()} == dict.fromkeys(cases, IntentState.DELIVERED)
+    assert finals["accepted_then_hung"].attempts[0].submit_result == "unknown"
+    assert len(finals["accepted_then_hung"].attempts) == 1
+    assert [a.submit_result for a in finals["hung_without_accepting"].attempts] == ["not_accepted", "accepted"]
+    for name in ("retry_after_seconds", "retry_after_http_date"):
+        first, second = finals[name].attempts
+        # An HTTP date has one-second resolution, so its hint may shrink by up to a second.
+        assert second.started_at - first.started_at >= timedelta(seconds=2), name
+    intents = {workflow_id_for(key, "sms"): to for key, to in keys.values()}
+    for recipient in intents.values():
+        assert len(await fault_emulator.messages(recipient)) == 1
+    late: list[tuple] = []
+    for _ in range(100):
+        async with fault_pool.connection() as conn:
+            late = await (await conn.execute(
+                "SELECT applied, reason FROM observations WHERE workflow_id = %s AND provider_status = 'undelivered'",
+                (workflow_id_for(keys["plain"][0], "sms"),))).fetchall()  # fmt: skip
+        if late:
+            break
+        await asyncio.sleep(0.2)
+    assert late and late[0][0] is False and "closed" in late[0][1]
+    await check_invariants(fault_pool, fault_emulator, intents)
