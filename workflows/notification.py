@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         Unavailable,
         Unknown,
     )
-    from herald.providers.twilio_codes import ErrorClass, classify_error
+    from herald.providers.twilio_codes import is_retryable
 
 STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
 CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")
@@ -564,7 +564,7 @@ class NotificationWorkflow:
             attempt.view(),
             self._attempts[-1].number,
             observation,
-            retryable_code=is_retryable_code(observation.error_code),
+            retryable_code=is_retryable(observation.error_code),
         )
         if verdict.applied:
             attempt.provider_id = observation.provider_id
@@ -787,12 +787,6 @@ def _closing_rule(state: IntentState) -> str:
         IntentState.UNKNOWN: "resolution_horizon",
         IntentState.SUPPRESSED: "ledger",
     }.get(state, state.value)
-
-
-def is_retryable_code(code: int | None) -> bool:
-    """A failed or undelivered attempt may be retried only for a code classified retryable."""
-    entry = classify_error(code)
-    return entry is not None and entry.classification is ErrorClass.RETRYABLE
 
 
 def _cause(error: ActivityError) -> str:

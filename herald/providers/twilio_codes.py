@@ -108,6 +108,12 @@ def classify_error(code: int | None) -> TwilioErrorCode | None:
     return ERROR_CODES.get(code)
 
 
+def is_retryable(code: int | None) -> bool:
+    """Whether a failed or undelivered message with this code may be sent again (a retryable class only)."""
+    entry = classify_error(code)
+    return entry is not None and entry.classification is ErrorClass.RETRYABLE
+
+
 STATUS_LABELS: dict[str, ProviderStatus] = {
     "accepted": ProviderStatus.QUEUED,  # a Messaging Service took it and is picking a sender
     "scheduled": ProviderStatus.QUEUED,

@@ -30,7 +30,7 @@ from herald.lifecycle import (
     observe,
 )
 from herald.outcomes import ProviderStatus
-from herald.providers.twilio_codes import ErrorClass, classify_error
+from herald.providers.twilio_codes import is_retryable
 
 S = IntentState
 P = ProviderStatus
@@ -45,10 +45,6 @@ SOURCES = st.sampled_from([Source.REPORT, Source.POLL, Source.SUBMIT])
 PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
 
 
-def is_retryable_code(code: int | None) -> bool:
-    """The workflow's classification of an observation's error code."""
-    entry = classify_error(code)
-    return entry is not None and entry.classification is ErrorClass.RETRYABLE
 
 
 def provider_id_of(number: int) -> str:
@@ -110,7 +106,7 @@ class Driver:
             AttemptView(number=number, provider_id=attempt.provider_id, provider_status=attempt.status),
             self.current.number,
             observation,
-            retryable_code=is_retryable_code(observation.error_code),
+            retryable_code=is_retryable(observation.error_code),
         )
         self.verdicts.append(verdict)
         if verdict.applied:
@@ -273,7 +269,7 @@ def final_state(facts: list[Observation]) -> IntentState:
 
 
 def outcome_of(fact: Observation) -> IntentState:
-    return intent_state_for(fact.status, is_retryable_code(fact.error_code))
+    return intent_state_for(fact.status, is_retryable(fact.error_code))
 
 
 ONE_ATTEMPT_FACTS = st.lists(observations(1, own_id_only=True), min_size=1, max_size=6).filter(
@@ -303,7 +299,7 @@ def one_attempt_fact(status: ProviderStatus, code: int | None) -> st.SearchStrat
 AGREEING_FINALS: dict[IntentState, list[tuple[ProviderStatus, int | None]]] = {}
 for _status in (P.DELIVERED, P.UNDELIVERED, P.FAILED):
     for _code in (None, RETRYABLE_CODE, PERMANENT_CODE):
-        AGREEING_FINALS.setdefault(intent_state_for(_status, is_retryable_code(_code)), []).append((_status, _code))
+        AGREEING_FINALS.setdefault(intent_state_for(_status, is_retryable(_code)), []).append((_status, _code))
 
 
 @st.composite
