@@ -21,7 +21,8 @@ from activities.provider import ProviderActivities
 from herald.fault_points import FaultPoints
 from herald.ledger.store import open_pool
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
-from herald.settings import Settings, TwilioSettings, load_settings
+from herald.settings import InvalidSetting, Settings, TwilioSettings, load_settings
+from herald.task_queues import submit_task_queue
 from herald.temporal_client import connect
 from workflows.notification import NotificationWorkflow
 
@@ -42,13 +43,30 @@ def twilio_config(settings: TwilioSettings) -> TwilioConfig:
 
 
 def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities) -> Worker:
+    """The workflow worker: NotificationWorkflow, the ledger's local activities, lookups and cancels."""
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[NotificationWorkflow],
-        activities=[ledger.record_intent, ledger.append_ledger, ledger.last_attempt_to_recipient, provider.submit, provider.lookup, provider.cancel],
+        activities=[ledger.append_ledger, ledger.last_attempt_to_recipient, provider.lookup, provider.cancel],
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
+    )
+
+
+def build_submit_worker(client: Client, settings: Settings, provider: ProviderActivities) -> Worker:
+    """The submit worker: provider submits only, on their own task queue (see herald.task_queues).
+
+    With HERALD_SUBMIT_RATE_LIMIT set, the Temporal server paces the dispatch of submit tasks
+    to that many per second for the whole queue, across every worker on every machine polling
+    it; the pace is not this process's: a task waits in the server's queue, not in a worker.
+    """
+    return Worker(
+        client,
+        task_queue=submit_task_queue(settings.temporal.task_queue),
+        activities=[provider.submit],
+        max_concurrent_activities=settings.twilio.max_in_flight,
+        max_task_queue_activities_per_second=settings.twilio.submit_rate_limit,
     )
 
 
@@ -64,11 +82,16 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         if client is None:
             return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
-        worker = build_worker(
-            client, settings, LedgerActivities(pool), ProviderActivities(adapter, settings.receipts.public_url, faults)
-        )
-        async with worker:
-            log.info("worker polling task queue %s", settings.temporal.task_queue)
+        provider = ProviderActivities(adapter, settings.receipts.public_url, pool, faults)
+        worker = build_worker(client, settings, LedgerActivities(pool), provider)
+        submit_worker = build_submit_worker(client, settings, provider)
+        async with worker, submit_worker:
+            log.info(
+                "worker polling task queues %s and %s (submits, %s)",
+                settings.temporal.task_queue,
+                submit_worker.task_queue,
+                f"at most {settings.twilio.submit_rate_limit:g}/s" if settings.twilio.submit_rate_limit else "unlimited",
+            )
             await stop.wait()
 
 
@@ -97,7 +120,11 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_worker(load_settings(), stop)
+        try:
+            settings = load_settings()
+        except InvalidSetting as error:
+            raise SystemExit(str(error)) from None
+        await run_worker(settings, stop)
 
     asyncio.run(runner())
 

@@ -9,17 +9,12 @@ from temporalio import activity
 
 from herald.contracts import RecipientCooldownQuery
 from herald.ledger import store
-from herald.ledger.records import IntentRecorded, LedgerBatch, RecordIntentInput
+from herald.ledger.records import IntentRecorded, LedgerBatch
 
 
 class LedgerActivities:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
-
-    @activity.defn(name="record_intent")
-    async def record_intent(self, input: RecordIntentInput) -> IntentRecorded:
-        """Insert the intent row (a no-op when it exists) and report what the ledger already knew."""
-        return await store.record_intent(self._pool, input.intent, input.run_id)
 
     @activity.defn(name="last_attempt_to_recipient")
     async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
@@ -29,6 +24,6 @@ class LedgerActivities:
         )
 
     @activity.defn(name="append_ledger")
-    async def append_ledger(self, batch: LedgerBatch) -> None:
-        """Append one workflow step's attempts, transitions, observations and report verdicts."""
-        await store.append_batch(self._pool, batch)
+    async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
+        """Append the workflow's unwritten rows (and its intent row, on its first write)."""
+        return await store.write_batch(self._pool, batch)

@@ -7,6 +7,8 @@ attempt only, because resubmitting after a lost answer is the duplicate send.
 
 from __future__ import annotations
 
+from psycopg import Error as DatabaseError
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
 from herald.contracts import (
@@ -14,16 +16,25 @@ from herald.contracts import (
     ProviderCancelInput,
     ProviderCancelResult,
     SubmitInput,
+    SubmitStep,
 )
 from herald.fault_points import FaultPoint, FaultPoints
-from herald.outcomes import Accepted, LookupOutcome, SubmitOutcome
+from herald.ledger import store
+from herald.outcomes import Accepted, LookupOutcome
 from herald.providers.twilio import TwilioAdapter
 
 
 class ProviderActivities:
-    def __init__(self, adapter: TwilioAdapter, receipt_public_url: str, faults: FaultPoints | None = None) -> None:
+    def __init__(
+        self,
+        adapter: TwilioAdapter,
+        receipt_public_url: str,
+        ledger: AsyncConnectionPool,
+        faults: FaultPoints | None = None,
+    ) -> None:
         self._adapter = adapter
         self._receipt_public_url = receipt_public_url.rstrip("/")
+        self._ledger = ledger
         self._faults = faults or FaultPoints()
 
     def status_callback_url(self, attempt_ref: str) -> str:
@@ -31,15 +42,27 @@ class ProviderActivities:
         return f"{self._receipt_public_url}/twilio/status?attempt={attempt_ref}"
 
     @activity.defn(name="submit_attempt")
-    async def submit(self, input: SubmitInput) -> SubmitOutcome:
-        """Send the attempt once; timeouts after sending come back as Unknown, never raised."""
+    async def submit(self, input: SubmitInput) -> SubmitStep:
+        """Commit the attempt row, then send the attempt once.
+
+        The ledger write and the send share one activity so that the happy path costs one
+        Temporal action, yet the attempt row is still committed before the provider hears of
+        it. Timeouts after sending come back as Unknown, never raised.
+        """
+        try:
+            recorded = await store.write_batch(self._ledger, input.ledger)
+        except (DatabaseError, PoolTimeout, OSError) as error:
+            return SubmitStep(not_sent=f"ledger unavailable before the provider call ({type(error).__name__})")
+        record = input.ledger.record
+        if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
+            return SubmitStep(recorded=recorded)
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
         outcome = await self._adapter.submit(
             to=input.to, body=input.body, status_callback=self.status_callback_url(input.attempt_ref)
         )
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
-        return outcome
+        return SubmitStep(recorded=recorded, outcome=outcome)
 
     @activity.defn(name="lookup_attempt")
     async def lookup(self, input: LookupInput) -> LookupOutcome:

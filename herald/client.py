@@ -66,7 +66,9 @@ class HeraldClient:
             )
         except WorkflowAlreadyStartedError:
             handle = self._client.get_workflow_handle(intent.workflow_id)
-        await self._refuse_other_payload(handle, intent)
+        if not _started_new(handle):
+            # Attached to an existing intent: it must be this payload's.
+            await self._refuse_other_payload(handle, intent)
         return SendReceipt(workflow_id=intent.workflow_id, run_id=handle.result_run_id, content_sha256=intent.content_sha256)
 
     async def _refuse_other_payload(self, handle: WorkflowHandle[Any, Any], intent: Intent) -> None:
@@ -116,3 +118,14 @@ class HeraldClient:
 
     async def wait(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
         return await self.handle(business_key, channel).result()
+
+
+def _started_new(handle: WorkflowHandle[Any, Any]) -> bool:
+    """True when the start request created the workflow (so it carries our payload).
+
+    The server says so in StartWorkflowExecutionResponse.started; the SDK keeps the response on
+    the handle without a public accessor. Anything unexpected counts as "not known to be new",
+    which costs one describe call and never skips the payload check.
+    """
+    response = getattr(handle, "_start_workflow_response", None)
+    return bool(getattr(response, "started", False))

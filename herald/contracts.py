@@ -12,8 +12,9 @@ from pydantic import Field
 
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import Intent
+from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source
-from herald.outcomes import Frozen, ProviderStatus
+from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 
 # Custom search attributes the Web UI filters on; registered by the local launcher and,
 # in production, once per namespace with `temporal operator search-attribute create`.
@@ -55,6 +56,13 @@ class DeliveryReport(Frozen):
     error_code: int | None = None
     provider_event_at: datetime | None = None
     received_at: datetime
+
+
+class ReportBatch(Frozen):
+    """Stored reports for one attempt, signalled together: a non-final report held briefly by the
+    receipt server travels with the final one that follows it, one signal instead of two."""
+
+    reports: list[DeliveryReport] = Field(min_length=1)
 
 
 class KeyConflict(Frozen):
@@ -116,6 +124,25 @@ class SubmitInput(Frozen):
     attempt_ref: str
     to: str
     body: str
+    # Written in one transaction before the provider hears of the attempt: the attempt row, the
+    # transition into submitting, whatever else the workflow had not yet recorded, and (for the
+    # first attempt of a key) the intent row itself.
+    ledger: LedgerBatch
+
+
+class SubmitStep(Frozen):
+    """What one run of the submit activity did: exactly one of the three fields is meaningful.
+
+    * ``outcome``: the ledger rows were committed and the provider was called once;
+    * ``not_sent``: the ledger could not be written, so the provider was not called (the same
+      attempt may be prepared again: nothing can have reached the provider);
+    * ``recorded`` with another run's id: the ledger already holds this key from an earlier
+      workflow (Temporal's retention forgot it); nothing was written or sent.
+    """
+
+    recorded: IntentRecorded | None = None
+    outcome: SubmitOutcome | None = None
+    not_sent: str | None = None
 
 
 class LookupInput(Frozen):
@@ -147,6 +174,8 @@ class CarriedState(Frozen):
     next_transition_seq: int
     next_observation_seq: int
     observations_recorded: int
+    # False only when a run continued as new before its first ledger write (the intent row).
+    intent_recorded: bool = True
 
 
 class NotificationInput(Frozen):

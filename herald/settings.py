@@ -8,11 +8,12 @@ managed PostgreSQL and the real Twilio API. The local launcher sets these from
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
 from herald.fault_points import FaultPoint
 from herald.outcomes import Frozen
@@ -42,6 +43,10 @@ class TwilioSettings(Frozen):
     connect_timeout: float = 3.0
     read_timeout: float = 10.0
     max_in_flight: int = 16
+    # Provider submits per second for this sender, enforced by the Temporal server on the submit
+    # task queue across every worker polling it (herald/task_queues.py). None = unlimited. Every
+    # worker must set the same value: the server keeps the one the latest poll carried.
+    submit_rate_limit: float | None = Field(default=None, gt=0)
 
 
 class ReceiptSettings(Frozen):
@@ -50,6 +55,10 @@ class ReceiptSettings(Frozen):
     # The base URL the provider calls, exactly as it calls it: Twilio signs the full URL,
     # so behind a proxy this is the public address, not the bind address.
     public_url: str = "http://127.0.0.1:8235"
+    # A non-final report (Twilio's `sent`) is held this long so that the final report, when it
+    # follows quickly, travels in the same signal: one billed Temporal action instead of two.
+    # Final reports are never held. 0 signals every report at once.
+    hold_seconds: float = Field(default=2.0, ge=0, le=60)
 
 
 class Settings(Frozen):
@@ -64,9 +73,31 @@ class Settings(Frozen):
     fault_point_marker: Path | None = None
 
 
+class InvalidSetting(ValueError):
+    """An environment variable holds a value Herald cannot use; the message names it and the rule."""
+
+    def __init__(self, name: str, rule: str) -> None:
+        self.name = name
+        super().__init__(f"{name}: {rule}")
+
+
 def _opt(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     return value or None
+
+
+def _rate(env: Mapping[str, str], name: str) -> float | None:
+    """A per-second rate: unset, empty or 0 means unlimited (None)."""
+    raw = _opt(env, name)
+    if raw is None:
+        return None
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = math.nan
+    if not math.isfinite(rate) or rate < 0:
+        raise InvalidSetting(name, "must be a number of messages per second, at least 0 (0 or unset: unlimited)")
+    return rate or None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -91,11 +122,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         connect_timeout=float(env.get("HERALD_TWILIO_CONNECT_TIMEOUT", TwilioSettings().connect_timeout)),
         read_timeout=float(env.get("HERALD_TWILIO_READ_TIMEOUT", TwilioSettings().read_timeout)),
         max_in_flight=int(env.get("HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight)),
+        submit_rate_limit=_rate(env, "HERALD_SUBMIT_RATE_LIMIT"),
     )
     receipts = ReceiptSettings(
         host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
         port=int(env.get("HERALD_RECEIPT_PORT", ReceiptSettings().port)),
         public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
+        hold_seconds=float(env.get("HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds)),
     )
     return Settings(
         temporal=temporal,

@@ -24,6 +24,7 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
 from herald.devstack.config import (
+    ONE_PARTITION_PER_TASK_QUEUE,
     AdapterDev,
     EmulatorDev,
     ReceiptsDev,
@@ -40,7 +41,7 @@ from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator
-from worker import build_worker, twilio_config
+from worker import build_submit_worker, build_worker, twilio_config
 
 
 @pytest.fixture(scope="session")
@@ -56,8 +57,11 @@ def stack() -> Any:
             ui_port=free_port(),
             metrics_port=free_port(),
             db_filename=None,
-            # Suggest continue-as-new early, so every long poll in the suite really crosses runs.
-            dynamic_config={"limit.historyCount.suggestContinueAsNew": CONTINUE_AS_NEW_AFTER_EVENTS},
+            dynamic_config={
+                **ONE_PARTITION_PER_TASK_QUEUE,
+                # Suggest continue-as-new early, so every long poll in the suite really crosses runs.
+                "limit.historyCount.suggestContinueAsNew": CONTINUE_AS_NEW_AFTER_EVENTS,
+            },
         ),
         emulator=EmulatorDev(port=free_port(), step_ms=60),
         receipts=ReceiptsDev(port=receipts_port),
@@ -93,10 +97,9 @@ async def temporal(settings: Any) -> Client:
 @pytest.fixture(scope="session")
 async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[None]:
     adapter = TwilioAdapter(twilio_config(settings.twilio))
-    running = build_worker(
-        temporal, settings, LedgerActivities(pool), ProviderActivities(adapter, settings.receipts.public_url)
-    )
-    async with running:
+    provider = ProviderActivities(adapter, settings.receipts.public_url, pool)
+    running = build_worker(temporal, settings, LedgerActivities(pool), provider)
+    async with running, build_submit_worker(temporal, settings, provider):
         yield
     await adapter.aclose()
 
@@ -108,11 +111,12 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
         public_url=settings.receipts.public_url,
         pool=pool,
         client=temporal,
+        hold_seconds=settings.receipts.hold_seconds,
     )
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
     serving = asyncio.create_task(server.serve())
-    drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop))
+    drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop, first_delivery_grace=settings.receipts.hold_seconds + 1.0))
     while not server.started:
         await asyncio.sleep(0.02)
     yield settings.receipts.public_url

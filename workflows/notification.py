@@ -13,6 +13,7 @@ finds nothing once no request of ours can be in flight) opens another attempt.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from datetime import datetime, timedelta
 
@@ -35,7 +36,9 @@ with workflow.unsafe.imports_passed_through():
         NotificationInput,
         ProviderCancelInput,
         RecipientCooldownQuery,
+        ReportBatch,
         SubmitInput,
+        SubmitStep,
         TransitionStatus,
         attempt_number_of,
         attempt_ref,
@@ -43,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.delivery_policy import lookup_delay, may_retry, poll_delay, retry_delay
     from herald.ledger.records import (
         AttemptRow,
+        IntentRecorded,
         LedgerBatch,
         ObservationRow,
         ReceiptOutcomeRow,
@@ -63,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         Unknown,
     )
     from herald.providers.twilio_codes import is_retryable
+    from herald.task_queues import submit_task_queue
 
 STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
 CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")
@@ -169,6 +174,15 @@ class NotificationWorkflow:
         self._batch_transitions: list[TransitionRow] = []
         self._batch_observations: list[ObservationRow] = []
         self._batch_outcomes: list[ReceiptOutcomeRow] = []
+        # The intent row is written with the first ledger write of the first run (normally the
+        # first submit); a run created by continue-as-new inherits it.
+        self._intent_recorded = False
+        # What the Web UI's search attributes say now: set by the client's start request.
+        self._published: tuple[IntentState, int] = (IntentState.PENDING, 0)
+        # The one durable timer the workflow is waiting on, kept across wake-ups by reports so a
+        # report that changes nothing does not cost a new timer.
+        self._clock: asyncio.Task[None] | None = None
+        self._clock_at: datetime | None = None
         if input.carried is not None:
             self._restore(input.carried)
 
@@ -182,6 +196,9 @@ class NotificationWorkflow:
         self._next_transition_seq = carried.next_transition_seq
         self._next_observation_seq = carried.next_observation_seq
         self._observations_recorded = carried.observations_recorded
+        self._intent_recorded = carried.intent_recorded
+        # The run checkpointed before continuing as new, and search attributes carry over.
+        self._published = (carried.state, len(carried.attempts))
 
     def _carry(self) -> CarriedState:
         return CarriedState(
@@ -194,6 +211,7 @@ class NotificationWorkflow:
             next_transition_seq=self._next_transition_seq,
             next_observation_seq=self._next_observation_seq,
             observations_recorded=self._observations_recorded,
+            intent_recorded=self._intent_recorded,
         )
 
     async def _continue_as_new_if_suggested(self) -> None:
@@ -201,54 +219,52 @@ class NotificationWorkflow:
         if not workflow.info().is_continue_as_new_suggested():
             return
         self._drain_reports()
-        await self._flush()
+        await self._checkpoint()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._drain_reports()
-        await self._flush()
+        await self._checkpoint()
+        self._disarm_clock()
         workflow.continue_as_new(NotificationInput(intent=self._intent, policy=self._policy, carried=self._carry()))
 
     # ---- the run -------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
-        if input.carried is not None or await self._record_intent():
-            while not self._state.is_terminal:
-                if self._state is IntentState.PENDING:
-                    await self._dispatch()
-                elif self._state is IntentState.SUBMITTING:
-                    await self._reconcile_unknown_submit()
-                elif self._state is IntentState.ACCEPTED:
-                    await self._track_accepted()
-                elif self._state is IntentState.RETRYABLE_FAILURE:
-                    await self._wait_for_retry()
-                await self._flush()
-            await self._follow_open_attempt()
+        while not self._state.is_terminal:
+            if self._state is IntentState.PENDING:
+                await self._dispatch()
+            elif self._state is IntentState.SUBMITTING:
+                await self._reconcile_unknown_submit()
+            elif self._state is IntentState.ACCEPTED:
+                await self._track_accepted()
+            elif self._state is IntentState.RETRYABLE_FAILURE:
+                await self._wait_for_retry()
+        await self._follow_open_attempt()
         self._drain_reports()
-        await self._flush()
+        await self._checkpoint()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self._drain_reports()
+        await self._checkpoint()
+        self._disarm_clock()
         return self.status()
 
-    async def _record_intent(self) -> bool:
-        """Write the intent row; False when the ledger proves this key was already handled."""
-        info = workflow.info()
-        recorded = await workflow.execute_local_activity_method(
-            LedgerActivities.record_intent,
-            RecordIntentInput(intent=self._intent, run_id=info.first_execution_run_id),
-            start_to_close_timeout=_LEDGER_TIMEOUT,
-            retry_policy=_LEDGER_RETRY,
-        )
+    def _suppress(self, recorded: IntentRecorded) -> None:
+        """The ledger holds this key from an earlier workflow run that Temporal no longer knows
+        (retention): nothing of this run was written or sent, so it closes as suppressed."""
+        self._attempts = []
+        self._transitions = []
+        self._batch_attempts, self._batch_transitions, self._batch_observations = [], [], []
+        self._state = IntentState.PENDING
+        self._closed_by = None
+        self._intent_recorded = True
         self._next_transition_seq = recorded.next_transition_seq
         self._next_observation_seq = recorded.next_observation_seq
-        if recorded.first_run_id == info.first_execution_run_id:
-            return True
-        # Temporal forgot an earlier workflow for this key (retention), the ledger did not.
         reason = (
             f"already recorded by run {recorded.first_run_id} (last state {recorded.last_state.value if recorded.last_state else 'none'})"
             if recorded.same_payload
             else "key reused with a different payload"
         )
         self._transition(IntentState.SUPPRESSED, reason, Source.LEDGER, closes=True)
-        return False
 
     # ---- pending -> submitting -----------------------------------------------------------
 
@@ -266,25 +282,58 @@ class NotificationWorkflow:
             AttemptRow(attempt_ref=attempt.ref, workflow_id=self._workflow_id, number=number, prepared_at=attempt.started_at)
         )
         self._transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
-        # The attempt row must be committed before the provider hears of it.
-        await self._flush()
-        if self._state is not IntentState.SUBMITTING:
-            # Cancelled while the row was being written: the provider never hears of this attempt.
-            attempt.submit_result = "not_sent"
-            self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, f"intent {self._state.value} before submit")
+        # The submit activity commits these rows (the attempt row among them) before it calls
+        # the provider; if it cannot, it does not call, and the same attempt is prepared again.
+        rows = self._take_batch()
+        not_sent_waits = 0
+        while True:
+            step = await self._submit(attempt, rows)
+            if step.not_sent is None:
+                break
+            if self._state is not IntentState.SUBMITTING:
+                # Cancelled while the ledger was away: the provider never heard of this attempt.
+                self._requeue(rows)
+                attempt.submit_result = "not_sent"
+                self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, f"intent {self._state.value} before submit")
+                return
+            closing = self._closing_clock()
+            if closing is not None:
+                self._requeue(rows)
+                attempt.submit_result = "not_sent"
+                self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, step.not_sent)
+                self._close(*closing)
+                return
+            # Nothing reached the provider; wait (without writing: the ledger is the problem) and
+            # prepare the same attempt again, with whatever the workflow learned meanwhile.
+            not_sent_waits += 1
+            delay = min(self._policy.backoff_initial * not_sent_waits, self._policy.backoff_max)
+            await self._wait_until(workflow.now() + delay, None, lazy=True)
+            rows = rows.merged_with(self._take_batch())
+        if step.recorded is not None and step.outcome is None:
+            self._suppress(step.recorded)
             return
+        assert step.outcome is not None
+        self._apply_submit(attempt, step.outcome)
+        self._drain_reports()
+
+    async def _submit(self, attempt: _Attempt, rows: LedgerBatch) -> SubmitStep:
         try:
-            outcome = await workflow.execute_activity_method(
+            step = await workflow.execute_activity_method(
                 ProviderActivities.submit,
-                SubmitInput(attempt_ref=attempt.ref, to=self._intent.recipient, body=self._intent.body),
+                SubmitInput(attempt_ref=attempt.ref, to=self._intent.recipient, body=self._intent.body, ledger=rows),
+                task_queue=submit_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=self._policy.submit_timeout,
                 retry_policy=_SUBMIT_RETRY,
             )
+            if step.not_sent is None and rows.record is not None:
+                self._intent_recorded = True
+            return step
         except ActivityError as error:
-            # The worker died or the activity timed out: the request may have reached the provider.
-            outcome = SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {_cause(error)}"))
-        self._apply_submit(attempt, outcome)
-        self._drain_reports()
+            # The worker died or the activity timed out: the rows may or may not be committed (they
+            # are written again, idempotently, at the next checkpoint) and the request may have
+            # reached the provider (it is looked up, never resent).
+            self._requeue(rows)
+            return SubmitStep(outcome=SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {_cause(error)}")))
 
     async def _recipient_cooldown_passed(self) -> bool:
         """Defer (never drop) while another intent's attempt to this recipient is too recent.
@@ -307,9 +356,8 @@ class NotificationWorkflow:
             self._record_observation(
                 None, Source.CLOCK, "deferred", True, f"recipient cooldown: next attempt not before {not_before.isoformat()}"
             )
-            await self._flush()
             while workflow.now() < not_before:
-                await self._wait(not_before - workflow.now(), None)
+                await self._wait_until(not_before, None)
                 if self._state.is_terminal:
                     return False
                 closing = self._closing_clock()
@@ -341,14 +389,17 @@ class NotificationWorkflow:
 
     async def _reconcile_unknown_submit(self) -> None:
         attempt = self._attempts[-1]
+        due: datetime | None = None
         while self._state is IntentState.SUBMITTING:
             await self._continue_as_new_if_suggested()
-            delay = (
-                self._policy.lookup_first_delay
-                if attempt.lookups == 0
-                else lookup_delay(self._policy, attempt.lookups, workflow.random().random())
-            )
-            timer_fired = await self._wait(delay, attempt)
+            if due is None:
+                delay = (
+                    self._policy.lookup_first_delay
+                    if attempt.lookups == 0
+                    else lookup_delay(self._policy, attempt.lookups, workflow.random().random())
+                )
+                due = workflow.now() + delay
+            timer_fired = await self._wait_until(due, attempt)
             if self._state is not IntentState.SUBMITTING:
                 return
             closing = self._closing_clock(attempt)
@@ -357,6 +408,7 @@ class NotificationWorkflow:
                 return
             if not timer_fired:
                 continue
+            due = None
             lookup = await self._lookup(attempt)
             result = lookup.result
             if isinstance(result, Found):
@@ -386,11 +438,15 @@ class NotificationWorkflow:
 
     async def _track_accepted(self) -> None:
         attempt = self._attempts[-1]
+        due: datetime | None = None
         while self._state is IntentState.ACCEPTED:
             await self._continue_as_new_if_suggested()
-            timer_fired = await self._wait(
-                poll_delay(self._policy, attempt.lookups, workflow.random().random()), attempt
-            )
+            if due is None:
+                due = workflow.now() + poll_delay(self._policy, attempt.lookups, workflow.random().random())
+            # Until the first poll, the ledger and search attributes are not written: on the
+            # normal path the final report arrives first and one write at the close records
+            # everything. An intent still waiting at its first poll is checkpointed from then on.
+            timer_fired = await self._wait_until(due, attempt, lazy=attempt.lookups == 0)
             if self._state is not IntentState.ACCEPTED:
                 return
             closing = self._closing_clock(attempt)
@@ -398,6 +454,7 @@ class NotificationWorkflow:
                 self._close(*closing)
                 return
             if timer_fired:
+                due = None
                 await self._poll(attempt)
 
     async def _follow_open_attempt(self) -> None:
@@ -412,18 +469,20 @@ class NotificationWorkflow:
         polls_allowed = self._closed_by != "clock:expiry"
         if self._state is IntentState.CANCELLED and attempt.provider_id is not None and not attempt.resolved:
             await self._ask_provider_to_cancel(attempt)
+        due: datetime | None = None
         while not attempt.resolved and self._within_horizon(attempt):
             await self._continue_as_new_if_suggested()
             if attempt.submit_result is None:
                 return  # never reached the provider
-            # An attempt still without a provider id is looked up on the lookup schedule, a known one polled.
-            schedule = lookup_delay if attempt.provider_id is None else poll_delay
-            timer_fired = await self._wait(
-                schedule(self._policy, attempt.lookups, workflow.random().random()), attempt, closing_clocks=False
-            )
-            if timer_fired and polls_allowed and not attempt.resolved and self._within_horizon(attempt):
-                await self._poll(attempt)
-            await self._flush()
+            if due is None:
+                # An attempt still without a provider id is looked up on the lookup schedule, a known one polled.
+                schedule = lookup_delay if attempt.provider_id is None else poll_delay
+                due = workflow.now() + schedule(self._policy, attempt.lookups, workflow.random().random())
+            timer_fired = await self._wait_until(due, attempt, closing_clocks=False)
+            if timer_fired:
+                due = None
+                if polls_allowed and not attempt.resolved and self._within_horizon(attempt):
+                    await self._poll(attempt)
 
     async def _ask_provider_to_cancel(self, attempt: _Attempt) -> None:
         """Ask once; most providers refuse for a message already accepted, and the refusal is recorded."""
@@ -438,7 +497,6 @@ class NotificationWorkflow:
         except ActivityError as error:
             canceled, reason = False, f"cancel activity failed: {_cause(error)}"
         self._observe_fact(attempt, Source.OPERATOR, "provider_cancel", canceled, reason)
-        await self._flush()
 
     async def _poll(self, attempt: _Attempt) -> None:
         lookup = await self._lookup(attempt)
@@ -493,35 +551,51 @@ class NotificationWorkflow:
             if workflow.now() >= due:
                 break
             # Reports for earlier attempts may wake this wait; they never shorten the backoff.
-            await self._wait(due - workflow.now(), None)
+            await self._wait_until(due, None)
         if self._state is not IntentState.RETRYABLE_FAILURE:
             return  # late evidence showed the attempt was accepted after all: no new send
         self._transition(IntentState.PENDING, f"retry backoff of {delay.total_seconds():.1f}s elapsed", Source.CLOCK)
 
     # ---- clocks ------------------------------------------------------------------------
 
-    async def _wait(self, delay: timedelta, attempt: _Attempt | None, *, closing_clocks: bool = True) -> bool:
-        """Sleep until `delay` passes, a report arrives, or (with closing_clocks) a cancel or
-        closing clock is due: the earliest wins.
+    async def _wait_until(
+        self, until: datetime, attempt: _Attempt | None, *, closing_clocks: bool = True, lazy: bool = False
+    ) -> bool:
+        """Sleep until `until`, a report arrives, or (with closing_clocks) a cancel or closing
+        clock is due: the earliest wins. Unless `lazy`, the ledger and the search attributes
+        are brought up to date first, since the wait may be long.
 
-        Returns True when the full delay elapsed (the caller's own timer fired).
+        Returns True when `until` has passed (the caller's own clock fired).
         """
-        now = workflow.now()
-        deadline = now + delay
-        limit = deadline
+        if not lazy:
+            await self._checkpoint()
+        limit = until
         if closing_clocks:
             limit = min(limit, self._intent.expires_at)
         if attempt is not None:
             limit = min(limit, attempt.started_at + self._policy.resolution_horizon)
-        try:
+        if limit > workflow.now():
+            clock = self._arm_clock(limit)
             await workflow.wait_condition(
-                lambda: bool(self._reports) or (closing_clocks and self._cancel is not None),
-                timeout=max(limit - now, timedelta(milliseconds=1)),
+                lambda: bool(self._reports) or (closing_clocks and self._cancel is not None) or clock.done()
             )
-        except TimeoutError:
-            pass
         self._drain_reports()
-        return workflow.now() >= deadline
+        return workflow.now() >= until
+
+    def _arm_clock(self, fire_at: datetime) -> asyncio.Task[None]:
+        """One durable timer per distinct deadline: a wait woken early by a report and resumed
+        toward the same deadline keeps its timer (each timer started is a billed action)."""
+        if self._clock is not None and self._clock_at == fire_at and not self._clock.done():
+            return self._clock
+        self._disarm_clock()
+        self._clock_at = fire_at
+        self._clock = asyncio.create_task(workflow.sleep(fire_at - workflow.now()))
+        return self._clock
+
+    def _disarm_clock(self) -> None:
+        if self._clock is not None and not self._clock.done():
+            self._clock.cancel()
+        self._clock, self._clock_at = None, None
 
     def _within_horizon(self, attempt: _Attempt) -> bool:
         return workflow.now() < attempt.started_at + self._policy.resolution_horizon
@@ -679,33 +753,69 @@ class NotificationWorkflow:
         self._state = target
         if closes:
             self._closed_by = f"{source.value}:{_closing_rule(target)}"
-        workflow.upsert_search_attributes(
-            [STATE_KEY.value_set(target.value), ATTEMPTS_KEY.value_set(len(self._attempts))]
-        )
 
-    async def _flush(self) -> None:
+    # ---- checkpoints: the ledger and the Web UI catch up ---------------------------------
+    #
+    # Rows are buffered and written at checkpoints: with each submit (the activity writes them
+    # before it calls the provider), before every wait that may be long, before continue-as-new
+    # and at the close. Transitions carry the workflow time of the decision, not of the write.
+
+    def _take_batch(self) -> LedgerBatch:
+        record = None
+        if not self._intent_recorded:
+            record = RecordIntentInput(intent=self._intent, run_id=workflow.info().first_execution_run_id)
         batch = LedgerBatch(
+            record=record,
             attempts=self._batch_attempts,
             transitions=self._batch_transitions,
             observations=self._batch_observations,
             receipt_outcomes=self._batch_outcomes,
         )
-        if batch.is_empty():
-            return
         self._batch_attempts, self._batch_transitions, self._batch_observations, self._batch_outcomes = [], [], [], []
-        await workflow.execute_local_activity_method(
+        return batch
+
+    def _requeue(self, batch: LedgerBatch) -> None:
+        """Put back rows whose write is not known to have committed, ahead of newer ones."""
+        self._batch_attempts = [*batch.attempts, *self._batch_attempts]
+        self._batch_transitions = [*batch.transitions, *self._batch_transitions]
+        self._batch_observations = [*batch.observations, *self._batch_observations]
+        self._batch_outcomes = [*batch.receipt_outcomes, *self._batch_outcomes]
+
+    async def _flush(self) -> None:
+        batch = self._take_batch()
+        if not (batch.attempts or batch.transitions or batch.observations or batch.receipt_outcomes):
+            # Only the intent row is pending: it is written with the first real rows.
+            return
+        recorded = await workflow.execute_local_activity_method(
             LedgerActivities.append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
         )
+        if batch.record is None:
+            return
+        self._intent_recorded = True
+        if recorded is not None and recorded.first_run_id != batch.record.run_id:
+            self._suppress(recorded)
+            await self._flush()
+
+    async def _checkpoint(self) -> None:
+        """Write the buffered rows, then tell the Web UI the state if it changed (one upsert)."""
+        await self._flush()
+        published = (self._state, len(self._attempts))
+        if published != self._published:
+            workflow.upsert_search_attributes(
+                [STATE_KEY.value_set(self._state.value), ATTEMPTS_KEY.value_set(len(self._attempts))]
+            )
+            self._published = published
 
     # ---- handlers ----------------------------------------------------------------------
 
     @workflow.signal
-    def delivery_report(self, report: DeliveryReport) -> None:
-        """A stored report; the inbox id makes a re-signalled report a no-op."""
-        if report.inbox_id in self._seen_inbox_ids:
-            return
-        self._seen_inbox_ids.add(report.inbox_id)
-        self._reports.append(report)
+    def delivery_reports(self, batch: ReportBatch) -> None:
+        """Stored reports of one attempt; the inbox id makes a re-signalled report a no-op."""
+        for report in batch.reports:
+            if report.inbox_id in self._seen_inbox_ids:
+                continue
+            self._seen_inbox_ids.add(report.inbox_id)
+            self._reports.append(report)
 
     @workflow.signal
     def key_conflict(self, conflict: KeyConflict) -> None:

@@ -49,21 +49,35 @@ class ReceiptOutcomeRow(Frozen):
     workflow_id: str | None
 
 
-class LedgerBatch(Frozen):
-    """Everything one workflow step learned, written in one transaction, idempotently."""
+class RecordIntentInput(Frozen):
+    intent: Intent
+    run_id: str
 
+
+class LedgerBatch(Frozen):
+    """Everything the workflow learned since its last write, written in one transaction, idempotently.
+
+    ``record`` travels with the first write of a run that has not recorded its intent row yet.
+    """
+
+    record: RecordIntentInput | None = None
     attempts: list[AttemptRow] = []
     transitions: list[TransitionRow] = []
     observations: list[ObservationRow] = []
     receipt_outcomes: list[ReceiptOutcomeRow] = []
 
     def is_empty(self) -> bool:
-        return not (self.attempts or self.transitions or self.observations or self.receipt_outcomes)
+        return not (self.record or self.attempts or self.transitions or self.observations or self.receipt_outcomes)
 
-
-class RecordIntentInput(Frozen):
-    intent: Intent
-    run_id: str
+    def merged_with(self, later: LedgerBatch) -> LedgerBatch:
+        """This batch followed by `later` (a write that must be repeated, plus what came since)."""
+        return LedgerBatch(
+            record=self.record or later.record,
+            attempts=[*self.attempts, *later.attempts],
+            transitions=[*self.transitions, *later.transitions],
+            observations=[*self.observations, *later.observations],
+            receipt_outcomes=[*self.receipt_outcomes, *later.receipt_outcomes],
+        )
 
 
 class IntentRecorded(Frozen):

@@ -33,58 +33,23 @@ def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: f
     )
 
 
-async def record_intent(pool: AsyncConnectionPool, intent: Intent, run_id: str) -> IntentRecorded:
-    async with pool.connection() as conn, conn.transaction():
-        cursor = await conn.execute(
-            """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
-                   template_version, render_data, body, content_sha256, intent_fingerprint,
-                   created_at, expires_at, first_run_id)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-               ON CONFLICT DO NOTHING
-               RETURNING workflow_id""",
-            (
-                intent.workflow_id,
-                intent.business_key,
-                intent.channel.value,
-                intent.recipient,
-                intent.template_id,
-                intent.template_version,
-                Jsonb(intent.render_data),
-                intent.body,
-                intent.content_sha256,
-                intent.intent_fingerprint,
-                intent.created_at,
-                intent.expires_at,
-                run_id,
-            ),
-        )
-        created = await cursor.fetchone() is not None
-        cursor = await conn.execute(
-            """SELECT i.intent_fingerprint, i.first_run_id,
-                      (SELECT coalesce(max(seq), 0) FROM transitions t WHERE t.workflow_id = i.workflow_id),
-                      (SELECT coalesce(max(seq), 0) FROM observations o WHERE o.workflow_id = i.workflow_id),
-                      (SELECT to_state FROM transitions t WHERE t.workflow_id = i.workflow_id
-                        ORDER BY seq DESC LIMIT 1)
-                 FROM intents i WHERE i.workflow_id = %s""",
-            (intent.workflow_id,),
-        )
-        fingerprint, first_run_id, max_transition, max_observation, last_state = await cursor.fetchone()
-    return IntentRecorded(
-        created=created,
-        same_payload=fingerprint == intent.intent_fingerprint,
-        first_run_id=first_run_id,
-        next_transition_seq=max_transition + 1,
-        next_observation_seq=max_observation + 1,
-        last_state=IntentState(last_state) if last_state else None,
-    )
+async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch) -> IntentRecorded | None:
+    """Write one batch of workflow rows in one transaction; a repeated batch inserts nothing new.
 
-
-async def append_batch(pool: AsyncConnectionPool, batch: LedgerBatch) -> None:
-    """Write one workflow step's rows in one transaction; a retried batch inserts nothing new."""
+    With ``batch.record``, the intent row is inserted first (a no-op when it exists) and what the
+    ledger already knew is returned. When the row belongs to another workflow run (Temporal's
+    retention forgot an earlier run of this key, the ledger did not), nothing else is written:
+    the caller's sequence numbers would collide with that run's rows.
+    """
     if batch.is_empty():
-        return
+        return None
     async with pool.connection() as conn, conn.transaction():
         async with conn.cursor() as cursor:
+            recorded = None
+            if batch.record is not None:
+                recorded = await _record_intent(cursor, batch.record.intent, batch.record.run_id)
+                if recorded.first_run_id != batch.record.run_id:
+                    return recorded
             if batch.attempts:
                 await cursor.executemany(
                     """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at)
@@ -106,6 +71,52 @@ async def append_batch(pool: AsyncConnectionPool, batch: LedgerBatch) -> None:
                 await _insert_observations(cursor, batch.observations)
             if batch.receipt_outcomes:
                 await _insert_receipt_outcomes(cursor, batch.receipt_outcomes)
+    return recorded
+
+
+async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentRecorded:
+    await cursor.execute(
+        """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
+               template_version, render_data, body, content_sha256, intent_fingerprint,
+               created_at, expires_at, first_run_id)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+           ON CONFLICT DO NOTHING
+           RETURNING workflow_id""",
+        (
+            intent.workflow_id,
+            intent.business_key,
+            intent.channel.value,
+            intent.recipient,
+            intent.template_id,
+            intent.template_version,
+            Jsonb(intent.render_data),
+            intent.body,
+            intent.content_sha256,
+            intent.intent_fingerprint,
+            intent.created_at,
+            intent.expires_at,
+            run_id,
+        ),
+    )
+    created = await cursor.fetchone() is not None
+    await cursor.execute(
+        """SELECT i.intent_fingerprint, i.first_run_id,
+                  (SELECT coalesce(max(seq), 0) FROM transitions t WHERE t.workflow_id = i.workflow_id),
+                  (SELECT coalesce(max(seq), 0) FROM observations o WHERE o.workflow_id = i.workflow_id),
+                  (SELECT to_state FROM transitions t WHERE t.workflow_id = i.workflow_id
+                    ORDER BY seq DESC LIMIT 1)
+             FROM intents i WHERE i.workflow_id = %s""",
+        (intent.workflow_id,),
+    )
+    fingerprint, first_run_id, max_transition, max_observation, last_state = await cursor.fetchone()
+    return IntentRecorded(
+        created=created,
+        same_payload=fingerprint == intent.intent_fingerprint,
+        first_run_id=first_run_id,
+        next_transition_seq=max_transition + 1,
+        next_observation_seq=max_observation + 1,
+        last_state=IntentState(last_state) if last_state else None,
+    )
 
 
 async def _insert_observations(cursor: Any, rows: list[ObservationRow]) -> None:
@@ -211,16 +222,17 @@ async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: fl
         return await cursor.fetchall()
 
 
-async def schedule_redelivery(pool: AsyncConnectionPool, inbox_id: int, delay_seconds: float, error: str | None) -> None:
-    async with pool.connection() as conn:
-        await conn.execute(
+async def schedule_redeliveries(pool: AsyncConnectionPool, rows: list[tuple[int, float, str | None]]) -> None:
+    """When to offer each (inbox id, delay in seconds, last error) again, in one round trip."""
+    async with pool.connection() as conn, conn.cursor() as cursor:
+        await cursor.executemany(
             """INSERT INTO receipt_redelivery (inbox_id, tries, next_try_at, last_error)
                VALUES (%s, 1, now() + make_interval(secs => %s), %s)
                ON CONFLICT (inbox_id) DO UPDATE
                   SET tries = receipt_redelivery.tries + 1,
                       next_try_at = excluded.next_try_at,
                       last_error = excluded.last_error""",
-            (inbox_id, delay_seconds, error),
+            rows,
         )
 
 

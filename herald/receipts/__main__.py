@@ -27,9 +27,12 @@ async def serve() -> None:
             public_url=settings.receipts.public_url,
             pool=pool,
             client=client,
+            hold_seconds=settings.receipts.hold_seconds,
         )
         server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
-        drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
+        drainer = asyncio.create_task(run_drainer(
+                pool, client, DRAIN_INTERVAL_SECONDS, stop, first_delivery_grace=settings.receipts.hold_seconds + 1.0
+            ))
         try:
             await server.serve()
         finally:

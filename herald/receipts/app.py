@@ -8,6 +8,7 @@ on failure never loses a report to us.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -34,11 +35,18 @@ _PII_FIELDS = frozenset({"To", "From", "Body"})
 
 
 class ReceiptEndpoint:
-    def __init__(self, *, auth_token: str, public_url: str, pool: AsyncConnectionPool, client: Client) -> None:
+    def __init__(
+        self, *, auth_token: str, public_url: str, pool: AsyncConnectionPool, client: Client, hold_seconds: float = 0.0
+    ) -> None:
         self._auth_token = auth_token
         self._public_url = public_url.rstrip("/")
         self._pool = pool
         self._client = client
+        self._hold_seconds = hold_seconds
+        # Non-final reports waiting (in this process only) for their attempt's final report. A
+        # crash loses nothing: the rows are committed and the drainer offers them after its grace.
+        self._held: dict[str, list[StoredReport]] = {}
+        self._releases: dict[str, asyncio.Task[None]] = {}
 
     def signed_url(self, request: Request) -> str:
         """The URL the provider called, as it signed it: our public base, the path and the query."""
@@ -83,13 +91,36 @@ class ReceiptEndpoint:
             return PlainTextResponse("report not stored; retry later", status_code=503)
         report = StoredReport(dict(zip(("id", "provider_message_id", "provider_status", "attempt_ref", "error_code",
                                          "provider_event_at", "received_at"), row)))
-        return Response(status_code=200, background=BackgroundTask(self._deliver_quietly, report))
+        return Response(status_code=200, background=BackgroundTask(self._route, report))
 
-    async def _deliver_quietly(self, report: StoredReport) -> None:
+    async def _route(self, report: StoredReport) -> None:
+        """Signal a final report at once, with any held report of its attempt; hold a non-final one."""
+        ref = report.attempt_ref
+        if ref is None or self._hold_seconds <= 0:
+            await self._deliver_quietly([report])
+        elif report.is_final:
+            release = self._releases.pop(ref, None)
+            if release is not None:
+                release.cancel()
+            await self._deliver_quietly([*self._held.pop(ref, []), report])
+        else:
+            self._held.setdefault(ref, []).append(report)
+            if ref not in self._releases:
+                self._releases[ref] = asyncio.create_task(self._release_after_hold(ref))
+
+    async def _release_after_hold(self, ref: str) -> None:
+        await asyncio.sleep(self._hold_seconds)
+        # Popped before delivering, so a final report arriving meanwhile cannot cancel this send.
+        self._releases.pop(ref, None)
+        held = self._held.pop(ref, [])
+        if held:
+            await self._deliver_quietly(held)
+
+    async def _deliver_quietly(self, reports: list[StoredReport]) -> None:
         try:
-            await deliver(self._pool, self._client, report)
-        except Exception:  # the row is committed; the drainer will offer it again
-            log.exception("direct delivery of inbox row %s failed; the drainer will retry", report.inbox_id)
+            await deliver(self._pool, self._client, reports)
+        except Exception:  # the rows are committed; the drainer will offer them again
+            log.exception("direct delivery of inbox rows %s failed; the drainer will retry", [r.inbox_id for r in reports])
 
 
 def _dlr_done_date(value: str | None) -> datetime | None:

@@ -1,7 +1,9 @@
-"""Delivering a stored report to its workflow, or recording it when the workflow has closed.
+"""Delivering stored reports to their workflow, or recording them when the workflow has closed.
 
 Used right after the callback is answered and again by the drainer; both paths
 are idempotent because the workflow ignores an inbox id it has already seen.
+Reports travel in batches of one attempt: one signal (one billed Temporal action)
+carries a held non-final report together with the final one that followed it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from herald.contracts import DeliveryReport, attempt_number_of
+from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
 from herald.lifecycle import Source
 from herald.providers.twilio_codes import map_status
@@ -25,6 +27,10 @@ log = logging.getLogger("herald.receipts")
 # Seconds between re-signals of a report still without a verdict: quick for the race where the
 # report beat our own attempt row, then slower for an intent that stays unreachable.
 REDELIVERY_BACKOFF = (1, 5, 15, 60, 300, 1800, 7200, 21600)
+# After a signal Temporal accepted, the report is in the workflow's history and will be decided;
+# the workflow writes its verdict at its next checkpoint (at the latest its first status poll),
+# so the row is looked at again only after this long, as a safety net (e.g. a terminated workflow).
+VERDICT_GRACE_SECONDS = 120
 
 
 class StoredReport:
@@ -40,52 +46,73 @@ class StoredReport:
         self.received_at: datetime = row["received_at"]
         self.tries: int = row.get("tries", 0)
 
+    @property
+    def is_final(self) -> bool:
+        return map_status(self.provider_status).is_final
 
-async def deliver(pool: AsyncConnectionPool, client: Client, report: StoredReport) -> str:
-    """Signal the report to its workflow; returns what happened, for logs and tests."""
-    workflow_id = await store.workflow_for_attempt(pool, report.attempt_ref) if report.attempt_ref else None
+    def signal(self) -> DeliveryReport:
+        assert self.attempt_ref is not None
+        return DeliveryReport(
+            inbox_id=self.inbox_id,
+            attempt_ref=self.attempt_ref,
+            provider_id=self.provider_message_id,
+            status=map_status(self.provider_status),
+            error_code=self.error_code,
+            provider_event_at=self.provider_event_at,
+            received_at=self.received_at,
+        )
+
+
+async def deliver(pool: AsyncConnectionPool, client: Client, reports: list[StoredReport]) -> str:
+    """Signal reports of one attempt to its workflow in one signal; returns what happened."""
+    refs = {report.attempt_ref for report in reports}
+    if len(refs) != 1:
+        raise ValueError("deliver() takes the reports of exactly one attempt")
+    ref = refs.pop()
+    workflow_id = await store.workflow_for_attempt(pool, ref) if ref else None
     if workflow_id is None:
         # The attempt row may not be committed yet (the report won the race): try again later.
-        await _later(pool, report, "attempt not known yet")
+        await _later(pool, reports, "attempt not known yet")
         return "deferred"
-    signal = DeliveryReport(
-        inbox_id=report.inbox_id,
-        attempt_ref=report.attempt_ref,
-        provider_id=report.provider_message_id,
-        status=map_status(report.provider_status),
-        error_code=report.error_code,
-        provider_event_at=report.provider_event_at,
-        received_at=report.received_at,
-    )
+    batch = ReportBatch(reports=[report.signal() for report in reports])
     try:
-        await client.get_workflow_handle(workflow_id).signal(NotificationWorkflow.delivery_report, signal)
+        await client.get_workflow_handle(workflow_id).signal(NotificationWorkflow.delivery_reports, batch)
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
-            await store.record_report_for_closed_intent(
-                pool,
-                workflow_id=workflow_id,
-                inbox_id=report.inbox_id,
-                observation={
-                    "attempt_number": attempt_number_of(report.attempt_ref),
-                    "source": Source.REPORT,
-                    "kind": "status",
-                    "provider_id": report.provider_message_id,
-                    "provider_status": signal.status.value,
-                    "error_code": report.error_code,
-                    "applied": False,
-                    "inbox_id": report.inbox_id,
-                    "observed_at": report.received_at,
-                },
-                reason="intent's workflow has closed; recorded, not applied",
-            )
+            for report, signal in zip(reports, batch.reports, strict=True):
+                await _record_for_closed_intent(pool, workflow_id, report, signal)
             return "recorded_closed"
-        await _later(pool, report, f"signal failed: {error.status.name if error.status else 'rpc error'}")
+        await _later(pool, reports, f"signal failed: {error.status.name if error.status else 'rpc error'}")
         return "deferred"
-    # Signalled; the workflow writes the verdict. Look again later only in case it never does.
-    await _later(pool, report, None)
+    # Signalled; the workflow writes the verdict. Look again much later, only in case it never does.
+    await store.schedule_redeliveries(pool, [(report.inbox_id, VERDICT_GRACE_SECONDS, None) for report in reports])
     return "signalled"
 
 
-async def _later(pool: AsyncConnectionPool, report: StoredReport, error: str | None) -> None:
-    delay = REDELIVERY_BACKOFF[min(report.tries, len(REDELIVERY_BACKOFF) - 1)]
-    await store.schedule_redelivery(pool, report.inbox_id, delay, error)
+async def _record_for_closed_intent(
+    pool: AsyncConnectionPool, workflow_id: str, report: StoredReport, signal: DeliveryReport
+) -> None:
+    await store.record_report_for_closed_intent(
+        pool,
+        workflow_id=workflow_id,
+        inbox_id=report.inbox_id,
+        observation={
+            "attempt_number": attempt_number_of(signal.attempt_ref),
+            "source": Source.REPORT,
+            "kind": "status",
+            "provider_id": report.provider_message_id,
+            "provider_status": signal.status.value,
+            "error_code": report.error_code,
+            "applied": False,
+            "inbox_id": report.inbox_id,
+            "observed_at": report.received_at,
+        },
+        reason="intent's workflow has closed; recorded, not applied",
+    )
+
+
+async def _later(pool: AsyncConnectionPool, reports: list[StoredReport], error: str | None) -> None:
+    await store.schedule_redeliveries(
+        pool,
+        [(r.inbox_id, REDELIVERY_BACKOFF[min(r.tries, len(REDELIVERY_BACKOFF) - 1)], error) for r in reports],
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from itertools import groupby
 
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
@@ -18,23 +19,28 @@ from herald.receipts.delivery import StoredReport, deliver
 
 log = logging.getLogger("herald.receipts.drainer")
 
-# Reports younger than this are still on their first, direct delivery.
-FIRST_DELIVERY_GRACE_SECONDS = 1.0
 BATCH = 200
 
 
-async def drain_once(pool: AsyncConnectionPool, client: Client) -> int:
-    """Offer every due, undecided report once; returns how many were offered."""
-    rows = await store.undecided_reports(pool, older_than_seconds=FIRST_DELIVERY_GRACE_SECONDS, limit=BATCH)
-    for row in rows:
-        await deliver(pool, client, StoredReport(row))
+async def drain_once(pool: AsyncConnectionPool, client: Client, *, first_delivery_grace: float = 1.0) -> int:
+    """Offer every due, undecided report once, one signal per attempt; returns how many were offered.
+
+    Reports younger than `first_delivery_grace` are still on their first, direct delivery
+    (which may hold a non-final report briefly to send it with the final one).
+    """
+    rows = await store.undecided_reports(pool, older_than_seconds=first_delivery_grace, limit=BATCH)
+    reports = sorted((StoredReport(row) for row in rows), key=lambda r: (r.attempt_ref or "", r.inbox_id))
+    for _, group in groupby(reports, key=lambda r: r.attempt_ref):
+        await deliver(pool, client, list(group))
     return len(rows)
 
 
-async def run_drainer(pool: AsyncConnectionPool, client: Client, interval_seconds: float, stop: asyncio.Event) -> None:
+async def run_drainer(
+    pool: AsyncConnectionPool, client: Client, interval_seconds: float, stop: asyncio.Event, *, first_delivery_grace: float = 1.0
+) -> None:
     while not stop.is_set():
         try:
-            await drain_once(pool, client)
+            await drain_once(pool, client, first_delivery_grace=first_delivery_grace)
         except Exception:  # the loop must outlive a database or Temporal outage
             log.exception("drainer pass failed; retrying in %.1fs", interval_seconds)
         try:
