@@ -116,7 +116,7 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
     serving = asyncio.create_task(server.serve())
-    drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop, first_delivery_grace=settings.receipts.hold_seconds + 1.0))
+    drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop))
     while not server.started:
         await asyncio.sleep(0.02)
     yield settings.receipts.public_url

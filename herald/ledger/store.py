@@ -140,6 +140,9 @@ async def _insert_receipt_outcomes(cursor: Any, rows: list[ReceiptOutcomeRow]) -
     )
 
 
+_INBOX_COLUMNS = "id, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, received_at"
+
+
 async def store_report(
     conn: AsyncConnection,
     *,
@@ -150,25 +153,36 @@ async def store_report(
     error_code: int | None,
     provider_event_at: datetime | None,
     payload: dict[str, str],
-) -> tuple[int, bool]:
-    """Insert a verified report into the inbox; returns (inbox id, whether it was new)."""
-    cursor = await conn.execute(
-        """INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
-               error_code, provider_event_at, payload)
-           VALUES (%s, %s, %s, %s, %s, %s, %s)
-           ON CONFLICT ON CONSTRAINT receipt_inbox_one_per_fact DO NOTHING
-           RETURNING id""",
-        (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
-    )
-    row = await cursor.fetchone()
-    if row is not None:
-        return row[0], True
-    cursor = await conn.execute(
-        """SELECT id FROM receipt_inbox
-            WHERE provider = %s AND provider_message_id = %s AND provider_status = %s""",
-        (provider, provider_message_id, provider_status),
-    )
-    return (await cursor.fetchone())[0], False
+) -> dict[str, Any]:
+    """Insert a verified report into the inbox (a repeat finds the first copy's row).
+
+    Returns the inbox row, with ``new`` (False for a repeat) and ``workflow_id`` (the intent its
+    attempt belongs to; None while our attempt row is unknown), read in the same transaction.
+    """
+    async with conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(
+            f"""INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
+                    error_code, provider_event_at, payload)
+                VALUES (%s, %s, %s, %s, %s, %s, %s)
+                ON CONFLICT ON CONSTRAINT receipt_inbox_one_per_fact DO NOTHING
+                RETURNING {_INBOX_COLUMNS}""",
+            (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
+        )
+        row = await cursor.fetchone()
+        new = row is not None
+        if row is None:
+            await cursor.execute(
+                f"""SELECT {_INBOX_COLUMNS} FROM receipt_inbox
+                     WHERE provider = %s AND provider_message_id = %s AND provider_status = %s""",
+                (provider, provider_message_id, provider_status),
+            )
+            row = await cursor.fetchone()
+        workflow_id = None
+        if row["attempt_ref"] is not None:
+            await cursor.execute("SELECT workflow_id FROM attempts WHERE attempt_ref = %s", (row["attempt_ref"],))
+            found = await cursor.fetchone()
+            workflow_id = found["workflow_id"] if found else None
+    return {**row, "new": new, "workflow_id": workflow_id}
 
 
 async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> str | None:
@@ -203,7 +217,12 @@ async def record_report_for_closed_intent(
 
 
 async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
-    """Inbox rows without a verdict whose redelivery is due, oldest first."""
+    """Inbox rows without a verdict whose redelivery is due, oldest first.
+
+    A row with a redelivery schedule is due at its ``next_try_at``; a row without one (its
+    direct delivery signalled it, or its receipt server died first) once it is older than
+    ``older_than_seconds``.
+    """
     # Row factories are set per cursor: a pooled connection must come back as it was lent.
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
@@ -213,8 +232,8 @@ async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: fl
                  LEFT JOIN receipt_outcomes o ON o.inbox_id = r.id
                  LEFT JOIN receipt_redelivery d ON d.inbox_id = r.id
                 WHERE o.inbox_id IS NULL
-                  AND r.received_at < now() - make_interval(secs => %s)
-                  AND (d.next_try_at IS NULL OR d.next_try_at <= now())
+                  AND (d.next_try_at <= now()
+                       OR (d.inbox_id IS NULL AND r.received_at < now() - make_interval(secs => %s)))
                 ORDER BY r.received_at
                 LIMIT %s""",
             (older_than_seconds, limit),

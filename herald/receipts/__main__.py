@@ -30,9 +30,7 @@ async def serve() -> None:
             hold_seconds=settings.receipts.hold_seconds,
         )
         server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
-        drainer = asyncio.create_task(run_drainer(
-                pool, client, DRAIN_INTERVAL_SECONDS, stop, first_delivery_grace=settings.receipts.hold_seconds + 1.0
-            ))
+        drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
         try:
             await server.serve()
         finally:

@@ -69,7 +69,7 @@ class ReceiptEndpoint:
             return PlainTextResponse("ErrorCode: must be a whole number", status_code=400)
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                inbox_id, _ = await store.store_report(
+                row = await store.store_report(
                     conn,
                     provider=PROVIDER,
                     provider_message_id=fields["MessageSid"],
@@ -79,18 +79,11 @@ class ReceiptEndpoint:
                     provider_event_at=_dlr_done_date(fields.get("RawDlrDoneDate")),
                     payload={key: value for key, value in fields.items() if key not in _PII_FIELDS},
                 )
-                cursor = await conn.execute(
-                    "SELECT id, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, "
-                    "received_at FROM receipt_inbox WHERE id = %s",
-                    (inbox_id,),
-                )
-                row = await cursor.fetchone()
         except (DatabaseError, PoolTimeout, OSError):
             # Not committed, so not acknowledged: the provider redelivers and nothing is lost.
             log.warning("could not store a %s report; answering 503", PROVIDER)
             return PlainTextResponse("report not stored; retry later", status_code=503)
-        report = StoredReport(dict(zip(("id", "provider_message_id", "provider_status", "attempt_ref", "error_code",
-                                         "provider_event_at", "received_at"), row)))
+        report = StoredReport(row)
         return Response(status_code=200, background=BackgroundTask(self._route, report))
 
     async def _route(self, report: StoredReport) -> None:
@@ -118,7 +111,7 @@ class ReceiptEndpoint:
 
     async def _deliver_quietly(self, reports: list[StoredReport]) -> None:
         try:
-            await deliver(self._pool, self._client, reports)
+            await deliver(self._pool, self._client, reports, first_delivery=True)
         except Exception:  # the rows are committed; the drainer will offer them again
             log.exception("direct delivery of inbox rows %s failed; the drainer will retry", [r.inbox_id for r in reports])
 

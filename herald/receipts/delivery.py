@@ -28,8 +28,9 @@ log = logging.getLogger("herald.receipts")
 # report beat our own attempt row, then slower for an intent that stays unreachable.
 REDELIVERY_BACKOFF = (1, 5, 15, 60, 300, 1800, 7200, 21600)
 # After a signal Temporal accepted, the report is in the workflow's history and will be decided;
-# the workflow writes its verdict at its next checkpoint (at the latest its first status poll),
-# so the row is looked at again only after this long, as a safety net (e.g. a terminated workflow).
+# the workflow writes its verdict at its next checkpoint (at the latest its first status poll).
+# The drainer looks at a row again only after this long, as a safety net (a terminated workflow,
+# a receipt server that died between its 2xx and its signal, a held report lost with its process).
 VERDICT_GRACE_SECONDS = 120
 
 
@@ -45,6 +46,7 @@ class StoredReport:
         self.provider_event_at: datetime | None = row["provider_event_at"]
         self.received_at: datetime = row["received_at"]
         self.tries: int = row.get("tries", 0)
+        self.workflow_id: str | None = row.get("workflow_id")
 
     @property
     def is_final(self) -> bool:
@@ -63,13 +65,22 @@ class StoredReport:
         )
 
 
-async def deliver(pool: AsyncConnectionPool, client: Client, reports: list[StoredReport]) -> str:
-    """Signal reports of one attempt to its workflow in one signal; returns what happened."""
+async def deliver(
+    pool: AsyncConnectionPool, client: Client, reports: list[StoredReport], *, first_delivery: bool = False
+) -> str:
+    """Signal reports of one attempt to its workflow in one signal; returns what happened.
+
+    A first delivery that signals writes nothing more: the drainer finds the rows after
+    VERDICT_GRACE_SECONDS if no verdict ever comes. A redelivery that signals schedules the
+    next look on the backoff, so an undecided row is not re-signalled on every drainer pass.
+    """
     refs = {report.attempt_ref for report in reports}
     if len(refs) != 1:
         raise ValueError("deliver() takes the reports of exactly one attempt")
     ref = refs.pop()
-    workflow_id = await store.workflow_for_attempt(pool, ref) if ref else None
+    workflow_id = next((r.workflow_id for r in reports if r.workflow_id), None)
+    if workflow_id is None and ref:
+        workflow_id = await store.workflow_for_attempt(pool, ref)
     if workflow_id is None:
         # The attempt row may not be committed yet (the report won the race): try again later.
         await _later(pool, reports, "attempt not known yet")
@@ -84,8 +95,8 @@ async def deliver(pool: AsyncConnectionPool, client: Client, reports: list[Store
             return "recorded_closed"
         await _later(pool, reports, f"signal failed: {error.status.name if error.status else 'rpc error'}")
         return "deferred"
-    # Signalled; the workflow writes the verdict. Look again much later, only in case it never does.
-    await store.schedule_redeliveries(pool, [(report.inbox_id, VERDICT_GRACE_SECONDS, None) for report in reports])
+    if not first_delivery:
+        await _later(pool, reports, None)
     return "signalled"
 
 

@@ -15,20 +15,20 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald.ledger import store
-from herald.receipts.delivery import StoredReport, deliver
+from herald.receipts.delivery import VERDICT_GRACE_SECONDS, StoredReport, deliver
 
 log = logging.getLogger("herald.receipts.drainer")
 
 BATCH = 200
 
 
-async def drain_once(pool: AsyncConnectionPool, client: Client, *, first_delivery_grace: float = 1.0) -> int:
+async def drain_once(pool: AsyncConnectionPool, client: Client, *, grace: float = VERDICT_GRACE_SECONDS) -> int:
     """Offer every due, undecided report once, one signal per attempt; returns how many were offered.
 
-    Reports younger than `first_delivery_grace` are still on their first, direct delivery
-    (which may hold a non-final report briefly to send it with the final one).
+    Rows the direct delivery could not signal carry a redelivery schedule and are due on it;
+    rows without one are offered once they are older than `grace`.
     """
-    rows = await store.undecided_reports(pool, older_than_seconds=first_delivery_grace, limit=BATCH)
+    rows = await store.undecided_reports(pool, older_than_seconds=grace, limit=BATCH)
     reports = sorted((StoredReport(row) for row in rows), key=lambda r: (r.attempt_ref or "", r.inbox_id))
     for _, group in groupby(reports, key=lambda r: r.attempt_ref):
         await deliver(pool, client, list(group))
@@ -36,11 +36,11 @@ async def drain_once(pool: AsyncConnectionPool, client: Client, *, first_deliver
 
 
 async def run_drainer(
-    pool: AsyncConnectionPool, client: Client, interval_seconds: float, stop: asyncio.Event, *, first_delivery_grace: float = 1.0
+    pool: AsyncConnectionPool, client: Client, interval_seconds: float, stop: asyncio.Event
 ) -> None:
     while not stop.is_set():
         try:
-            await drain_once(pool, client, first_delivery_grace=first_delivery_grace)
+            await drain_once(pool, client)
         except Exception:  # the loop must outlive a database or Temporal outage
             log.exception("drainer pass failed; retrying in %.1fs", interval_seconds)
         try:

@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -42,6 +43,6 @@ def test_there_is_a_history_for_every_path() -> None:
 async def test_history_replays_without_nondeterminism(path: Path) -> None:
     """A committed history of this path replays against the current workflow code without a determinism error."""
     history = WorkflowHistory.from_json(f"replay-{path.stem}", json.loads(path.read_text()))
-    replayer = Replayer(workflows=[NotificationWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[NotificationWorkflow], data_converter=pydantic_data_converter, workflow_runner=WORKFLOW_RUNNER)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
