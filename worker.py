@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 
 from temporalio.client import Client
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
@@ -27,6 +28,11 @@ from herald.temporal_client import connect
 from workflows.notification import NotificationWorkflow
 
 log = logging.getLogger("herald.worker")
+
+# The sandbox still refuses non-deterministic calls (datetime.now, random, I/O) in workflow code,
+# but imports every module once per process instead of once per workflow run: Herald's workflow
+# modules hold no mutable module state, and the replay tests (same runner) guard determinism.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
 def twilio_config(settings: TwilioSettings) -> TwilioConfig:
@@ -48,6 +54,7 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[NotificationWorkflow],
+        workflow_runner=WORKFLOW_RUNNER,
         activities=[ledger.append_ledger, ledger.last_attempt_to_recipient, provider.lookup, provider.cancel],
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
