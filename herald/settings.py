@@ -86,6 +86,20 @@ def _opt(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float, *, maximum: float) -> float:
+    """A duration in seconds between 0 and `maximum`; unset or empty keeps the default."""
+    raw = _opt(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= maximum:  # also refuses NaN
+        raise InvalidSetting(name, f"must be a number of seconds from 0 to {maximum:g}")
+    return value
+
+
 def _rate(env: Mapping[str, str], name: str) -> float | None:
     """A per-second rate: unset, empty or 0 means unlimited (None)."""
     raw = _opt(env, name)
@@ -128,7 +142,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
         port=int(env.get("HERALD_RECEIPT_PORT", ReceiptSettings().port)),
         public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
-        hold_seconds=float(env.get("HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds)),
+        hold_seconds=_seconds(env, "HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds, maximum=60),
     )
     return Settings(
         temporal=temporal,

@@ -8,9 +8,11 @@ import threading
 import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from bench.actions import billable_actions
 from herald.client import HeraldClient
 from herald.devstack.stack import LocalStack
 from herald.errors import IntentConflict, InvalidIntent
@@ -74,6 +76,37 @@ async def test_happy_path_is_delivered_by_report(herald: HeraldClient, emulator:
     assert messages[0]["body"] == "Herald Shop: payment of 42.50 EUR for order ord_84721 received. Thank you."
     inbox = await _eventually(lambda: _inbox_rows(pool, messages[0]["sid"]))
     assert sorted(status for status, _, _ in inbox) == ["delivered", "sent"]
+
+
+async def test_happy_path_costs_one_signal_and_at_most_six_billed_actions(
+    herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool
+) -> None:
+    """Both reports (sent, delivered) reach the workflow in one signal; the run bills 5 or 6 actions.
+
+    Counted from the workflow's own history by Temporal Cloud's rules (bench/actions.py): start,
+    submit, one signal, one write at the close, one search-attribute upsert, and the first poll's
+    timer unless the final report was in before the submit's answer was processed.
+    """
+    key, to = fresh_key(), fresh_recipient()
+    receipt = await herald.send(receipt_request(key, to))
+    assert await _finish(herald, key) is IntentState.DELIVERED
+    events = [event async for event in herald.handle(key).fetch_history_events()]
+    signals = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert len(signals) == 1
+    assert signals[0].workflow_execution_signaled_event_attributes.signal_name == "delivery_reports"
+    actions = billable_actions(events)
+    assert actions["workflow_started"] == 1
+    assert actions["activity"] == 1
+    assert actions["signal"] == 1
+    assert actions["local_activities"] == 1
+    assert actions["search_attributes"] == 1
+    assert actions["timer"] <= 1
+    assert sum(actions.values()) <= 6
+    # The one write at the close recorded both reports' verdicts.
+    sid = (await emulator.messages(to))[0]["sid"]
+    inbox = await _inbox_rows(pool, sid)
+    assert sorted((status, outcome) for status, outcome, _ in inbox) == [("delivered", "applied"), ("sent", "applied")]
+    assert (await intent_history(pool, receipt.workflow_id))["transitions"][-1]["to_state"] == "delivered"
 
 
 async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> None:

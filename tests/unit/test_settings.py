@@ -1,0 +1,22 @@
+"""Settings read from the environment: a bad value names its variable and the rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from herald.settings import InvalidSetting, load_settings
+
+
+def test_receipt_hold_defaults_to_two_seconds_and_reads_the_variable() -> None:
+    """HERALD_RECEIPT_HOLD_SECONDS defaults to 2 s and accepts 0 (hold nothing) and fractions."""
+    assert load_settings({}).receipts.hold_seconds == 2.0
+    assert load_settings({"HERALD_RECEIPT_HOLD_SECONDS": "0"}).receipts.hold_seconds == 0.0
+    assert load_settings({"HERALD_RECEIPT_HOLD_SECONDS": "0.25"}).receipts.hold_seconds == 0.25
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "61", "nan"])
+def test_a_bad_receipt_hold_is_refused_naming_the_variable(value: str) -> None:
+    """A hold that is not a number of seconds from 0 to 60 is refused with the variable's name and the rule."""
+    with pytest.raises(InvalidSetting) as refused:
+        load_settings({"HERALD_RECEIPT_HOLD_SECONDS": value})
+    assert str(refused.value) == "HERALD_RECEIPT_HOLD_SECONDS: must be a number of seconds from 0 to 60"
