@@ -187,16 +187,27 @@ def rate_limit_section(r: RateLimitResult | None) -> list[str]:
     if r is None:
         return ["Not run (`--rate-limit 0`)."]
     achieved = r.achieved_rate
+    pace = (
+        f"the worker's submit queue limited by the Temporal server to {r.submit_rate:g} submits/s"
+        f" (HERALD_SUBMIT_RATE_LIMIT = {_ratio(r.submit_rate, r.limit)} L; one task queue partition)"
+        if r.submit_rate
+        else "no server-side limit on the submit queue (HERALD_SUBMIT_RATE_LIMIT unset)"
+    )
+    share = r.share_429
     return [
         (
             f"- {r.intents} intents offered at once to a separate emulator limited to L = {r.limit:g} messages/s"
-            " (per sender; Herald has one sender), with Herald's production delivery policy (4 attempts, backoff 5 s ×2,"
-            " Retry-After honoured)."
+            f" (per sender; Herald has one sender), with {pace} and Herald's production delivery policy"
+            " (Retry-After honoured)."
         ),
-        f"- accepted by the provider: {r.accepted}; 429 answers: {r.rejected_429}",
+        (
+            f"- accepted by the provider: {r.accepted}; submits (create requests) {r.submits}, of which 429:"
+            f" {r.rejected_429} = **{_num(None if share is None else share * 100, 2)}% of submits** (target ≤ 1%)"
+        ),
         (
             f"- achieved rate: {_num(achieved, 2)} messages/s = **{_ratio(achieved, r.limit)} of L** (first start → last acceptance,"
-            f" {r.window_seconds:.1f} s)"
+            f" {r.window_seconds:.1f} s; target ≥ 0.95×); over the later half of the acceptances, past the first"
+            f" burst: {_num(r.steady_rate, 2)} messages/s = {_ratio(r.steady_rate, r.limit)} of L"
         ),
         (
             f"- queue age (intent start → provider acceptance): p50 {_num(percentile(r.queue_ages, 50), 1)} s,"

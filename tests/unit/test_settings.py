@@ -20,3 +20,19 @@ def test_a_bad_receipt_hold_is_refused_naming_the_variable(value: str) -> None:
     with pytest.raises(InvalidSetting) as refused:
         load_settings({"HERALD_RECEIPT_HOLD_SECONDS": value})
     assert str(refused.value) == "HERALD_RECEIPT_HOLD_SECONDS: must be a number of seconds from 0 to 60"
+
+
+def test_submit_rate_limit_is_unlimited_unless_set() -> None:
+    """HERALD_SUBMIT_RATE_LIMIT unset, empty or 0 means no limit; a positive number is the submits per second."""
+    assert load_settings({}).twilio.submit_rate_limit is None
+    assert load_settings({"HERALD_SUBMIT_RATE_LIMIT": ""}).twilio.submit_rate_limit is None
+    assert load_settings({"HERALD_SUBMIT_RATE_LIMIT": "0"}).twilio.submit_rate_limit is None
+    assert load_settings({"HERALD_SUBMIT_RATE_LIMIT": "9.7"}).twilio.submit_rate_limit == 9.7
+
+
+@pytest.mark.parametrize("value", ["ten", "-1", "inf", "nan"])
+def test_a_bad_submit_rate_limit_is_refused_naming_the_variable(value: str) -> None:
+    """A submit rate that is not a finite number of messages per second, at least 0, is refused naming the variable."""
+    with pytest.raises(InvalidSetting) as refused:
+        load_settings({"HERALD_SUBMIT_RATE_LIMIT": value})
+    assert str(refused.value).startswith("HERALD_SUBMIT_RATE_LIMIT: must be a number of messages per second")

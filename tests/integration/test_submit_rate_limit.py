@@ -1,0 +1,117 @@
+"""Submits paced by the Temporal server's task-queue rate limit, counted at a rate-limited emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from psycopg_pool import AsyncConnectionPool
+from temporalio.api.enums.v1 import RateLimitSource, TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from activities.ledger import LedgerActivities
+from activities.provider import ProviderActivities
+from herald.client import HeraldClient
+from herald.devstack.processes import ManagedProcess, free_port, wait_for_port
+from herald.devstack.stack import LocalStack
+from herald.lifecycle import IntentState
+from herald.providers.twilio import TwilioAdapter
+from herald.task_queues import submit_task_queue
+from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from worker import build_submit_worker, build_worker, twilio_config
+
+LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
+# The submit queue's server-side limit. Temporal's matcher lets PACE + 1 tasks out at once after a
+# quiet spell (a GCRA with a one-second burst) and the emulator's bucket holds LIMIT, so PACE must
+# be at most LIMIT - 1 for no 429 at all; one more token below that absorbs arrival jitter on a
+# loaded machine (bench/RESULTS.md measures paces nearer LIMIT).
+PACE = LIMIT - 2
+INTENTS = 30  # offered at once: three times what the emulator takes in a burst
+WAIT = 20.0
+
+
+@pytest.fixture
+async def limited_emulator(stack: LocalStack) -> AsyncIterator[str]:
+    """A second emulator, limited to LIMIT messages/s per sender, as its own process."""
+    e = stack.config.emulator
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
+        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(LIMIT),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    process = ManagedProcess(
+        "emulator-limited", argv, env={"PYTHONUNBUFFERED": "1"}, log_path=stack.log_dir / "emulator-limited.log"
+    )
+    process.start()
+    try:
+        await asyncio.to_thread(wait_for_port, "127.0.0.1", port, 30, process.process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.stop()
+
+
+async def _submit_rate_limit(temporal: Client, task_queue: str) -> tuple[float, int]:
+    """The rate limit the server applies to a task queue's activities, and where it comes from."""
+    response = await temporal.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=temporal.namespace,
+            task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            report_config=True,
+        )
+    )
+    return response.effective_rate_limit.requests_per_second, response.effective_rate_limit.rate_limit_source
+
+
+async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, receipt_server: str, limited_emulator: str
+) -> None:
+    """30 intents offered at once to a provider limited to 10/s are all accepted without one 429, at the configured pace."""
+    pace = PACE
+    task_queue = f"herald-rate-limit-{secrets.token_hex(4)}"
+    limited = settings.model_copy(
+        update={
+            "temporal": settings.temporal.model_copy(update={"task_queue": task_queue}),
+            "twilio": settings.twilio.model_copy(update={"api_base": limited_emulator, "submit_rate_limit": pace}),
+        }
+    )
+    adapter = TwilioAdapter(twilio_config(limited.twilio))
+    provider = ProviderActivities(adapter, limited.receipts.public_url, pool)
+    herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+    keys = [fresh_key() for _ in range(INTENTS)]
+    try:
+        async with (
+            build_worker(temporal, limited, LedgerActivities(pool), provider),
+            build_submit_worker(temporal, limited, provider),
+        ):
+            await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
+            finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), WAIT)
+            rate, source = await _submit_rate_limit(temporal, submit_task_queue(task_queue))
+    finally:
+        await adapter.aclose()
+    async with httpx.AsyncClient(base_url=limited_emulator, timeout=5.0) as admin:
+        stats = (await admin.get("/_emulator/stats")).json()
+        messages = (await admin.get("/_emulator/messages")).json()["messages"]
+
+    assert [final.state for final in finals] == [IntentState.DELIVERED] * INTENTS
+    # Counted at the provider: every intent accepted once, and not one submit refused.
+    assert stats["rate_limited"] == 0, stats
+    assert len(messages) == INTENTS and stats["accepted"] == INTENTS
+    # The server holds the worker's limit for the whole submit queue (one partition: see temporal-dev.yaml).
+    assert source == RateLimitSource.RATE_LIMIT_SOURCE_WORKER
+    assert rate == pytest.approx(pace)
+    # Paced, not drip-fed: after the first burst of at most PACE + 1, the rest go at the configured
+    # pace (an unpaced burst is accepted within the first second, or refused), give or take start-up.
+    accepted = sorted(datetime.fromisoformat(m["date_created"]).timestamp() for m in messages)
+    span = accepted[-1] - accepted[0]
+    expected = (INTENTS - (pace + 1)) / pace
+    assert expected - 0.3 <= span <= expected + 1.5, (span, expected)
