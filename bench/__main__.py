@@ -26,6 +26,7 @@ from pathlib import Path
 from bench import report
 from bench.context import Bench
 from bench.floor_run import run_floor
+from bench.floor_receipts import run_floor_receipts
 from bench.herald_run import run_herald, run_parked, run_rate_limited, run_receipts
 from bench.naive import run_naive
 from bench.stack import BenchStack
@@ -106,7 +107,9 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
                 out[pass_name][name] = await runner(bench, args.intents, rate, timeout)
         if args.receipts:
             print(f"report path: {args.receipts} reports", flush=True)
-            out["receipts"] = await run_receipts(bench, args.receipts, timeout)
+            out["receipts"] = await run_receipts(bench, args.receipts, timeout + args.receipts / 5)
+            print(f"report path, floor: {args.receipts} reports", flush=True)
+            out["floor_receipts"] = await run_floor_receipts(bench, args.receipts, timeout + args.receipts / 5)
         if args.rate_limit:
             print(f"rate limit: {args.rate_limit_intents} intents against L = {args.rate_limit:g}/s", flush=True)
             submit_rate = (
@@ -177,7 +180,7 @@ def render(
         "",
         "## Report path (webhook → inbox → signal)",
         "",
-        *report.receipts_section(out["receipts"]),
+        *report.receipts_section(out["receipts"], out.get("floor_receipts")),
         "",
         "## Under a provider rate limit",
         "",
@@ -189,7 +192,7 @@ def render(
         "",
         "## Targets (computed from the figures above)",
         "",
-        *report.targets(out["throughput"], out["latency"], out["parked"]),
+        *report.targets(out["throughput"], out["latency"], out["parked"], out["receipts"], out.get("floor_receipts")),
     ]
     return "\n".join(lines)
 

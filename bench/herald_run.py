@@ -128,6 +128,8 @@ class ReceiptsResult:
     cpu: dict[str, float] = field(default_factory=dict)
     states: Counter[str] = field(default_factory=Counter)
     timed_out: bool = False
+    # (current, peak) RSS in MiB of the variant's worker and of the Temporal server, once all parked.
+    rss_after_parking: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     @property
     def ingest_rate(self) -> float | None:
@@ -138,10 +140,21 @@ class ReceiptsResult:
         return self.applied / self.applied_seconds if self.applied_seconds else None
 
 
+def park_rss(bench: Bench, worker: str) -> dict[str, tuple[float, float] | None]:
+    return {"worker": rss_mib(bench.stack.pids[worker]), "temporal": rss_mib(bench.stack.pids["temporal"])}
+
+
+async def make_room_at_emulator(bench: Bench, n: int) -> None:
+    """The emulator stores at most EMULATOR_MAX_MESSAGES; earlier phases' messages are finished, forget them."""
+    if (await bench.emulator_stats())["stored_messages"] + n > EMULATOR_MAX_MESSAGES:
+        (await bench.admin.post("/_emulator/reset")).raise_for_status()
+
+
 async def _park(
     bench: Bench, n: int, tag: str, timeout: float, admin: httpx.AsyncClient
 ) -> tuple[str, dict[str, float], bool]:
     """Start n intents to one recipient whose messages the emulator accepts and never reports."""
+    await make_room_at_emulator(bench, n)
     recipient = fresh_recipient()
     # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
     (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
@@ -169,6 +182,7 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
     if not parked:
         result.timed_out = True
         return result
+    result.rss_after_parking = park_rss(bench, "worker")
     listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
     account, token, _ = bench.twilio
     done = datetime.now(UTC).strftime("%y%m%d%H%M")

@@ -132,13 +132,53 @@ def details(throughput: dict[str, Phase], latency: dict[str, Phase] | None) -> l
     return lines
 
 
-def receipts_section(r: ReceiptsResult | None) -> list[str]:
+def _rss(r: ReceiptsResult) -> str:
+    parts = []
+    for role, label in (("worker", "worker"), ("temporal", "Temporal server")):
+        v = r.rss_after_parking.get(role)
+        if v is not None:
+            parts.append(f"{label} {v[0]:.0f} MiB (peak {v[1]:.0f})")
+    return ", ".join(parts) or "—"
+
+
+def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = None) -> list[str]:
     if r is None:
         return ["Not run (`--receipts 0`)."]
+    lines = ["### Herald", "", *_herald_receipts(r)]
+    if floor is not None:
+        lines += ["", "### The floor, same callbacks", "", *_floor_receipts(floor)]
+        lines += [
+            "",
+            f"- Herald/floor: ingested (2xx) {_ratio(r.ingest_rate, floor.ingest_rate)},"
+            f" applied {_ratio(r.applied_rate, floor.applied_rate)}",
+        ]
+    return lines
+
+
+def _floor_receipts(r: ReceiptsResult) -> list[str]:
+    if r.timed_out and not r.answered_2xx:
+        return [f"{r.reports} floor workflows could not be parked within the timeout: no figure."]
+    per = {COLUMN_NAMES[c]: round(1000 * s / r.reports, 1) for c, s in r.cpu.items()}
+    return [
+        f"- {r.reports} floor workflows parked waiting for their signal (same `silent` fault); RSS once parked: {_rss(r)}",
+        (
+            f"- ingested (verified by the floor's receiver, signalled, answered 2xx): {r.answered_2xx} in"
+            f" {r.ingest_seconds:.2f} s = **{_num(r.ingest_rate)} receipts/s**"
+        ),
+        f"- applied (signal → workflow → insert activity ran): {r.applied} in {r.applied_seconds:.2f} s"
+        f" = **{_num(r.applied_rate)} receipts/s**; every workflow closed after {r.closed_seconds:.2f} s"
+        + (" (timed out)" if r.timed_out else ""),
+        f"- CPU ms per receipt over that window: {per}",
+        f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
+    ]
+
+
+def _herald_receipts(r: ReceiptsResult) -> list[str]:
     if r.timed_out and not r.answered_2xx:
         return [f"{r.reports} intents could not be parked in `accepted` within the timeout: no figure."]
     per = {COLUMN_NAMES[c]: round(1000 * s / r.reports, 1) for c, s in r.cpu.items()}
     return [
+        f"- RSS once all {r.reports} were parked: {_rss(r)}",
         (
             f"- {r.reports} intents parked in `accepted` (emulator fault `silent`: accepted, no callback), then the bench,"
             f" playing Twilio, posted one signed `delivered` callback per intent, {CALLBACK_CONCURRENCY} connections at a time."
@@ -219,14 +259,21 @@ def rate_limit_section(r: RateLimitResult | None) -> list[str]:
     ]
 
 
-def targets(throughput: dict[str, Phase], latency: dict[str, Phase] | None, parked: ParkedResult | None) -> list[str]:
-    f, h = throughput.get("floor"), throughput.get("herald")
-    if not (f and h and f.completed and h.completed):
-        return ["Not evaluated: the floor or Herald did not complete."]
-    lines = []
-
+def targets(
+    throughput: dict[str, Phase],
+    latency: dict[str, Phase] | None,
+    parked: ParkedResult | None,
+    receipts: ReceiptsResult | None = None,
+    floor_receipts: ReceiptsResult | None = None,
+) -> list[str]:
     def verdict(ok: bool | None) -> str:
         return "not measured" if ok is None else ("met" if ok else "**missed**")
+
+    lines = _parked_targets(parked, receipts, floor_receipts, verdict)
+    f, h = throughput.get("floor"), throughput.get("herald")
+    if not (f and h and f.completed and h.completed):
+        return ["- side by side: not evaluated (the floor or Herald did not complete, or was not run)", *lines]
+    lines = [*lines]
 
     ratio = (h.throughput or 0) / (f.throughput or 1)
     lines.append(f"- Herald intents/s ≥ 1.0× floor: {ratio:.2f}× → {verdict(ratio >= 1.0)}")
@@ -251,13 +298,30 @@ def targets(throughput: dict[str, Phase], latency: dict[str, Phase] | None, park
     actions = sum(h.actions.values()) / delivered if delivered else None
     lines.append(f"- billable actions per delivered SMS ≤ 5 (floor shape {sum(f.actions.values()) / f.completed:.2f}):"
                  f" {_num(actions, 2)} → {verdict(None if actions is None else actions <= 5)}")  # fmt: skip
-    if parked and parked.intents >= PARKED_TARGET and parked.worker_rss_after:
+    return lines
+
+
+def _parked_targets(
+    parked: ParkedResult | None, receipts: ReceiptsResult | None, floor: ReceiptsResult | None, verdict
+) -> list[str]:
+    lines = []
+    rss = None
+    if receipts and receipts.reports >= PARKED_TARGET and receipts.rss_after_parking.get("worker"):
+        rss = receipts.rss_after_parking["worker"][1]
+    elif parked and parked.intents >= PARKED_TARGET and parked.worker_rss_after:
         rss = parked.worker_rss_after[1]
-        lines.append(
-            f"- {PARKED_TARGET:,} parked intents, worker RSS < 1 GiB: peak {rss:.0f} MiB → {verdict(rss < 1024)}"
-        )
+    if rss is not None:
+        lines.append(f"- {PARKED_TARGET:,} parked intents, worker RSS < 1 GiB: peak {rss:.0f} MiB → {verdict(rss < 1024)}")
     else:
         lines.append(f"- {PARKED_TARGET:,} parked intents, worker RSS < 1 GiB: not measured in this run")
+    if receipts and floor and receipts.reports >= PARKED_TARGET and receipts.applied_rate and floor.applied_rate:
+        ratio = receipts.applied_rate / floor.applied_rate
+        lines.append(
+            f"- their reports ingested ≥ 1.0× the floor's rate (applied end to end): {ratio:.2f}× → {verdict(ratio >= 1.0)}"
+            f" (answered 2xx: {_ratio(receipts.ingest_rate, floor.ingest_rate)})"
+        )
+    else:
+        lines.append(f"- ingestion of {PARKED_TARGET:,} parked intents' reports vs the floor: not measured in this run")
     return lines
 
 
