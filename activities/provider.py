@@ -49,8 +49,13 @@ class ProviderActivities:
         Temporal action, yet the attempt row is still committed before the provider hears of
         it. Timeouts after sending come back as Unknown, never raised.
         """
+        # A quarter of the activity's budget for the ledger: with the database away the answer
+        # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
+        budget = activity.info().start_to_close_timeout
         try:
-            recorded = await store.write_batch(self._ledger, input.ledger)
+            recorded = await store.write_batch(
+                self._ledger, input.ledger, timeout=budget.total_seconds() / 4 if budget else None
+            )
         except (DatabaseError, PoolTimeout, OSError) as error:
             return SubmitStep(not_sent=f"ledger unavailable before the provider call ({type(error).__name__})")
         record = input.ledger.record

@@ -44,7 +44,7 @@ async def run_floor_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsRe
         listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
         return len(listed) >= m
 
-    if not await wait_until(all_accepted, timeout, interval=1.0):
+    if not await wait_until(all_accepted, timeout, interval=max(1.0, m / 2000)):
         result.timed_out = True
         return result
     await asyncio.sleep(2.0)  # the last submit answers reach their workflows

@@ -167,7 +167,7 @@ async def _park(
         listed = (await admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
         return len(listed) >= n
 
-    parked = await wait_until(all_accepted, timeout, interval=1.0)
+    parked = await wait_until(all_accepted, timeout, interval=max(1.0, n / 2000))
     if parked:
         # The last submit answers reach their workflows within a workflow task or two.
         await asyncio.sleep(2.0)

@@ -290,25 +290,22 @@ class NotificationWorkflow:
             step = await self._submit(attempt, rows)
             if step.not_sent is None:
                 break
-            if self._state is not IntentState.SUBMITTING:
-                # Cancelled while the ledger was away: the provider never heard of this attempt.
-                self._requeue(rows)
-                attempt.submit_result = "not_sent"
-                self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, f"intent {self._state.value} before submit")
-                return
-            closing = self._closing_clock()
-            if closing is not None:
+            # Nothing reached the provider: wait (without writing: the ledger is the problem), then
+            # prepare the same attempt again with whatever the workflow learned meanwhile, unless a
+            # cancel or a closing clock came first.
+            not_sent_waits += 1
+            due = workflow.now() + min(self._policy.backoff_initial * not_sent_waits, self._policy.backoff_max)
+            while workflow.now() < due and self._state is IntentState.SUBMITTING and self._closing_clock() is None:
+                await self._wait_until(due, None, lazy=True)
+            rows = rows.merged_with(self._take_batch())
+            closing = self._closing_clock() if self._state is IntentState.SUBMITTING else None
+            if self._state is not IntentState.SUBMITTING or closing is not None:
                 self._requeue(rows)
                 attempt.submit_result = "not_sent"
                 self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, step.not_sent)
-                self._close(*closing)
+                if closing is not None:
+                    self._close(*closing)
                 return
-            # Nothing reached the provider; wait (without writing: the ledger is the problem) and
-            # prepare the same attempt again, with whatever the workflow learned meanwhile.
-            not_sent_waits += 1
-            delay = min(self._policy.backoff_initial * not_sent_waits, self._policy.backoff_max)
-            await self._wait_until(workflow.now() + delay, None, lazy=True)
-            rows = rows.merged_with(self._take_batch())
         if step.recorded is not None and step.outcome is None:
             self._suppress(step.recorded)
             return

@@ -33,17 +33,18 @@ def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: f
     )
 
 
-async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch) -> IntentRecorded | None:
+async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout: float | None = None) -> IntentRecorded | None:
     """Write one batch of workflow rows in one transaction; a repeated batch inserts nothing new.
 
     With ``batch.record``, the intent row is inserted first (a no-op when it exists) and what the
     ledger already knew is returned. When the row belongs to another workflow run (Temporal's
     retention forgot an earlier run of this key, the ledger did not), nothing else is written:
-    the caller's sequence numbers would collide with that run's rows.
+    the caller's sequence numbers would collide with that run's rows. ``timeout`` bounds the
+    wait for a connection (the pool's own timeout otherwise).
     """
     if batch.is_empty():
         return None
-    async with pool.connection() as conn, conn.transaction():
+    async with pool.connection(timeout=timeout) as conn, conn.transaction():
         async with conn.cursor() as cursor:
             recorded = None
             if batch.record is not None:
@@ -99,6 +100,12 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
         ),
     )
     created = await cursor.fetchone() is not None
+    if created:
+        # A new row: this run is its first, and no transition or observation exists yet.
+        return IntentRecorded(
+            created=True, same_payload=True, first_run_id=run_id,
+            next_transition_seq=1, next_observation_seq=1, last_state=None,
+        )  # fmt: skip
     await cursor.execute(
         """SELECT i.intent_fingerprint, i.first_run_id,
                   (SELECT coalesce(max(seq), 0) FROM transitions t WHERE t.workflow_id = i.workflow_id),
@@ -141,6 +148,8 @@ async def _insert_receipt_outcomes(cursor: Any, rows: list[ReceiptOutcomeRow]) -
 
 
 _INBOX_COLUMNS = "id, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, received_at"
+# The intent an inbox row's attempt belongs to, read with the row (None while our attempt row is unknown).
+_WORKFLOW_OF_ATTEMPT = "(SELECT a.workflow_id FROM attempts a WHERE a.attempt_ref = receipt_inbox.attempt_ref) AS workflow_id"
 
 
 async def store_report(
@@ -165,24 +174,19 @@ async def store_report(
                     error_code, provider_event_at, payload)
                 VALUES (%s, %s, %s, %s, %s, %s, %s)
                 ON CONFLICT ON CONSTRAINT receipt_inbox_one_per_fact DO NOTHING
-                RETURNING {_INBOX_COLUMNS}""",
+                RETURNING {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT}""",
             (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
         )
         row = await cursor.fetchone()
         new = row is not None
         if row is None:
             await cursor.execute(
-                f"""SELECT {_INBOX_COLUMNS} FROM receipt_inbox
+                f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM receipt_inbox
                      WHERE provider = %s AND provider_message_id = %s AND provider_status = %s""",
                 (provider, provider_message_id, provider_status),
             )
             row = await cursor.fetchone()
-        workflow_id = None
-        if row["attempt_ref"] is not None:
-            await cursor.execute("SELECT workflow_id FROM attempts WHERE attempt_ref = %s", (row["attempt_ref"],))
-            found = await cursor.fetchone()
-            workflow_id = found["workflow_id"] if found else None
-    return {**row, "new": new, "workflow_id": workflow_id}
+    return {**row, "new": new}
 
 
 async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> str | None:

@@ -260,6 +260,35 @@ async def test_postgres_killed_while_reports_arrive(fault_stack, fault_herald, f
         await check_invariants(pool, fault_emulator, intents)
 
 
+async def test_postgres_down_when_the_submit_runs_sends_nothing_until_the_attempt_row_commits(
+    fault_stack, fault_herald, fault_emulator
+) -> None:
+    """With PostgreSQL down the submit activity cannot commit the attempt row, so it does not call the
+    provider; the workflow prepares the same attempt again and, once the ledger is back, sends it once."""
+    key, to = fresh_key(), fresh_recipient()
+    with worker(fault_stack, "worker-ledger-down"):
+        kill_hard(fault_stack._postgres)
+        try:
+            await fault_herald.send(receipt_request(key, to))
+            await asyncio.sleep(4)  # several submits meet the outage meanwhile
+            assert await fault_emulator.messages(to) == [], "nothing may reach the provider before its attempt row commits"
+        finally:
+            restart(fault_stack._postgres)
+        final = await _final(fault_herald, key)
+    assert final.state is IntentState.DELIVERED
+    assert len(await fault_emulator.messages(to)) == 1
+    # The same attempt, prepared again: nothing was sent, so nothing was spent from the retry budget.
+    assert [attempt.number for attempt in final.attempts] == [1]
+    history = [event async for event in fault_herald.handle(key).fetch_history_events()]
+    submits = [e for e in history if e.HasField("activity_task_scheduled_event_attributes")
+               and e.activity_task_scheduled_event_attributes.activity_type.name == "submit_attempt"]  # fmt: skip
+    assert len(submits) >= 2, "the outage should have refused at least one submit"
+    from herald.ledger.store import open_pool
+
+    async with open_pool(fault_stack.database_url, max_size=1) as pool:
+        await check_invariants(pool, fault_emulator, {workflow_id_for(key, "sms"): to})
+
+
 async def test_twenty_clients_one_key_and_a_conflicting_payload(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
     """Scenario 9: twenty clients start one key at once (one workflow, one message); another payload is refused (I6)."""
     settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
