@@ -129,7 +129,7 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
 def render(
     args: argparse.Namespace, make_command: str, command: str, load_before: str, load_after: str, out: dict
 ) -> str:
-    parked_hint = 'make bench ARGS="--intents 50 --latency-rate 0 --receipts 0 --rate-limit 0 --parked 10000 --results bench/RESULTS-parked.md"'
+    parked_hint = 'make bench ARGS="--intents 20 --latency-rate 0 --receipts 10000 --rate-limit 0 --results bench/RESULTS-parked.md"'
     lines = [
         "# Herald benchmark results",
         "",

@@ -198,8 +198,9 @@ def _herald_receipts(r: ReceiptsResult) -> list[str]:
 
 def parked_section(p: ParkedResult | None, command_hint: str) -> list[str]:
     if p is None:
-        return [(f"Not run in this invocation. Run it with `{command_hint}` (it starts the intents at Herald's start rate, "
-                "so 10,000 take several minutes on this machine).")]  # fmt: skip
+        return [(f"Not run (`--parked 0`). The 10,000-parked targets come from the report path with 10,000 reports,"
+                 f" which parks that many intents (and floor workflows), records RSS, then ingests their reports:"
+                 f" `{command_hint}` (several minutes on this machine).")]  # fmt: skip
 
     def mib(v: tuple[float, float] | None) -> str:
         return "—" if v is None else f"{v[0]:.0f} MiB (peak {v[1]:.0f})"

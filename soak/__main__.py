@@ -137,7 +137,10 @@ async def run(args: argparse.Namespace) -> int:
                 while time.monotonic() < deadline:
                     async with pool.connection() as conn:
                         open_ = (await (await conn.execute("SELECT count(*) FROM unresolved_intents")).fetchone())[0]
-                    if open_ == 0:
+                        # An intent's row is written with its first submit: count them too, or an intent
+                        # not yet dispatched would look resolved.
+                        recorded = (await (await conn.execute("SELECT count(*) FROM intents")).fetchone())[0]
+                    if open_ == 0 and recorded >= args.intents:
                         break
                     await asyncio.sleep(2)
                 stop.set()
