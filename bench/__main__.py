@@ -25,8 +25,8 @@ from pathlib import Path
 
 from bench import report
 from bench.context import Bench
-from bench.floor_run import run_floor
 from bench.floor_receipts import run_floor_receipts
+from bench.floor_run import run_floor
 from bench.herald_run import run_herald, run_parked, run_rate_limited, run_receipts
 from bench.naive import run_naive
 from bench.stack import BenchStack

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from temporalio.client import Client
 
 from bench.common import (
     Phase,
@@ -160,9 +161,16 @@ async def _park(
     (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
     herald = HeraldClient(bench.herald_temporal, bench.settings.temporal.task_queue, policy=PARKED_POLICY)
     starts, _, _ = await _start_intents(herald, n, None, tag, recipient)
+    return recipient, starts, await provider_holds(admin, recipient, n, timeout)
 
-    # Counted at the provider: the ledger records `accepted` only at an intent's first checkpoint
-    # (its first poll, an hour away here), so it cannot tell when they are parked.
+
+async def provider_holds(admin: httpx.AsyncClient, recipient: str, n: int, timeout: float) -> bool:
+    """Wait until the emulator holds n messages to `recipient`: the intents are parked.
+
+    Counted at the provider: Herald's ledger records `accepted` only at an intent's first
+    checkpoint (its first poll, an hour away here), and the floor has no ledger.
+    """
+
     async def all_accepted() -> bool:
         listed = (await admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
         return len(listed) >= n
@@ -171,18 +179,17 @@ async def _park(
     if parked:
         # The last submit answers reach their workflows within a workflow task or two.
         await asyncio.sleep(2.0)
-    return recipient, starts, parked
+    return parked
 
 
-async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
-    result = ReceiptsResult(m)
-    tag = new_tag()
-    like = f"order_receipt:bench_{tag}_%"
-    recipient, _, parked = await _park(bench, m, tag, timeout, bench.admin)
-    if not parked:
-        result.timed_out = True
-        return result
-    result.rss_after_parking = park_rss(bench, "worker")
+async def play_twilio(
+    bench: Bench, recipient: str, result: ReceiptsResult, variant: str, client: Client, id_prefix: str, timeout: float
+) -> float:
+    """Post one signed `delivered` callback for every message to `recipient`, as Twilio would, then
+    wait until the variant's workflows (ids starting with `id_prefix`) have closed.
+
+    Fills the result's 2xx count, ingest and close times, CPU by role; returns the first POST's time.
+    """
     listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
     account, token, _ = bench.twilio
     done = datetime.now(UTC).strftime("%y%m%d%H%M")
@@ -195,7 +202,7 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
         callbacks.append((url, params, compute_signature(token, url, params)))
     limits = httpx.Limits(max_connections=CALLBACK_CONCURRENCY, max_keepalive_connections=CALLBACK_CONCURRENCY)
     meter = CpuMeter(bench.stack.pids)
-    roles = {k: v for k, v in ROLES["herald"].items() if k != "emulator"}
+    roles = {k: v for k, v in ROLES[variant].items() if k != "emulator"}
     async with httpx.AsyncClient(limits=limits, timeout=30) as http:
 
         async def post(i: int) -> None:
@@ -208,13 +215,26 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
         first = time.time()
         await offer(len(callbacks), None, post)
         result.ingest_seconds = time.time() - first
-        closed = await wait_until(lambda: workflows_closed(bench.herald_temporal, like[:-1], m), timeout)
+        closed = await wait_until(lambda: workflows_closed(client, id_prefix, result.reports), timeout)
         result.closed_seconds = time.time() - first
         after = meter.snapshot()
     result.timed_out = not closed
     delta = CpuMeter.delta(before, after)
     result.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
     result.foreign_cores = CpuMeter.foreign(delta) / result.closed_seconds if result.closed_seconds else None
+    return first
+
+
+async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
+    result = ReceiptsResult(m)
+    tag = new_tag()
+    like = f"order_receipt:bench_{tag}_%"
+    recipient, _, parked = await _park(bench, m, tag, timeout, bench.admin)
+    if not parked:
+        result.timed_out = True
+        return result
+    result.rss_after_parking = park_rss(bench, "worker")
+    first = await play_twilio(bench, recipient, result, "herald", bench.herald_temporal, like[:-1], timeout)
     async with bench.pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT count(*), extract(epoch FROM max(decided_at))::float8 FROM receipt_outcomes WHERE workflow_id LIKE %s",
