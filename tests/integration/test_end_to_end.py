@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -88,7 +89,10 @@ async def test_happy_path_costs_one_signal_and_at_most_six_billed_actions(
     timer unless the final report was in before the submit's answer was processed.
     """
     key, to = fresh_key(), fresh_recipient()
-    receipt = await herald.send(receipt_request(key, to))
+    # The production poll schedule (first poll after 30 s), so a slow machine cannot turn the
+    # happy path into a polled one: the reports are the only way this intent finishes.
+    policy = TEST_POLICY.model_copy(update={"poll_initial": timedelta(seconds=30), "poll_max": timedelta(seconds=30)})
+    receipt = await herald.send(receipt_request(key, to), policy=policy)
     assert await _finish(herald, key) is IntentState.DELIVERED
     events = [event async for event in herald.handle(key).fetch_history_events()]
     signals = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
