@@ -144,10 +144,32 @@ def _rss(r: ReceiptsResult) -> str:
 def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = None) -> list[str]:
     if r is None:
         return ["Not run (`--receipts 0`)."]
-    lines = ["### Herald", "", *_herald_receipts(r)]
+    lines = [
+        "### Herald",
+        "",
+        *_receipt_lines(
+            r,
+            parked=(
+                f"{r.reports} intents parked in `accepted` (emulator fault `silent`: accepted, no callback), then the"
+                f" bench, playing Twilio, posted one signed `delivered` callback per intent, {CALLBACK_CONCURRENCY}"
+                " connections at a time"
+            ),
+            ingested="verified, stored in the inbox, committed, answered 2xx",
+            applied="signal → workflow → verdict written to the ledger",
+        ),
+        f"- final states: {dict(r.states)}",
+    ]
     if floor is not None:
-        lines += ["", "### The floor, same callbacks", "", *_floor_receipts(floor)]
         lines += [
+            "",
+            "### The floor, same callbacks",
+            "",
+            *_receipt_lines(
+                floor,
+                parked=f"{floor.reports} floor workflows parked waiting for their signal (same `silent` fault)",
+                ingested="verified by the floor's receiver, signalled, answered 2xx",
+                applied="signal → workflow → insert activity ran",
+            ),
             "",
             f"- Herald/floor: ingested (2xx) {_ratio(r.ingest_rate, floor.ingest_rate)},"
             f" applied {_ratio(r.applied_rate, floor.applied_rate)}",
@@ -155,42 +177,16 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
     return lines
 
 
-def _floor_receipts(r: ReceiptsResult) -> list[str]:
+def _receipt_lines(r: ReceiptsResult, *, parked: str, ingested: str, applied: str) -> list[str]:
+    """One variant's report-path figures; the phrases say what parked, ingested and applied mean for it."""
     if r.timed_out and not r.answered_2xx:
-        return [f"{r.reports} floor workflows could not be parked within the timeout: no figure."]
+        return [f"{r.reports} could not be parked within the timeout: no figure."]
     per = {COLUMN_NAMES[c]: round(1000 * s / r.reports, 1) for c, s in r.cpu.items()}
     return [
-        f"- {r.reports} floor workflows parked waiting for their signal (same `silent` fault); RSS once parked: {_rss(r)}",
-        (
-            f"- ingested (verified by the floor's receiver, signalled, answered 2xx): {r.answered_2xx} in"
-            f" {r.ingest_seconds:.2f} s = **{_num(r.ingest_rate)} receipts/s**"
-        ),
-        f"- applied (signal → workflow → insert activity ran): {r.applied} in {r.applied_seconds:.2f} s"
-        f" = **{_num(r.applied_rate)} receipts/s**; every workflow closed after {r.closed_seconds:.2f} s"
-        + (" (timed out)" if r.timed_out else ""),
-        f"- CPU ms per receipt over that window: {per}",
-        f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
-    ]
-
-
-def _herald_receipts(r: ReceiptsResult) -> list[str]:
-    if r.timed_out and not r.answered_2xx:
-        return [f"{r.reports} intents could not be parked in `accepted` within the timeout: no figure."]
-    per = {COLUMN_NAMES[c]: round(1000 * s / r.reports, 1) for c, s in r.cpu.items()}
-    return [
-        f"- RSS once all {r.reports} were parked: {_rss(r)}",
-        (
-            f"- {r.reports} intents parked in `accepted` (emulator fault `silent`: accepted, no callback), then the bench,"
-            f" playing Twilio, posted one signed `delivered` callback per intent, {CALLBACK_CONCURRENCY} connections at a time."
-        ),
-        (
-            f"- ingested (verified, stored in the inbox, committed, answered 2xx): {r.answered_2xx} in {r.ingest_seconds:.2f} s"
-            f" = **{_num(r.ingest_rate)} receipts/s**"
-        ),
-        f"- applied (signal → workflow → verdict written to the ledger): {r.applied} in {r.applied_seconds:.2f} s"
-        f" = **{_num(r.applied_rate)} receipts/s**; every workflow closed after {r.closed_seconds:.2f} s"
-        + (" (timed out)" if r.timed_out else ""),
-        f"- final states: {dict(r.states)}",
+        f"- {parked}; RSS once all were parked: {_rss(r)}",
+        f"- ingested ({ingested}): {r.answered_2xx} in {r.ingest_seconds:.2f} s = **{_num(r.ingest_rate)} receipts/s**",
+        f"- applied ({applied}): {r.applied} in {r.applied_seconds:.2f} s = **{_num(r.applied_rate)} receipts/s**;"
+        f" every workflow closed after {r.closed_seconds:.2f} s" + (" (timed out)" if r.timed_out else ""),
         f"- CPU ms per receipt over that window: {per}",
         f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
     ]
