@@ -52,10 +52,10 @@ class ProviderActivities:
         # A quarter of the activity's budget for the ledger: with the database away the answer
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
         budget = activity.info().start_to_close_timeout
+        # The attempt row says which provider it was handed to, committed before that provider is called.
+        rows = input.ledger.handed_to(input.attempt_ref, self._adapter.name)
         try:
-            recorded = await store.write_batch(
-                self._ledger, input.ledger, timeout=budget.total_seconds() / 4 if budget else None
-            )
+            recorded = await store.write_batch(self._ledger, rows, timeout=budget.total_seconds() / 4 if budget else None)
         except (DatabaseError, PoolTimeout, OSError) as error:
             return SubmitStep(not_sent=f"ledger unavailable before the provider call ({type(error).__name__})")
         record = input.ledger.record
@@ -63,7 +63,10 @@ class ProviderActivities:
             return SubmitStep(recorded=recorded)
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
         outcome = await self._adapter.submit(
-            to=input.to, body=input.body, status_callback=self.status_callback_url(input.attempt_ref)
+            to=input.to,
+            body=input.body,
+            status_callback=self.status_callback_url(input.attempt_ref),
+            validity_seconds=input.validity_seconds,
         )
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)

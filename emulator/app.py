@@ -14,6 +14,7 @@ Admin API (no auth, loopback clients only)::
     DELETE /_emulator/faults/{to}         disarm one number
     DELETE /_emulator/faults              disarm all
     GET    /_emulator/messages[?to=...]   every accepted message: history, callbacks and their results
+    POST   /_emulator/callbacks/release?to=...   let held callbacks (fault lost_then_reported) go
     GET    /_emulator/stats               counters
     POST   /_emulator/reset               forget messages, faults, counters; stop lifecycles
 
@@ -54,6 +55,7 @@ from emulator.faults import (
     Fault,
     FaultRegistry,
     HangWithoutAccept,
+    LostThenReported,
     RateLimit,
     Reject,
 )
@@ -61,6 +63,8 @@ from emulator.lifecycle import Lifecycle
 from emulator.listing import InvalidListQuery, list_page, parse_list_query
 from emulator.messages import (
     API_VERSION,
+    DEFAULT_VALIDITY_SECONDS,
+    VALIDITY_RANGE,
     MessageRecord,
     MessageStore,
     StatusChange,
@@ -131,6 +135,7 @@ def create_app(config: EmulatorConfig) -> Starlette:
         Route("/_emulator/faults/{to}", admin.arm_fault, methods=["PUT"]),
         Route("/_emulator/faults/{to}", admin.disarm_fault, methods=["DELETE"]),
         Route("/_emulator/messages", admin.list_messages, methods=["GET"]),
+        Route("/_emulator/callbacks/release", admin.release_callbacks, methods=["POST"]),
         Route("/_emulator/stats", admin.get_stats, methods=["GET"]),
         Route("/_emulator/reset", admin.reset, methods=["POST"]),
     ]
@@ -215,7 +220,7 @@ class _TwilioApi:
             await state.lifecycle.run_to_completion(record, fault)
             return JSONResponse(accepted, status_code=201)
         state.lifecycle.launch(record, fault)
-        if isinstance(fault, AcceptThenHang):
+        if isinstance(fault, (AcceptThenHang, LostThenReported)):
             state.stats.hangs += 1
             await asyncio.sleep(fault.hang_seconds)
         return JSONResponse(accepted, status_code=201)
@@ -240,6 +245,9 @@ class _TwilioApi:
         callback = fields.get("StatusCallback")
         if callback and not self._callback_url_allowed(callback):
             return 21609, None
+        if "ValidityPeriod" in fields and _validity_seconds(fields["ValidityPeriod"]) is None:
+            low, high = VALIDITY_RANGE
+            return 20001, f"Invalid parameter: ValidityPeriod must be an integer from {low} to {high}"
         return None
 
     def _callback_url_allowed(self, url: str) -> bool:
@@ -275,8 +283,13 @@ class _TwilioApi:
             date_updated=now,
             # Twilio reports 0 segments until a Messaging Service has picked the sender.
             num_segments="0" if sender is None else str(count_segments(body)),
+            validity_seconds=_validity_seconds(fields.get("ValidityPeriod", "")) or DEFAULT_VALIDITY_SECONDS,
             history=[StatusChange("queued", now)],
         )
+        if isinstance(fault, LostThenReported):
+            record.unlisted = True
+            record.callback_gate = asyncio.Event()
+            record.callback_release_after = fault.release_after_seconds
         state.store.add(record)
         state.stats.accepted += 1
         return record
@@ -318,6 +331,16 @@ class _TwilioApi:
             return error_response(400, 20001, f"Invalid parameter: {error}")
         list_path = f"/{API_VERSION}/Accounts/{self._state.config.account_sid}/Messages.json"
         return JSONResponse(list_page(self._state.store, query, list_path))
+
+
+def _validity_seconds(value: str) -> int | None:
+    """ValidityPeriod as Twilio takes it (whole seconds, 1 to 36,000), or None when it is not."""
+    low, high = VALIDITY_RANGE
+    value = value.strip()
+    if not (value.isascii() and value.isdigit()):
+        return None
+    seconds = int(value)
+    return seconds if low <= seconds <= high else None
 
 
 def _retry_after_header(fault: RateLimit) -> str:
@@ -381,6 +404,19 @@ class _AdminApi:
         to = request.query_params.get("to")
         records = [record for record in self._state.store.oldest_first() if to is None or record.to == to]
         return JSONResponse({"messages": [record.oracle() for record in records]})
+
+    async def release_callbacks(self, request: Request) -> Response:
+        if denied := self._foreign(request):
+            return denied
+        to = request.query_params.get("to")
+        if not to:
+            return JSONResponse({"error": "name the recipient: ?to=+1..."}, status_code=400)
+        released = 0
+        for record in self._state.store.by_recipient(to):
+            if record.callback_gate is not None and not record.callback_gate.is_set():
+                record.callback_gate.set()
+                released += 1
+        return JSONResponse({"to": to, "released": released})
 
     async def get_stats(self, request: Request) -> Response:
         if denied := self._foreign(request):

@@ -38,6 +38,21 @@ class AcceptThenHang(_FaultBase):
     hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
     # False: no status callbacks either, so only a lookup by our own reference can find the message.
     callbacks: bool = True
+    # How long the message waits in the sender's queue (`queued`, no `date_sent`) before it starts
+    # sending, as Twilio queues behind a sender's rate; past the message's ValidityPeriod it is
+    # dropped instead (`failed`, 30036) and never sent.
+    queue_seconds: float = Field(default=0.0, ge=0, le=_MAX_HANG_SECONDS)
+
+
+class LostThenReported(_FaultBase):
+    """A provider that contradicts itself, to prove Herald counts what it cannot prevent: accept,
+    hold the answer (the client times out), keep the message out of ListMessage for good, and hold
+    its status callbacks until the admin API releases them (or ``release_after_seconds`` pass).
+    A lookup by reference then proves "absence" wrongly, and the reports arrive afterwards."""
+
+    fault: Literal["lost_then_reported"]
+    hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+    release_after_seconds: float = Field(default=120.0, gt=0, le=_MAX_HANG_SECONDS)
 
 
 class HangWithoutAccept(_FaultBase):
@@ -129,6 +144,7 @@ class DelayedCallback(_FaultBase):
 Fault = Annotated[
     Union[
         AcceptThenHang,
+        LostThenReported,
         HangWithoutAccept,
         Error500,
         Error503,

@@ -31,6 +31,7 @@ from emulator.faults import (
     DuplicateCallbacks,
     Failed,
     Fault,
+    LostThenReported,
     NoCallback,
     OutOfOrderCallbacks,
     Silent,
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 # Twilio reports these two moments of an outbound SMS to the StatusCallback URL.
 _REPORTED_STATUSES = frozenset({"sent"}) | FINAL_STATUSES
 _SHUTDOWN_WAIT_SECONDS = 5.0
+# Twilio's code for a message dropped because it outstayed its ValidityPeriod in the queue.
+VALIDITY_EXPIRED_CODE = 30036
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,18 @@ class Lifecycle:
         policy = _CallbackPolicy.for_fault(fault)
         step = self._config.step_ms / 1000
         held: list[tuple[str, list[tuple[str, str]]]] = []
+        plan = _status_plan(fault)
+        queue_seconds = fault.queue_seconds if isinstance(fault, AcceptThenHang) else 0.0
+        if queue_seconds > 0:
+            # In the sender's queue: still `queued`, no date_sent. Twilio drops it once it has waited
+            # longer than its ValidityPeriod since creation, and reports that as failed.
+            if queue_seconds > record.validity_seconds:
+                await asyncio.sleep(record.validity_seconds)
+                plan = [("failed", VALIDITY_EXPIRED_CODE)]
+            else:
+                await asyncio.sleep(queue_seconds)
         async with asyncio.TaskGroup() as deliveries:
-            for status, error_code in _status_plan(fault):
+            for status, error_code in plan:
                 await asyncio.sleep(step)
                 now = datetime.now(timezone.utc)
                 if status == "sending" and record.from_ is None:
@@ -204,6 +217,12 @@ class Lifecycle:
         assert self._client is not None and record.status_callback is not None
         if delay:
             await asyncio.sleep(delay)
+        if record.callback_gate is not None:
+            # Fault lost_then_reported: held until the admin API releases it, or its bound passes.
+            try:
+                await asyncio.wait_for(record.callback_gate.wait(), timeout=record.callback_release_after)
+            except TimeoutError:
+                pass
         url = record.status_callback
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",

@@ -8,6 +8,7 @@ oracle.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from emulator.twilio_errors import describe
 
 API_VERSION = "2010-04-01"
 FINAL_STATUSES = frozenset({"delivered", "undelivered", "failed", "canceled"})
+# Twilio's ValidityPeriod: 36,000 s (10 h) unless the create request names a shorter one.
+DEFAULT_VALIDITY_SECONDS = 36_000
+VALIDITY_RANGE = (1, 36_000)
 
 # GSM 03.38 default alphabet (one septet each) and its extension table (two septets:
 # escape + char). Anything outside both forces UCS-2, which changes segment sizes.
@@ -96,6 +100,13 @@ class MessageRecord:
     date_sent: datetime | None = None
     error_code: int | None = None
     num_segments: str = "1"
+    # ValidityPeriod: the longest the message may wait in the queue before it is dropped (30036).
+    validity_seconds: int = DEFAULT_VALIDITY_SECONDS
+    # Fault `lost_then_reported`: never listed, and callbacks wait for this gate (at most
+    # callback_release_after seconds).
+    unlisted: bool = False
+    callback_gate: asyncio.Event | None = None
+    callback_release_after: float = 0.0
     history: list[StatusChange] = field(default_factory=list)
     callbacks: list[CallbackAttempt] = field(default_factory=list)
 
@@ -151,6 +162,8 @@ class MessageRecord:
             "status": self.status,
             "error_code": self.error_code,
             "fault": self.fault,
+            "validity_seconds": self.validity_seconds,
+            "unlisted": self.unlisted,
             "date_created": self.date_created.isoformat(),
             "date_sent": self.date_sent.isoformat() if self.date_sent else None,
             "status_callback": self.status_callback,
@@ -236,10 +249,22 @@ class MessageStore:
     def clear(self) -> None:
         self._by_sid.clear()
 
+    def by_recipient(self, to: str) -> list[MessageRecord]:
+        return [record for record in self._by_sid.values() if record.to == to]
+
     def oldest_first(self) -> list[MessageRecord]:
         return sorted(self._by_sid.values(), key=lambda record: record.seq)
 
     def newest_first(self, list_filter: ListFilter) -> list[MessageRecord]:
-        """Matching messages, newest first, as Twilio lists them."""
-        matching = [record for record in self._by_sid.values() if list_filter.matches(record)]
-        return sorted(matching, key=lambda record: record.seq, reverse=True)
+        """Matching messages as Twilio lists them: by ``date_sent``, most recent first.
+
+        Twilio documents that order and not where a message without ``date_sent`` (still queued)
+        goes; here such messages come first, being sent after every message that was, newest
+        created first. Clients must not rely on it (Herald's lookup does not).
+        """
+        matching = [
+            record for record in self._by_sid.values() if not record.unlisted and list_filter.matches(record)
+        ]
+        unsent = sorted((r for r in matching if r.date_sent is None), key=lambda r: r.seq, reverse=True)
+        sent = sorted((r for r in matching if r.date_sent is not None), key=lambda r: (r.date_sent, r.seq), reverse=True)
+        return unsent + sent

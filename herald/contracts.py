@@ -13,7 +13,7 @@ from pydantic import Field
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import Intent
 from herald.ledger.records import IntentRecorded, LedgerBatch
-from herald.lifecycle import IntentState, Source
+from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 
 # Custom search attributes the Web UI filters on; registered by the local launcher and,
@@ -87,13 +87,17 @@ class AttemptStatus(Frozen):
     number: int
     attempt_ref: str
     started_at: datetime
-    submit_result: str | None = None
+    submit_result: SubmitResult | None = None
     provider_id: str | None = None
     provider_status: ProviderStatus | None = None
     error_code: int | None = None
+    # For a final failure: whether its error code is classified retryable.
+    failure_retryable: bool = False
     retry_delay_seconds: float | None = None
     retry_hint_seconds: float | None = None
     lookups: int = 0
+    # Evidence arrived that the provider had it although Herald had concluded it never did.
+    seen_after_presumed_absent: bool = False
 
 
 class TransitionStatus(Frozen):
@@ -124,6 +128,9 @@ class SubmitInput(Frozen):
     attempt_ref: str
     to: str
     body: str
+    # The longest the provider may hold the message in its queue (Twilio: ValidityPeriod), in
+    # whole seconds; None for runs started before the queue bound, which sent none.
+    validity_seconds: int | None = None
     # Written in one transaction before the provider hears of the attempt: the attempt row, the
     # transition into submitting, whatever else the workflow had not yet recorded, and (for the
     # first attempt of a key) the intent row itself.

@@ -8,11 +8,16 @@ workflow) so the same history always replays to the same decision.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from herald.outcomes import Frozen
+from herald.outcomes import Frozen, NotFound
+
+# The longest queue time a provider is asked to honour, in whole seconds: Twilio's ValidityPeriod
+# range (1 s to 10 h). A bound the provider cannot express would make the proof window a guess.
+QUEUE_VALIDITY_RANGE_SECONDS = (1, 36_000)
 
 
 class DeliveryPolicy(Frozen):
@@ -32,9 +37,15 @@ class DeliveryPolicy(Frozen):
     # Wait this long after an unknown submit before the first lookup: the provider needs a
     # moment to make an accepted message visible to its list API.
     lookup_first_delay: timedelta = timedelta(seconds=5)
-    # "Not found" proves non-acceptance only when it is still true this long after the attempt
-    # began: long enough that no request of ours can still be in flight at the provider.
-    not_found_proof_window: timedelta = timedelta(seconds=60)
+    # How long after an attempt began a request of ours can still reach the provider and create a
+    # message there (our request timeouts, plus margin for a provider that holds a request open and
+    # for a listing that shows a new message late). First half of the not-found proof window.
+    submit_in_flight_bound: timedelta = timedelta(seconds=60)
+    # The longest an accepted message may wait in the provider's own queue before the provider drops
+    # it (sent to Twilio as ValidityPeriod; Twilio fails it with 30036). Second half of the proof
+    # window: after both, a message the attempt created has been sent (and is listed) or dropped.
+    # Ten minutes: a transactional notice that has not left the queue by then is late anyway.
+    provider_queue_validity: timedelta = timedelta(minutes=10)
     # Lookups of an unknown submit run on their own schedule, doubling from lookup_first_delay up to
     # this; never on the (much slower) poll schedule of accepted messages, or an unknown submit
     # could wait an hour for its second look.
@@ -48,6 +59,25 @@ class DeliveryPolicy(Frozen):
     # Minimum gap between two attempts to one recipient across intents: a burst of individually
     # valid class openings must not become harassment. Zero turns it off. Deferral, never a drop.
     recipient_cooldown: timedelta = timedelta(0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_runs_before_the_queue_bound(cls, data: Any) -> Any:
+        # Runs started before the queue bound carry `not_found_proof_window`, which meant exactly
+        # the in-flight bound; their histories must keep deserializing (and replaying) as they were.
+        if isinstance(data, dict) and "not_found_proof_window" in data:
+            data = dict(data)
+            data.setdefault("submit_in_flight_bound", data.pop("not_found_proof_window"))
+        return data
+
+    @field_validator("provider_queue_validity")
+    @classmethod
+    def _whole_seconds_in_provider_range(cls, value: timedelta) -> timedelta:
+        low, high = QUEUE_VALIDITY_RANGE_SECONDS
+        seconds = value.total_seconds()
+        if seconds != int(seconds) or not low <= seconds <= high:
+            raise ValueError(f"must be whole seconds from {low} to {high}")
+        return value
 
 
 def retry_delay(policy: DeliveryPolicy, failed_attempts: int, provider_hint: timedelta | None, jitter: float) -> timedelta:
@@ -98,3 +128,31 @@ def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timede
     base = _capped_growth(policy.poll_initial.total_seconds(), 2.0, polls_made, policy.poll_max.total_seconds())
     # +/-10 % jitter keeps restarts from aligning every intent's poll on the same second.
     return timedelta(seconds=base * (0.9 + 0.2 * jitter))
+
+
+def proof_window(policy: DeliveryPolicy) -> timedelta:
+    """How long after an attempt began "not found" can prove it was not accepted.
+
+    An attempt's message, if it exists, was created within ``submit_in_flight_bound`` of the
+    attempt's start and left the provider's queue within ``provider_queue_validity`` of its
+    creation: sent, and so listed where a search by reference finds it, or dropped unsent.
+    """
+    return policy.submit_in_flight_bound + policy.provider_queue_validity
+
+
+def absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, not_found: NotFound) -> bool:
+    """Whether a search that found nothing proves the attempt was never accepted.
+
+    Only when the search could have seen the message in every state the provider can hold it in:
+    the adapter bounds the provider's queue time (``queue_bounded``) and the search began after
+    the proof window. Anything less is "not found yet", and the attempt is looked up again.
+    """
+    if not not_found.queue_bounded or not_found.searched_at is None:
+        return False
+    return not_found.searched_at >= attempt_started_at + proof_window(policy)
+
+
+def legacy_absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, now: datetime) -> bool:
+    """The rule of runs started before the queue bound: absence counted once no request could be
+    in flight. Kept only so their histories replay; unsound against a provider's queue."""
+    return now - attempt_started_at >= policy.submit_in_flight_bound

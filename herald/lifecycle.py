@@ -52,8 +52,19 @@ TERMINAL_STATES = frozenset(
 
 # Declared transitions; anything else is a bug in the caller, not a judgement call.
 ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
+    # Beyond submitting: late evidence about an earlier attempt (herald.evidence), arriving while
+    # a new attempt waits to be prepared, settles the intent instead.
     IntentState.PENDING: frozenset(
-        {IntentState.SUBMITTING, IntentState.EXPIRED, IntentState.CANCELLED, IntentState.SUPPRESSED}
+        {
+            IntentState.SUBMITTING,
+            IntentState.ACCEPTED,
+            IntentState.DELIVERED,
+            IntentState.UNDELIVERED,
+            IntentState.PERMANENT_FAILURE,
+            IntentState.EXPIRED,
+            IntentState.CANCELLED,
+            IntentState.SUPPRESSED,
+        }
     ),
     IntentState.SUBMITTING: frozenset(
         {
@@ -67,8 +78,11 @@ ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
             IntentState.CANCELLED,
         }
     ),
+    # Back to submitting only when the accepted attempt failed while another attempt's outcome is
+    # still unknown (two attempts open at once happen only after a wrong "not accepted").
     IntentState.ACCEPTED: frozenset(
         {
+            IntentState.SUBMITTING,
             IntentState.DELIVERED,
             IntentState.UNDELIVERED,
             IntentState.RETRYABLE_FAILURE,
@@ -95,6 +109,48 @@ ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
 }
 
 
+class SubmitResult(str, Enum):
+    """What the submit step established about one attempt, before any lookup or report."""
+
+    ACCEPTED = "accepted"  # the provider returned its id
+    UNKNOWN = "unknown"  # the request may have reached the provider; looked up, never resent
+    RETRYABLE = "retryable"  # a definite "not now": the provider does not have it
+    REJECTED = "rejected"  # a definite, permanent refusal
+    NOT_SENT = "not_sent"  # the ledger was away, so the provider was never called
+    NOT_ACCEPTED = "not_accepted"  # was unknown; a lookup then proved the provider never took it
+
+    @property
+    def presumption(self) -> str | None:
+        """Why Herald concluded the provider does not have this attempt (and so may send another),
+        or None when it concluded no such thing. The ledger's duplicate counts group by it."""
+        return _PRESUMPTIONS.get(self)
+
+
+_PRESUMPTIONS = {SubmitResult.RETRYABLE: "submit_refused", SubmitResult.NOT_ACCEPTED: "lookup_not_found"}
+
+
+class ObservationKind(str, Enum):
+    """What an observation row records (the ledger's ``observations.kind``)."""
+
+    # The submit step's answer, one of SubmitResult's values.
+    ACCEPTED = "accepted"
+    UNKNOWN = "unknown"
+    RETRYABLE = "retryable"
+    REJECTED = "rejected"
+    NOT_SENT = "not_sent"
+    # A lookup or poll: the provider has it (with its status), has no such message, or could not say.
+    FOUND = "found"
+    NOT_FOUND = "not_found"
+    UNAVAILABLE = "unavailable"
+    STATUS = "status"  # a delivery report
+    DEFERRED = "deferred"  # a clock held the next attempt back (recipient cooldown)
+    KEY_CONFLICT = "key_conflict"  # a client reused the key with another payload
+    PROVIDER_CANCEL = "provider_cancel"  # the answer to asking the provider to drop an attempt
+    # Evidence that the provider had an attempt Herald had concluded it never took: a duplicate
+    # Herald may have caused, recorded so its own report counts it.
+    PRESUMED_NOT_ACCEPTED_THEN_SEEN = "presumed_not_accepted_then_seen"
+
+
 class Source(str, Enum):
     """Who produced a fact: the four observation paths of the design, plus the clocks."""
 
@@ -113,6 +169,9 @@ class AttemptView(Frozen):
     number: int
     provider_id: str | None = None
     provider_status: ProviderStatus | None = None
+    submit_result: SubmitResult | None = None
+    # For a final failed/undelivered status: whether its error code is classified retryable.
+    failure_retryable: bool = False
 
 
 class Observation(Frozen):
@@ -147,6 +206,41 @@ def check_transition(current: IntentState, target: IntentState) -> None:
         raise ValueError(f"transition {current.value} -> {target.value} is not declared")
 
 
+def judge_attempt(state: IntentState, attempt: AttemptView, observation: Observation) -> Verdict | None:
+    """The attempt-level rules: None when the fact may be applied to the attempt, else the
+    verdict that records it unapplied (another provider id, a duplicate, after a final status,
+    or stale)."""
+    if attempt.provider_id is not None and attempt.provider_id != observation.provider_id:
+        return Verdict(
+            applied=False,
+            reason=f"names provider id {observation.provider_id}, attempt {attempt.number} is {attempt.provider_id}",
+            attempt_status=attempt.provider_status,
+            intent_state=state,
+        )
+    previous = attempt.provider_status
+    if previous is None:
+        return None
+    if previous == observation.status:
+        return Verdict(
+            applied=False, reason=f"duplicate: attempt already {previous.value}", attempt_status=previous, intent_state=state
+        )
+    if previous.is_final:
+        return Verdict(
+            applied=False,
+            reason=f"attempt already final ({previous.value}); {observation.status.value} ignored",
+            attempt_status=previous,
+            intent_state=state,
+        )
+    if observation.status.rank < previous.rank:
+        return Verdict(
+            applied=False,
+            reason=f"stale: {observation.status.value} arrived after {previous.value}",
+            attempt_status=previous,
+            intent_state=state,
+        )
+    return None
+
+
 def observe(
     state: IntentState,
     attempt: AttemptView,
@@ -154,7 +248,10 @@ def observe(
     observation: Observation,
     retryable_code: bool,
 ) -> Verdict:
-    """Judge one provider observation against the intent and the attempt it names.
+    """Judge one provider observation against the intent and the attempt it names, the way runs
+    started before ``herald.evidence.observe_across`` did: only the current attempt moves the intent.
+
+    Kept for those runs' replay; new runs judge across all attempts.
 
     Args:
         state: the intent's state now.
@@ -168,33 +265,9 @@ def observe(
         A verdict: ``applied`` is False for stale, duplicate or contradictory facts,
         which the caller still records with the verdict's reason.
     """
-    if attempt.provider_id is not None and attempt.provider_id != observation.provider_id:
-        return Verdict(
-            applied=False,
-            reason=f"names provider id {observation.provider_id}, attempt {attempt.number} is {attempt.provider_id}",
-            attempt_status=attempt.provider_status,
-            intent_state=state,
-        )
-    previous = attempt.provider_status
-    if previous is not None:
-        if previous == observation.status:
-            return Verdict(
-                applied=False, reason=f"duplicate: attempt already {previous.value}", attempt_status=previous, intent_state=state
-            )
-        if previous.is_final:
-            return Verdict(
-                applied=False,
-                reason=f"attempt already final ({previous.value}); {observation.status.value} ignored",
-                attempt_status=previous,
-                intent_state=state,
-            )
-        if observation.status.rank < previous.rank:
-            return Verdict(
-                applied=False,
-                reason=f"stale: {observation.status.value} arrived after {previous.value}",
-                attempt_status=previous,
-                intent_state=state,
-            )
+    unapplied = judge_attempt(state, attempt, observation)
+    if unapplied is not None:
+        return unapplied
     # The attempt-level fact is accepted; now decide whether it moves the intent.
     status = observation.status
     if state.is_terminal:

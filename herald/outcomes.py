@@ -108,9 +108,17 @@ class Found(Frozen):
 
 
 class NotFound(Frozen):
+    """The provider answered and listed no such attempt; whether that proves absence is the
+    workflow's call (``herald.delivery_policy.absence_proven``), from the fields below."""
+
     kind: Literal["not_found"] = "not_found"
-    # How far back the provider was searched; the workflow decides whether that proves absence.
+    # How far back the provider was searched.
     searched_since: datetime | None = None
+    # When the search began: it saw the provider as it was then.
+    searched_at: datetime | None = None
+    # The adapter submits with a bound on the provider's queue time (Twilio: ValidityPeriod), so a
+    # message that was never listed can stop being invisible only by being sent (listed) or dropped.
+    queue_bounded: bool = False
 
 
 class Unavailable(Frozen):

@@ -18,7 +18,9 @@ TEST_POLICY = DeliveryPolicy(
     submit_timeout=timedelta(seconds=5),
     lookup_first_delay=timedelta(seconds=0.5),
     lookup_max=timedelta(seconds=2),
-    not_found_proof_window=timedelta(seconds=3),
+    # "Not found" proves absence after 3 + 4 s: submits carry ValidityPeriod=4 to the emulator.
+    submit_in_flight_bound=timedelta(seconds=3),
+    provider_queue_validity=timedelta(seconds=4),
     poll_initial=timedelta(seconds=1),
     poll_max=timedelta(seconds=3),
     resolution_horizon=timedelta(seconds=20),

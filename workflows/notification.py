@@ -8,7 +8,10 @@ activities and the ``delivery_report`` signal.
 The central rule: a submit whose outcome is unknown is resolved by looking the
 same attempt up, never by a second submit. Only an observation that proves the
 attempt was not accepted (a definite retryable answer, or a lookup that still
-finds nothing once no request of ours can be in flight) opens another attempt.
+finds nothing once the provider can no longer hold the message unlisted) opens
+another attempt, and only while no attempt of the intent is accepted or
+unresolved (``herald.evidence``). No intent is called ``unknown`` before a last
+lookup at the resolution horizon has found nothing conclusive.
 """
 
 from __future__ import annotations
@@ -43,7 +46,15 @@ with workflow.unsafe.imports_passed_through():
         attempt_number_of,
         attempt_ref,
     )
-    from herald.delivery_policy import lookup_delay, may_retry, poll_delay, retry_delay
+    from herald.delivery_policy import (
+        absence_proven,
+        legacy_absence_proven,
+        lookup_delay,
+        may_retry,
+        poll_delay,
+        retry_delay,
+    )
+    from herald.evidence import may_dispatch, next_state, observe_across
     from herald.ledger.records import (
         AttemptRow,
         IntentRecorded,
@@ -53,7 +64,16 @@ with workflow.unsafe.imports_passed_through():
         RecordIntentInput,
         TransitionRow,
     )
-    from herald.lifecycle import AttemptView, IntentState, Observation, Source, check_transition, observe
+    from herald.lifecycle import (
+        AttemptView,
+        IntentState,
+        Observation,
+        ObservationKind,
+        Source,
+        SubmitResult,
+        check_transition,
+        observe,
+    )
     from herald.outcomes import (
         Accepted,
         Found,
@@ -85,6 +105,14 @@ _SUBMIT_RETRY = RetryPolicy(maximum_attempts=1)
 _READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 _READ_TIMEOUT = timedelta(seconds=30)
 
+# Runs that record this marker prove absence only past the provider's queue bound, let evidence
+# about any attempt settle the intent, and look once more at the horizon before `unknown`. The
+# marker is asked for only where the earlier rules would decide otherwise (_new_rules), so a run
+# whose decisions agree under both, the normal path among them, records none and pays nothing;
+# runs recorded before it replay with the rules they were started under (tests/replay holds some).
+EVIDENCE_RULES_PATCH = "absence-proof-evidence-across-attempts-final-lookup"
+_OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
+
 
 def initial_search_attributes(template_label: str, channel: str) -> TypedSearchAttributes:
     """The search attributes a new intent starts with; set by the client in the start request."""
@@ -105,13 +133,15 @@ class _Attempt:
         self.number = number
         self.ref = ref
         self.started_at = started_at
-        self.submit_result: str | None = None
+        self.submit_result: SubmitResult | None = None
         self.provider_id: str | None = None
         self.provider_status: ProviderStatus | None = None
         self.error_code: int | None = None
+        self.failure_retryable = False
         self.retry_hint: timedelta | None = None
         self.retry_delay: timedelta | None = None
         self.lookups = 0
+        self.seen_after_presumed_absent = False
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> _Attempt:
@@ -120,7 +150,9 @@ class _Attempt:
         attempt.provider_id = status.provider_id
         attempt.provider_status = status.provider_status
         attempt.error_code = status.error_code
+        attempt.failure_retryable = status.failure_retryable
         attempt.lookups = status.lookups
+        attempt.seen_after_presumed_absent = status.seen_after_presumed_absent
         if status.retry_hint_seconds is not None:
             attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
         if status.retry_delay_seconds is not None:
@@ -132,10 +164,26 @@ class _Attempt:
         """True once nothing more can be learned about this attempt."""
         if self.provider_status is not None:
             return self.provider_status.is_final
-        return self.submit_result in ("retryable", "rejected", "not_accepted", "not_sent")
+        return self.submit_result in (
+            SubmitResult.RETRYABLE,
+            SubmitResult.REJECTED,
+            SubmitResult.NOT_ACCEPTED,
+            SubmitResult.NOT_SENT,
+        )
+
+    @property
+    def open(self) -> bool:
+        """Handed to the provider and not resolved: it is looked up or polled until it is."""
+        return self.submit_result is not None and not self.resolved
 
     def view(self) -> AttemptView:
-        return AttemptView(number=self.number, provider_id=self.provider_id, provider_status=self.provider_status)
+        return AttemptView(
+            number=self.number,
+            provider_id=self.provider_id,
+            provider_status=self.provider_status,
+            submit_result=self.submit_result,
+            failure_retryable=self.failure_retryable,
+        )
 
     def status(self) -> AttemptStatus:
         return AttemptStatus(
@@ -146,9 +194,11 @@ class _Attempt:
             provider_id=self.provider_id,
             provider_status=self.provider_status,
             error_code=self.error_code,
+            failure_retryable=self.failure_retryable,
             retry_delay_seconds=self.retry_delay.total_seconds() if self.retry_delay else None,
             retry_hint_seconds=self.retry_hint.total_seconds() if self.retry_hint else None,
             lookups=self.lookups,
+            seen_after_presumed_absent=self.seen_after_presumed_absent,
         )
 
 
@@ -233,10 +283,8 @@ class NotificationWorkflow:
         while not self._state.is_terminal:
             if self._state is IntentState.PENDING:
                 await self._dispatch()
-            elif self._state is IntentState.SUBMITTING:
-                await self._reconcile_unknown_submit()
-            elif self._state is IntentState.ACCEPTED:
-                await self._track_accepted()
+            elif self._state in _OPEN_STATES:
+                await self._resolve_open_attempts()
             elif self._state is IntentState.RETRYABLE_FAILURE:
                 await self._wait_for_retry()
         await self._follow_open_attempt()
@@ -273,7 +321,11 @@ class NotificationWorkflow:
         if closing is not None:
             self._close(*closing)
             return
-        if not await self._recipient_cooldown_passed():
+        if not await self._recipient_cooldown_passed() or self._state is not IntentState.PENDING:
+            return  # closed by a clock, or settled by late evidence about an earlier attempt
+        if not may_dispatch([attempt.view() for attempt in self._attempts]) and self._new_rules():
+            # Unreachable while every path settles first; if it were reached, settling beats sending.
+            self._settle("an earlier attempt is accepted or unresolved: no new attempt", Source.CLOCK)
             return
         number = len(self._attempts) + 1
         attempt = _Attempt(number, attempt_ref(self._workflow_id, number), workflow.now())
@@ -301,8 +353,8 @@ class NotificationWorkflow:
             closing = self._closing_clock() if self._state is IntentState.SUBMITTING else None
             if self._state is not IntentState.SUBMITTING or closing is not None:
                 self._requeue(rows)
-                attempt.submit_result = "not_sent"
-                self._observe_fact(attempt, Source.SUBMIT, "not_sent", True, step.not_sent)
+                attempt.submit_result = SubmitResult.NOT_SENT
+                self._observe_fact(attempt, Source.SUBMIT, ObservationKind.NOT_SENT, True, step.not_sent)
                 if closing is not None:
                     self._close(*closing)
                 return
@@ -317,7 +369,13 @@ class NotificationWorkflow:
         try:
             step = await workflow.execute_activity_method(
                 ProviderActivities.submit,
-                SubmitInput(attempt_ref=attempt.ref, to=self._intent.recipient, body=self._intent.body, ledger=rows),
+                SubmitInput(
+                    attempt_ref=attempt.ref,
+                    to=self._intent.recipient,
+                    body=self._intent.body,
+                    ledger=rows,
+                    validity_seconds=int(self._policy.provider_queue_validity.total_seconds()),
+                ),
                 task_queue=submit_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=self._policy.submit_timeout,
                 retry_policy=_SUBMIT_RETRY,
@@ -351,11 +409,15 @@ class NotificationWorkflow:
                 return True
             not_before = last + cooldown
             self._record_observation(
-                None, Source.CLOCK, "deferred", True, f"recipient cooldown: next attempt not before {not_before.isoformat()}"
+                None,
+                Source.CLOCK,
+                ObservationKind.DEFERRED,
+                True,
+                f"recipient cooldown: next attempt not before {not_before.isoformat()}",
             )
             while workflow.now() < not_before:
                 await self._wait_until(not_before, None)
-                if self._state.is_terminal:
+                if self._state is not IntentState.PENDING:
                     return False
                 closing = self._closing_clock()
                 if closing is not None:
@@ -364,95 +426,149 @@ class NotificationWorkflow:
 
     def _apply_submit(self, attempt: _Attempt, outcome: SubmitOutcome) -> None:
         result = outcome.result
-        attempt.submit_result = result.kind
+        attempt.submit_result = SubmitResult(result.kind)
         if isinstance(result, Accepted):
             fact = _fact(attempt, result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now())
-            self._apply_observation(attempt, fact, kind="accepted")
+            self._apply_observation(attempt, fact, kind=ObservationKind.ACCEPTED)
             return
         if isinstance(result, Unknown):
-            self._observe_fact(attempt, Source.SUBMIT, "unknown", True, f"outcome unknown, will look up: {result.reason}")
+            self._observe_fact(
+                attempt, Source.SUBMIT, ObservationKind.UNKNOWN, True, f"outcome unknown, will look up: {result.reason}"
+            )
             return
         attempt.error_code = result.error_code
-        self._observe_fact(attempt, Source.SUBMIT, result.kind, True, result.reason, error_code=result.error_code)
-        if self._state is not IntentState.SUBMITTING:
-            return  # a cancel or report already moved the intent; the refusal is still recorded
+        self._observe_fact(attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code)
         if isinstance(result, Retryable):
             attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
-            self._transition(IntentState.RETRYABLE_FAILURE, result.reason, Source.SUBMIT, attempt=attempt.number)
-        elif isinstance(result, Rejected):
-            self._transition(IntentState.PERMANENT_FAILURE, result.reason, Source.SUBMIT, attempt=attempt.number, closes=True)
+        # Earlier rules: a refusal moved only a submitting intent (a cancel or report may have moved it first).
+        earlier = self._state
+        if self._state is IntentState.SUBMITTING:
+            earlier = IntentState.RETRYABLE_FAILURE if isinstance(result, Retryable) else IntentState.PERMANENT_FAILURE
+        self._settle(result.reason, Source.SUBMIT, attempt=attempt.number, earlier_rules=earlier)
 
-    # ---- submitting: an unknown outcome is looked up, never resent ----------------------
+    def _settle(
+        self, reason: str, source: Source, *, attempt: int | None = None, earlier_rules: IntentState | None = None
+    ) -> None:
+        """Move an open intent to where the evidence of all its attempts puts it, if that moved.
 
-    async def _reconcile_unknown_submit(self) -> None:
-        attempt = self._attempts[-1]
-        due: datetime | None = None
-        while self._state is IntentState.SUBMITTING:
+        ``earlier_rules`` is where the rules before EVIDENCE_RULES_PATCH would have put it; where
+        the two differ, the run's patch marker decides.
+        """
+        target = next_state(self._state, [each.view() for each in self._attempts])
+        if earlier_rules is not None and earlier_rules is not target and not self._new_rules():
+            target = earlier_rules
+        if target is not self._state:
+            self._transition(target, reason, source, attempt=attempt, closes=target.is_terminal)
+
+    def _new_rules(self) -> bool:
+        """Whether this run follows the rules of EVIDENCE_RULES_PATCH; asked only where the earlier
+        rules would decide otherwise, so runs that never reach such a point record no marker."""
+        return workflow.patched(EVIDENCE_RULES_PATCH)
+
+    # ---- submitting / accepted: open attempts are looked up or polled, never resent ------
+    #
+    # An attempt without a provider id (its submit's outcome is unknown) is looked up by our
+    # reference on the lookup schedule; one with an id is polled on the slower poll schedule while
+    # reports are awaited. Normally one attempt is open; two are open only when evidence showed
+    # the provider had an attempt Herald had concluded it never took.
+
+    async def _resolve_open_attempts(self) -> None:
+        due: dict[int, tuple[bool, datetime]] = {}  # attempt number -> (polled by id, when)
+        while self._state in _OPEN_STATES:
             await self._continue_as_new_if_suggested()
-            if due is None:
-                delay = (
-                    self._policy.lookup_first_delay
-                    if attempt.lookups == 0
-                    else lookup_delay(self._policy, attempt.lookups, workflow.random().random())
-                )
-                due = workflow.now() + delay
-            timer_fired = await self._wait_until(due, attempt)
-            if self._state is not IntentState.SUBMITTING:
+            open_attempts = self._open_attempts()
+            for attempt in open_attempts:
+                by_id = attempt.provider_id is not None
+                if due.get(attempt.number, (None,))[0] is not by_id:
+                    due[attempt.number] = (by_id, workflow.now() + self._look_delay(attempt))
+            for number in [number for number in due if number not in {a.number for a in open_attempts}]:
+                del due[number]
+            governing = open_attempts[-1]
+            until = min(due[attempt.number][1] for attempt in open_attempts)
+            # Until an accepted attempt's first poll, the ledger and search attributes are not
+            # written: on the normal path the final report arrives first and one write at the close
+            # records everything. An intent still waiting at its first poll is checkpointed then.
+            lazy = all(attempt.provider_id is not None and attempt.lookups == 0 for attempt in open_attempts)
+            waited_in = self._state
+            timer_fired = await self._wait_until(until, governing, lazy=lazy)
+            if self._state not in _OPEN_STATES:
                 return
-            closing = self._closing_clock(attempt)
+            if self._state is not waited_in:
+                continue  # submitting <-> accepted: the schedules change before anything else is judged
+            closing = self._closing_clock(governing)
             if closing is not None:
-                self._close(*closing)
+                if closing[0] is IntentState.UNKNOWN and self._new_rules():
+                    await self._close_at_horizon(closing[1])
+                else:
+                    self._close(*closing)
                 return
             if not timer_fired:
                 continue
-            due = None
-            lookup = await self._lookup(attempt)
-            result = lookup.result
-            if isinstance(result, Found):
-                self._apply_observation(attempt, _found_observation(attempt, result), kind="found")
-            elif isinstance(result, NotFound):
-                proven = workflow.now() - attempt.started_at >= self._policy.not_found_proof_window
-                self._observe_fact(
-                    attempt,
-                    Source.POLL,
-                    "not_found",
-                    proven,
-                    "provider has no such message"
-                    + (" past the proof window: not accepted" if proven else "; within the proof window, looking again"),
-                )
-                if proven:
-                    attempt.submit_result = "not_accepted"
-                    self._transition(
-                        IntentState.RETRYABLE_FAILURE,
-                        f"lookup proved attempt {attempt.number} was not accepted",
-                        Source.POLL,
-                        attempt=attempt.number,
-                    )
-            else:
-                self._observe_fact(attempt, Source.POLL, "unavailable", False, result.reason)
+            for attempt in open_attempts:
+                if due[attempt.number][1] <= workflow.now() and attempt.open:
+                    del due[attempt.number]
+                    await self._look(attempt)
 
-    # ---- accepted: wait for reports, poll on a budget -----------------------------------
+    def _open_attempts(self) -> list[_Attempt]:
+        latest = self._attempts[-1]
+        earlier = [attempt for attempt in self._attempts[:-1] if attempt.open]
+        if earlier and self._new_rules():
+            return [*earlier, latest] if latest.open else earlier
+        return [latest]  # the earlier rules followed the latest attempt only
 
-    async def _track_accepted(self) -> None:
-        attempt = self._attempts[-1]
-        due: datetime | None = None
-        while self._state is IntentState.ACCEPTED:
-            await self._continue_as_new_if_suggested()
-            if due is None:
-                due = workflow.now() + poll_delay(self._policy, attempt.lookups, workflow.random().random())
-            # Until the first poll, the ledger and search attributes are not written: on the
-            # normal path the final report arrives first and one write at the close records
-            # everything. An intent still waiting at its first poll is checkpointed from then on.
-            timer_fired = await self._wait_until(due, attempt, lazy=attempt.lookups == 0)
-            if self._state is not IntentState.ACCEPTED:
-                return
-            closing = self._closing_clock(attempt)
-            if closing is not None:
-                self._close(*closing)
-                return
-            if timer_fired:
-                due = None
-                await self._poll(attempt)
+    def _look_delay(self, attempt: _Attempt) -> timedelta:
+        if attempt.provider_id is not None:
+            return poll_delay(self._policy, attempt.lookups, workflow.random().random())
+        if attempt.lookups == 0:
+            return self._policy.lookup_first_delay
+        return lookup_delay(self._policy, attempt.lookups, workflow.random().random())
+
+    async def _look(self, attempt: _Attempt) -> None:
+        """Ask the provider about one open attempt: poll it by id, or look it up by our reference."""
+        if attempt.provider_id is not None:
+            await self._poll(attempt)
+            return
+        lookup = await self._lookup(attempt)
+        result = lookup.result
+        if isinstance(result, Found):
+            self._apply_observation(attempt, _found_observation(attempt, result), kind=ObservationKind.FOUND)
+        elif isinstance(result, NotFound):
+            proven = absence_proven(self._policy, attempt.started_at, result)
+            if proven is not legacy_absence_proven(self._policy, attempt.started_at, workflow.now()):
+                proven = proven if self._new_rules() else not proven
+            self._observe_fact(
+                attempt,
+                Source.POLL,
+                ObservationKind.NOT_FOUND,
+                proven,
+                "provider has no such message"
+                + (" past the proof window: not accepted" if proven else "; within the proof window, looking again"),
+            )
+            if proven:
+                attempt.submit_result = SubmitResult.NOT_ACCEPTED
+                reason = f"lookup proved attempt {attempt.number} was not accepted"
+                self._settle(reason, Source.POLL, attempt=attempt.number, earlier_rules=IntentState.RETRYABLE_FAILURE)
+        else:
+            self._observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
+
+    async def _close_at_horizon(self, reason: str) -> None:
+        """The resolution horizon passed: look at every open attempt once more, and close as
+        `unknown` only if that last look found nothing conclusive. A worker running late delays
+        this verdict; it cannot manufacture it, since the look runs after the horizon."""
+        looked_at = workflow.now()
+        for attempt in self._open_attempts():
+            if attempt.open:
+                await self._look(attempt)
+        if self._state in _OPEN_STATES:
+            found = ", ".join(
+                f"attempt {a.number} {a.provider_status.value if a.provider_status else 'not found conclusively'}"
+                for a in self._open_attempts()
+            )
+            self._close(
+                IntentState.UNKNOWN,
+                f"{reason}; last lookup at {looked_at.isoformat()}: {found}",
+                Source.CLOCK,
+            )
 
     async def _follow_open_attempt(self) -> None:
         """After a cancel or expiry closed the intent, keep recording what its attempt does.
@@ -493,17 +609,17 @@ class NotificationWorkflow:
             canceled, reason = answer.canceled, answer.reason
         except ActivityError as error:
             canceled, reason = False, f"cancel activity failed: {_cause(error)}"
-        self._observe_fact(attempt, Source.OPERATOR, "provider_cancel", canceled, reason)
+        self._observe_fact(attempt, Source.OPERATOR, ObservationKind.PROVIDER_CANCEL, canceled, reason)
 
     async def _poll(self, attempt: _Attempt) -> None:
         lookup = await self._lookup(attempt)
         result = lookup.result
         if isinstance(result, Found):
-            self._apply_observation(attempt, _found_observation(attempt, result), kind="found")
+            self._apply_observation(attempt, _found_observation(attempt, result), kind=ObservationKind.FOUND)
         elif isinstance(result, NotFound):
-            self._observe_fact(attempt, Source.POLL, "not_found", False, "provider has no such message")
+            self._observe_fact(attempt, Source.POLL, ObservationKind.NOT_FOUND, False, "provider has no such message")
         else:
-            self._observe_fact(attempt, Source.POLL, "unavailable", False, result.reason)
+            self._observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
 
     async def _lookup(self, attempt: _Attempt) -> LookupOutcome:
         attempt.lookups += 1
@@ -625,23 +741,23 @@ class NotificationWorkflow:
                 self._observe_report_ignored(report, "names an attempt this intent never made")
                 continue
             fact = _fact(attempt, report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at)
-            self._apply_observation(attempt, fact, kind="status", inbox_id=report.inbox_id)
+            self._apply_observation(attempt, fact, kind=ObservationKind.STATUS, inbox_id=report.inbox_id)
 
     def _apply_observation(
-        self, attempt: _Attempt, observation: Observation, *, kind: str, inbox_id: int | None = None
+        self, attempt: _Attempt, observation: Observation, *, kind: ObservationKind, inbox_id: int | None = None
     ) -> None:
-        verdict = observe(
-            self._state,
-            attempt.view(),
-            self._attempts[-1].number,
-            observation,
-            retryable_code=is_retryable(observation.error_code),
-        )
+        retryable_code = is_retryable(observation.error_code)
+        verdict = observe_across(self._state, [each.view() for each in self._attempts], observation, retryable_code)
+        earlier = observe(self._state, attempt.view(), self._attempts[-1].number, observation, retryable_code)
+        if earlier.intent_state is not verdict.intent_state and not self._new_rules():
+            verdict = earlier
         if verdict.applied:
             attempt.provider_id = observation.provider_id
             attempt.provider_status = verdict.attempt_status
             if observation.error_code is not None:
                 attempt.error_code = observation.error_code
+            if observation.status.is_final:
+                attempt.failure_retryable = retryable_code and observation.status is not ProviderStatus.DELIVERED
         self._record_observation(
             attempt.number,
             observation.source,
@@ -654,6 +770,8 @@ class NotificationWorkflow:
             inbox_id=inbox_id,
             observed_at=observation.observed_at,
         )
+        if verdict.applied:
+            self._record_if_presumed_absent(attempt, observation)
         if verdict.applied and verdict.intent_state is not self._state:
             self._transition(
                 verdict.intent_state,
@@ -663,8 +781,35 @@ class NotificationWorkflow:
                 closes=verdict.intent_state.is_terminal,
             )
 
+    def _record_if_presumed_absent(self, attempt: _Attempt, observation: Observation) -> None:
+        """The provider had an attempt Herald had concluded it never took: record the contradiction
+        once per attempt, so the ledger's report counts the duplicate this may have caused."""
+        cause = attempt.submit_result.presumption if attempt.submit_result is not None else None
+        if cause is None or attempt.seen_after_presumed_absent or not self._new_rules():
+            return  # (runs under the earlier rules numbered their observations without this row)
+        attempt.seen_after_presumed_absent = True
+        later = [each.number for each in self._attempts[attempt.number :] if each.submit_result not in (None, SubmitResult.NOT_SENT)]
+        self._record_observation(
+            attempt.number,
+            observation.source,
+            ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN,
+            True,
+            f"attempt {attempt.number} was presumed not accepted ({cause}) and is {observation.status.value} "
+            f"({observation.source.value}); "
+            + (f"later attempt(s) {later} went to the provider too" if later else "no later attempt went out"),
+            provider_id=observation.provider_id,
+            provider_status=observation.status.value,
+            observed_at=observation.observed_at,
+        )
+
     def _observe_fact(
-        self, attempt: _Attempt, source: Source, kind: str, applied: bool, reason: str, error_code: int | None = None
+        self,
+        attempt: _Attempt,
+        source: Source,
+        kind: ObservationKind,
+        applied: bool,
+        reason: str,
+        error_code: int | None = None,
     ) -> None:
         self._record_observation(
             attempt.number, source, kind, applied, reason, error_code=error_code, provider_id=attempt.provider_id
@@ -674,7 +819,7 @@ class NotificationWorkflow:
         self._record_observation(
             None,
             Source.REPORT,
-            "status",
+            ObservationKind.STATUS,
             False,
             reason,
             provider_id=report.provider_id,
@@ -688,7 +833,7 @@ class NotificationWorkflow:
         self,
         attempt_number: int | None,
         source: Source,
-        kind: str,
+        kind: ObservationKind,
         applied: bool,
         reason: str,
         *,
@@ -820,7 +965,7 @@ class NotificationWorkflow:
         self._record_observation(
             None,
             Source.CLIENT,
-            "key_conflict",
+            ObservationKind.KEY_CONFLICT,
             False,
             f"key reused with another payload (fingerprint {conflict.intent_fingerprint[:16]}...); refused",
             observed_at=conflict.observed_at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from herald.intent import Intent
-from herald.lifecycle import IntentState, Source
+from herald.lifecycle import IntentState, ObservationKind, Source
 from herald.outcomes import Frozen
 
 
@@ -14,6 +14,9 @@ class AttemptRow(Frozen):
     workflow_id: str
     number: int
     prepared_at: datetime
+    # The provider the attempt was handed to, set by the submit activity in the transaction that
+    # precedes its one provider call; None in a row the workflow writes itself: never handed over.
+    provider: str | None = None
 
 
 class TransitionRow(Frozen):
@@ -32,7 +35,7 @@ class ObservationRow(Frozen):
     seq: int
     attempt_number: int | None
     source: Source
-    kind: str
+    kind: ObservationKind
     provider_id: str | None = None
     provider_status: str | None = None
     error_code: int | None = None
@@ -68,6 +71,15 @@ class LedgerBatch(Frozen):
 
     def is_empty(self) -> bool:
         return not (self.record or self.attempts or self.transitions or self.observations or self.receipt_outcomes)
+
+    def handed_to(self, attempt_ref: str, provider: str) -> LedgerBatch:
+        """This batch with the named attempt's row marked as handed to `provider` (by the submit
+        activity, which is about to call it); other attempt rows in the batch stay as they are."""
+        attempts = [
+            row.model_copy(update={"provider": provider}) if row.attempt_ref == attempt_ref else row
+            for row in self.attempts
+        ]
+        return self.model_copy(update={"attempts": attempts})
 
     def merged_with(self, later: LedgerBatch) -> LedgerBatch:
         """This batch followed by `later` (a write that must be repeated, plus what came since)."""

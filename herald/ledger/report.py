@@ -30,6 +30,11 @@ class LedgerReport(Frozen):
     inbox_undecided: int
     inbox_oldest_undecided: timedelta | None
     oldest_unresolved_age: timedelta | None
+    # Attempts Herald concluded the provider never took that it had after all, and of those the
+    # duplicates sent (the copy went out beside another copy), by "provider/cause".
+    presumed_then_seen: int = 0
+    duplicates_sent: int = 0
+    duplicates_by_cause: dict[str, int] = {}
 
     def render(self) -> str:
         def ms(value: float | None) -> str:
@@ -48,6 +53,9 @@ class LedgerReport(Frozen):
                 f"duplicate-key conflicts {self.key_conflicts}",
                 f"inbox rows {self.inbox_rows}   undecided {self.inbox_undecided}   oldest undecided "
                 f"{self.inbox_oldest_undecided or '-'}",
+                f"duplicates sent {self.duplicates_sent}"
+                + "".join(f"   {cause} {count}" for cause, count in sorted(self.duplicates_by_cause.items()))
+                + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})",
             ]
         )
 
@@ -84,7 +92,12 @@ SELECT
     (SELECT count(*) FROM receipt_inbox),
     (SELECT count(*) FROM undecided_reports),
     (SELECT max(age) FROM undecided_reports),
-    (SELECT max(age) FROM unresolved_intents)
+    (SELECT max(age) FROM unresolved_intents),
+    (SELECT count(*) FROM presumed_not_accepted_then_seen)
+"""
+
+_DUPLICATES_SQL = """
+SELECT provider || '/' || cause, count(*) FROM duplicates_sent GROUP BY provider, cause ORDER BY 1
 """
 
 
@@ -92,8 +105,10 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
     async with pool.connection() as conn:
         cursor = await conn.execute(_SQL)
         row = await cursor.fetchone()
+        cursor = await conn.execute(_DUPLICATES_SQL)
+        duplicates = dict(await cursor.fetchall())
     (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
-     inbox, undecided, inbox_age, oldest) = row  # fmt: skip
+     inbox, undecided, inbox_age, oldest, presumed_then_seen) = row  # fmt: skip
 
     def pct(part: int) -> float:
         return 100.0 * part / total if total else 0.0
@@ -114,4 +129,7 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
         inbox_undecided=undecided,
         inbox_oldest_undecided=inbox_age,
         oldest_unresolved_age=oldest,
+        presumed_then_seen=presumed_then_seen,
+        duplicates_sent=sum(duplicates.values()),
+        duplicates_by_cause=duplicates,
     )

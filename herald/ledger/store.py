@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import Intent
 from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
-from herald.lifecycle import IntentState
+from herald.lifecycle import IntentState, ObservationKind
 
 
 def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 5.0) -> AsyncConnectionPool:
@@ -53,9 +53,9 @@ async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout:
                     return recorded
             if batch.attempts:
                 await cursor.executemany(
-                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at)
-                       VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at) for a in batch.attempts],
+                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider)
+                       VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider) for a in batch.attempts],
                 )
             if batch.transitions:
                 await cursor.executemany(
@@ -132,7 +132,7 @@ async def _insert_observations(cursor: Any, rows: list[ObservationRow]) -> None:
                provider_status, error_code, applied, reason, inbox_id, observed_at)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
         [
-            (o.workflow_id, o.seq, o.attempt_number, o.source.value, o.kind, o.provider_id, o.provider_status,
+            (o.workflow_id, o.seq, o.attempt_number, o.source.value, o.kind.value, o.provider_id, o.provider_status,
              o.error_code, o.applied, o.reason, o.inbox_id, o.observed_at)
             for o in rows
         ],
@@ -213,11 +213,50 @@ async def record_report_for_closed_intent(
             "SELECT coalesce(max(seq), 0) + 1 FROM observations WHERE workflow_id = %s", (workflow_id,)
         )
         seq = (await cursor.fetchone())[0]
+        rows = [ObservationRow(workflow_id=workflow_id, seq=seq, reason=reason, **observation)]
+        contradiction = await _contradicted_presumption(conn, workflow_id, observation)
+        if contradiction is not None:
+            rows.append(contradiction.model_copy(update={"seq": seq + 1}))
         async with conn.cursor() as cur:
-            await _insert_observations(cur, [ObservationRow(workflow_id=workflow_id, seq=seq, reason=reason, **observation)])
+            await _insert_observations(cur, rows)
             await _insert_receipt_outcomes(
                 cur, [ReceiptOutcomeRow(inbox_id=inbox_id, outcome="ignored", reason=reason, workflow_id=workflow_id)]
             )
+
+
+async def _contradicted_presumption(
+    conn: AsyncConnection, workflow_id: str, observation: dict[str, Any]
+) -> ObservationRow | None:
+    """The `presumed_not_accepted_then_seen` row a report for a closed intent calls for: when its
+    attempt was concluded never taken by the provider, and no such row records that yet."""
+    number = observation.get("attempt_number")
+    if number is None:
+        return None
+    cursor = await conn.execute(
+        """SELECT p.cause FROM presumed_not_accepted p
+            WHERE p.workflow_id = %s AND p.attempt_number = %s
+              AND NOT EXISTS (SELECT 1 FROM observations o
+                               WHERE o.workflow_id = p.workflow_id AND o.attempt_number = p.attempt_number
+                                 AND o.kind = %s)""",
+        (workflow_id, number, ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN.value),
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    status = observation["provider_status"]
+    return ObservationRow(
+        workflow_id=workflow_id,
+        seq=1,  # the caller numbers it
+        attempt_number=number,
+        source=observation["source"],
+        kind=ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN,
+        provider_id=observation["provider_id"],
+        provider_status=status,
+        applied=False,
+        reason=f"attempt {number} was presumed not accepted ({row[0]}) and is {status} (report), "
+        "reported after the intent closed",
+        observed_at=observation["observed_at"],
+    )
 
 
 async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
@@ -271,7 +310,7 @@ async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[st
         if intent is None:
             return None
         queries = {
-            "attempts": "SELECT number, attempt_ref, prepared_at FROM attempts WHERE workflow_id = %s ORDER BY number",
+            "attempts": "SELECT number, attempt_ref, prepared_at, provider FROM attempts WHERE workflow_id = %s ORDER BY number",
             "transitions": """SELECT seq, at, from_state, to_state, reason, source, attempt_number
                                 FROM transitions WHERE workflow_id = %s ORDER BY seq""",
             "observations": """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,

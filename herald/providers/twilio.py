@@ -38,11 +38,14 @@ request becomes an outcome:
       ├── 404 .......................................... NotFound
       └── anything else, any httpx.HTTPError ........... Unavailable
 
-    find_by_reference: GET .../Messages.json?To=..&DateSent>=.. (up to 5 pages)
-      ├── exactly one matching message ................. Found
-      ├── none, every page read ........................ NotFound
+    find_by_reference: GET .../Messages.json?To=..&From=.. (newest first, no date filter)
+      ├── exactly one matching message, in any state .... Found (queued, accepted,
+      │                                                    scheduled, sending count too)
+      ├── none, read down to a message sent before
+      │   the attempt (or to the end of the list) ...... NotFound(searched_at, queue_bounded)
       ├── two or more .................................. Unavailable ("ambiguous: N messages match")
-      └── a page failed, more pages than allowed ....... Unavailable
+      └── a page failed, a next page outside this
+          account's Messages list, too many pages ...... Unavailable
 
     cancel: POST .../Messages/{Sid}.json  Status=canceled
       ├── 200 with status canceled ..................... canceled
@@ -101,9 +104,13 @@ _MESSAGE_SID = re.compile(MESSAGE_SID_PATTERN)
 
 # Clock skew allowed between our `since` and Twilio's `date_created`.
 MATCH_SKEW = timedelta(seconds=2)
-# One recipient rarely gets hundreds of messages in two days; past this we say "unavailable", not "absent".
-MAX_LIST_PAGES = 5
 LIST_PAGE_SIZE = 100
+# The search ends at the first message sent before the attempt, a bound in time; this bound in
+# pages only stops a runaway list (a next_page_uri that never ends). Reaching it is Unavailable,
+# never NotFound: 20,000 messages to one recipient since one attempt began is not a search we finished.
+MAX_LIST_PAGES = 200
+# ValidityPeriod as Twilio's API accepts it: whole seconds from 1 to 36,000 (10 h, its default).
+VALIDITY_PERIOD_RANGE = (1, 36_000)
 
 # Errors raised before any byte of the request could have left this process.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -149,7 +156,11 @@ class Capabilities(Frozen):
     idempotent_submit: bool  # a repeated submit cannot create a second message
     reference_in_reports: bool  # delivery reports carry our attempt reference
     status_lookup: bool  # a message can be fetched by its provider id
-    lookup_by_reference: bool  # a message can be found without its provider id
+    lookup_by_reference: bool  # a message can be found without its provider id, in every state it can be in
+    # A submit can bound the provider's own queue time (Twilio: ValidityPeriod): once the bound has
+    # passed, a message still unsent is dropped, so one that was never listed can no longer appear.
+    # Without it, "not found" by reference never proves absence.
+    bounded_queue: bool
     cancel_accepted: bool  # an accepted (not just scheduled) message can be canceled
 
 
@@ -167,17 +178,21 @@ class TwilioAdapter:
             None builds a real transport with retries off.
     """
 
+    # How the ledger names this provider (attempts.provider, receipt_inbox.provider).
+    name: ClassVar[str] = "twilio"
     capabilities: ClassVar[Capabilities] = Capabilities(
         idempotent_submit=False,  # Twilio has no idempotency key on message creation
         reference_in_reports=True,  # our StatusCallback URL carries the attempt reference
         status_lookup=True,
-        lookup_by_reference=True,  # by recipient, body hash and time; see find_by_reference
+        lookup_by_reference=True,  # by recipient, sender, body hash and creation time; see find_by_reference
+        bounded_queue=True,  # ValidityPeriod: at most 36,000 s in Twilio's queue, then failed (30036)
         cancel_accepted=False,  # Twilio cancels only scheduled messages
     )
 
     def __init__(self, config: TwilioConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._config = config
         self._account_url = f"{config.api_base}/{API_VERSION}/Accounts/{config.account_sid}"
+        self._messages_url = f"{self._account_url}/Messages.json"
         if transport is None:
             # retries=0 is httpx's default too; spelled out because retries belong to Temporal, not here.
             transport = httpx.AsyncHTTPTransport(
@@ -215,7 +230,9 @@ class TwilioAdapter:
         """Close the connection pool; the adapter is unusable afterwards."""
         await self._client.aclose()
 
-    async def submit(self, *, to: str, body: str, status_callback: str | None) -> SubmitOutcome:
+    async def submit(
+        self, *, to: str, body: str, status_callback: str | None, validity_seconds: int | None = None
+    ) -> SubmitOutcome:
         """Ask Twilio to send one message; one request, never retried.
 
         Args:
@@ -223,11 +240,24 @@ class TwilioAdapter:
             body: The exact text to send.
             status_callback: The URL Twilio posts status changes to (it carries
                 our attempt reference); None sends no StatusCallback.
+            validity_seconds: ``ValidityPeriod``: the longest the message may wait in
+                Twilio's outgoing queue before Twilio drops it (``failed``, 30036).
+                It bounds how long an accepted message can stay unsent, which is what
+                lets a later "not found" prove absence. None sends none (Twilio: 10 h).
 
         Returns:
             Accepted, Retryable, Rejected or Unknown; see the module docstring.
+
+        Raises:
+            ValueError: ``validity_seconds`` is outside the 1 to 36,000 s Twilio accepts
+                (raised before any request: a caller bug, never a network outcome).
         """
         form = {"To": to, "Body": body}
+        if validity_seconds is not None:
+            low, high = VALIDITY_PERIOD_RANGE
+            if not low <= validity_seconds <= high:
+                raise ValueError(f"validity_seconds must be from {low} to {high}")
+            form["ValidityPeriod"] = str(validity_seconds)
         if self._config.messaging_service_sid is not None:
             form["MessagingServiceSid"] = self._config.messaging_service_sid
         else:
@@ -235,7 +265,7 @@ class TwilioAdapter:
         if status_callback is not None:
             form["StatusCallback"] = status_callback
         try:
-            response = await self._request("POST", f"{self._account_url}/Messages.json", data=form)
+            response = await self._request("POST", self._messages_url, data=form)
         except _NEVER_SENT as error:
             return SubmitOutcome(
                 result=Retryable(reason=f"{type(error).__name__}: the request never left; not accepted")
@@ -275,21 +305,28 @@ class TwilioAdapter:
         """Find the message an attempt created when no provider id came back.
 
         Twilio has no client reference we can search on, so this lists the
-        messages to ``to`` and matches those whose body hashes to
-        ``content_sha256``, whose direction is outbound and whose
+        messages to ``to`` from our sender and matches those whose body hashes
+        to ``content_sha256``, whose direction is outbound and whose
         ``date_created`` is at or after ``since`` (less 2 s of clock skew).
 
-        The list is filtered server-side with ``DateSent>`` set to the UTC day
-        *before* ``since``: the spec takes GMT dates as ``YYYY-MM-DD``, and a
-        whole spare day covers both an inclusive and an exclusive reading of
-        the bound and any time zone slip; the exact cut is made client-side.
-        Pages are followed through ``next_page_uri``, at most 5.
+        No ``DateSent`` filter: Twilio sets ``date_sent`` only when a message
+        leaves its queue, so a message still ``queued``, ``accepted``,
+        ``scheduled`` or ``sending`` would never match one. Twilio lists newest
+        first by ``date_sent``; where it puts messages without one is not
+        documented. Pages are followed through ``next_page_uri`` until a listed
+        message was *sent* before ``since`` less the skew: every message listed
+        after it is older still, whether the list is ordered by ``date_sent`` or
+        by ``date_created``. A message without ``date_sent`` never ends the
+        search. That bound is in time, not pages: a recipient with hundreds of
+        messages a day is searched down to the attempt's start.
 
-        A message Twilio has not sent yet (``queued``, ``accepted``,
-        ``scheduled``) has a null ``date_sent`` and so does not appear under a
-        ``DateSent`` filter: NotFound here does not prove absence for long,
-        which is why the workflow keeps polling before it concludes anything.
-        Likewise a body Twilio changed or redacted will not match.
+        Where an unsent message is listed is the one thing this search cannot
+        know, which is why NotFound alone proves nothing: it proves absence only
+        once the provider's queue bound (``ValidityPeriod``) has passed for any
+        message the attempt could have created, so that such a message has
+        either been sent (and would be listed above the stop) or dropped. The
+        workflow makes that call (``herald.delivery_policy.absence_proven``)
+        from ``searched_at`` and ``queue_bounded``.
 
         Args:
             to: The recipient, E.164.
@@ -297,24 +334,24 @@ class TwilioAdapter:
             since: When the attempt started; must carry a time zone.
 
         Returns:
-            Found for exactly one match; NotFound(searched_since=since) when
-            every page was read and nothing matched; Unavailable when more
-            than one message matches (we never guess), a page could not be
-            read, or there were more pages than we follow.
+            Found for exactly one match; NotFound when the list was read down
+            to the attempt's start (or its end) without a match; Unavailable
+            when more than one message matches (we never guess), a page could
+            not be read, a next page points outside this account's Messages
+            list, or the list did not reach the attempt's start within
+            ``MAX_LIST_PAGES`` pages.
 
         Raises:
             ValueError: ``since`` has no time zone.
         """
         if since.tzinfo is None:
             raise ValueError("since must carry a time zone")
+        searched_at = datetime.now(UTC)
         earliest = since - MATCH_SKEW
-        day_before = (earliest.astimezone(UTC) - timedelta(days=1)).date()
-        url = f"{self._account_url}/Messages.json"
-        params: dict[str, str | int] | None = {
-            "To": to,
-            "DateSent>": day_before.isoformat(),
-            "PageSize": LIST_PAGE_SIZE,
-        }
+        url = self._messages_url
+        params: dict[str, str | int] | None = {"To": to, "PageSize": LIST_PAGE_SIZE}
+        if self._config.from_number is not None:
+            params["From"] = self._config.from_number
         matches: list[dict[str, Any]] = []
         for _ in range(MAX_LIST_PAGES):
             try:
@@ -326,34 +363,68 @@ class TwilioAdapter:
                 return LookupOutcome(result=Unavailable(reason=reason))
             page = _json_object(response)
             messages = page.get("messages") if page is not None else None
-            if not isinstance(messages, list):
+            if page is None or not isinstance(messages, list):
                 return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message list"))
+            reached_older = False
             for message in messages:
-                verdict = _matches(message, to=to, content_sha256=content_sha256, earliest=earliest)
+                verdict = self._matches(message, to=to, content_sha256=content_sha256, earliest=earliest)
                 if verdict is None:
                     # Same recipient and body, but no readable creation time: cannot be ruled in or out.
                     return LookupOutcome(result=Unavailable(reason="a candidate message has no readable date_created"))
                 if verdict:
                     matches.append(message)
+                reached_older = reached_older or _sent_before(message, earliest)
             if len(matches) > 1:
                 return LookupOutcome(result=Unavailable(reason=f"ambiguous: {len(matches)} messages match"))
-            next_page_uri = page.get("next_page_uri") if page is not None else None
-            if next_page_uri is None or next_page_uri == "":
+            next_page_uri = page.get("next_page_uri")
+            if reached_older or next_page_uri is None or next_page_uri == "":
                 break
             next_url = self._next_page_url(next_page_uri) if isinstance(next_page_uri, str) else None
             if next_url is None:
-                return LookupOutcome(result=Unavailable(reason="next_page_uri points outside the Twilio API base"))
+                return LookupOutcome(
+                    result=Unavailable(reason="next_page_uri points outside this account's Messages list")
+                )
             url, params = next_url, None  # the next-page URI carries every filter itself
         else:
             return LookupOutcome(
-                result=Unavailable(reason=f"search incomplete: more than {MAX_LIST_PAGES} pages of messages")
+                result=Unavailable(
+                    reason=f"search incomplete: {MAX_LIST_PAGES} pages did not reach the attempt's start"
+                )
             )
         if not matches:
-            return LookupOutcome(result=NotFound(searched_since=since))
+            return LookupOutcome(
+                result=NotFound(
+                    searched_since=since, searched_at=searched_at, queue_bounded=self.capabilities.bounded_queue
+                )
+            )
         found = _found(matches[0])
         if found is None:
             return LookupOutcome(result=Unavailable(reason="the matching message has no readable sid"))
         return LookupOutcome(result=found)
+
+    def _matches(self, message: Any, *, to: str, content_sha256: str, earliest: datetime) -> bool | None:
+        """True/False for a clear verdict; None when it is ours but for an unreadable creation date."""
+        if not isinstance(message, dict):
+            return False
+        body = message.get("body")
+        if not isinstance(body, str) or hashlib.sha256(body.encode("utf-8")).hexdigest() != content_sha256:
+            return False
+        if message.get("to") not in (None, to):
+            return False
+        direction = message.get("direction")
+        if not isinstance(direction, str) or not direction.startswith("outbound"):
+            return False
+        # Only our sender's messages: the same body from another number or service is not our attempt.
+        if self._config.from_number is not None:
+            # A sender number is fixed at creation; `from` is null only while a service still picks one.
+            if message.get("from") not in (None, self._config.from_number):
+                return False
+        elif message.get("messaging_service_sid") not in (None, self._config.messaging_service_sid):
+            return False
+        created = _rfc2822(message.get("date_created"))
+        if created is None:
+            return None
+        return created >= earliest
 
     async def cancel(self, provider_id: str) -> CancelOutcome:
         """Ask Twilio to cancel a message it has not sent yet.
@@ -408,12 +479,20 @@ class TwilioAdapter:
             return await self._client.request(method, url, data=data, params=params)
 
     def _next_page_url(self, next_page_uri: str) -> str | None:
-        # Our credentials go with every request, so a next page may only point back at the same API.
+        """The absolute URL of a next page, or None unless it is this account's Messages list.
+
+        Our credentials go with every request, so a next page may only point back at the very
+        list we asked for: the same API base, this account, the Messages list; not another host,
+        not another account's path, not another resource.
+        """
         if next_page_uri.startswith("/") and not next_page_uri.startswith("//"):
-            return f"{self._config.api_base}{next_page_uri}"
-        if next_page_uri.startswith(f"{self._config.api_base}/"):
-            return next_page_uri
-        return None
+            candidate = f"{self._config.api_base}{next_page_uri}"
+        else:
+            candidate = next_page_uri
+        path, query = candidate.partition("?")[::2]
+        if path != self._messages_url or "#" in query:
+            return None
+        return candidate
 
 
 def _classify_submit(response: httpx.Response) -> Accepted | Retryable | Rejected | Unknown:
@@ -469,22 +548,12 @@ def _classify_client_error(response: httpx.Response, status: int, code: int | No
     return Rejected(reason=f"HTTP {status} without a Twilio error code", http_status=status)
 
 
-def _matches(message: Any, *, to: str, content_sha256: str, earliest: datetime) -> bool | None:
-    """True/False for a clear verdict; None when recipient and body match but the date is unreadable."""
+def _sent_before(message: Any, earliest: datetime) -> bool:
+    """Whether a listed message left the queue before `earliest` (so it, and all after it, are older)."""
     if not isinstance(message, dict):
         return False
-    body = message.get("body")
-    if not isinstance(body, str) or hashlib.sha256(body.encode("utf-8")).hexdigest() != content_sha256:
-        return False
-    if message.get("to") not in (None, to):
-        return False
-    direction = message.get("direction")
-    if not isinstance(direction, str) or not direction.startswith("outbound"):
-        return False
-    created = _rfc2822(message.get("date_created"))
-    if created is None:
-        return None
-    return created >= earliest
+    sent = _rfc2822(message.get("date_sent"))
+    return sent is not None and sent < earliest
 
 
 def _found(message: dict[str, Any]) -> Found | None:

@@ -90,6 +90,8 @@ ERROR_CODES: dict[int, TwilioErrorCode] = {
     # Both are sender-registration gaps: nothing is wrong with the recipient, and registration fixes them.
     30032: _config("toll-free sender is not verified"),
     30034: _config("sender number is not registered for US A2P 10DLC"),
+    # ValidityPeriod passed while the message waited in Twilio's queue: it was never sent.
+    30036: _retryable("validity period expired in Twilio's queue; the message was never sent"),
 }
 
 

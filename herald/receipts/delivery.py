@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
-from herald.lifecycle import Source
+from herald.lifecycle import ObservationKind, Source
 from herald.providers.twilio_codes import map_status
 from workflows.notification import NotificationWorkflow
 
@@ -110,7 +110,7 @@ async def _record_for_closed_intent(
         observation={
             "attempt_number": attempt_number_of(signal.attempt_ref),
             "source": Source.REPORT,
-            "kind": "status",
+            "kind": ObservationKind.STATUS,
             "provider_id": report.provider_message_id,
             "provider_status": signal.status.value,
             "error_code": report.error_code,

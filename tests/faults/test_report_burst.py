@@ -18,14 +18,11 @@ from tests.support import TEST_POLICY
 
 INTENTS = 2_000
 # Reports are the only way these intents can finish: no callbacks from the emulator, no polls for an hour.
-# Under this load the emulator's lifecycle lags: a message can sit `queued` (invisible to a DateSent
-# lookup) for seconds, so "not found" needs a proof window far longer than the suite's default 3 s.
 PARKED = TEST_POLICY.model_copy(
     update={
         "poll_initial": timedelta(hours=1),
         "poll_max": timedelta(hours=1),
         "resolution_horizon": timedelta(hours=2),
-        "not_found_proof_window": timedelta(minutes=3),
         "lookup_max": timedelta(seconds=5),
     }
 )

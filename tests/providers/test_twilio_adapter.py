@@ -107,6 +107,8 @@ def message(
     status: str = "queued",
     direction: str = "outbound-api",
     created: datetime = SINCE + timedelta(seconds=1),
+    sent: datetime | None | str = "created",
+    sender: str | None = FROM_NUMBER,
     error_code: int | None = None,
 ) -> dict[str, Any]:
     return {
@@ -114,11 +116,12 @@ def message(
         "account_sid": ACCOUNT_SID,
         "body": body,
         "to": to,
-        "from": FROM_NUMBER,
+        "from": sender,
         "status": status,
         "direction": direction,
         "date_created": rfc2822(created),
-        "date_sent": rfc2822(created),
+        # Twilio stamps date_sent when a message leaves its queue; None while it is still queued.
+        "date_sent": rfc2822(created) if sent == "created" else (rfc2822(sent) if sent is not None else None),
         "date_updated": rfc2822(created + timedelta(seconds=3)),
         "error_code": error_code,
         "error_message": None,
@@ -360,6 +363,24 @@ async def test_submit_sends_from_number_form() -> None:
     assert form_of(request) == {"To": RECIPIENT, "From": FROM_NUMBER, "Body": BODY, "StatusCallback": CALLBACK}
 
 
+async def test_submit_sends_validity_period_as_whole_seconds() -> None:
+    """A queue bound goes out as Twilio's ValidityPeriod, in whole seconds."""
+    seen: list[httpx.Request] = []
+    async with make_adapter(recording(respond(201, message()), seen)) as adapter:
+        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK, validity_seconds=600)
+    assert form_of(seen[0])["ValidityPeriod"] == "600"
+
+
+@pytest.mark.parametrize("seconds", [0, -5, 36_001])
+async def test_submit_refuses_a_validity_period_twilio_would_not_take(seconds: int) -> None:
+    """A ValidityPeriod outside 1..36,000 s is a caller bug: ValueError, and nothing is sent."""
+    seen: list[httpx.Request] = []
+    async with make_adapter(recording(respond(201, message()), seen)) as adapter:
+        with pytest.raises(ValueError, match="validity_seconds"):
+            await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=seconds)
+    assert seen == []
+
+
 async def test_submit_sends_messaging_service_and_omits_absent_callback() -> None:
     """With a messaging service the form sends MessagingServiceSid instead of From, and no StatusCallback if None."""
     seen: list[httpx.Request] = []
@@ -449,6 +470,7 @@ def test_capabilities() -> None:
     assert capabilities.reference_in_reports is True
     assert capabilities.status_lookup is True
     assert capabilities.lookup_by_reference is True
+    assert capabilities.bounded_queue is True
     assert capabilities.cancel_accepted is False
 
 
@@ -540,10 +562,17 @@ async def test_fetch_refuses_a_non_sid_without_asking() -> None:
 
 def next_page_uri(page: int) -> str:
     # The shape Twilio uses (see the spec's readFullPage1 example).
-    return (
-        f"{MESSAGES_PATH}?To=%2B15558675310&DateSent%3E=2025-03-13&PageSize=100"
-        f"&Page={page}&PageToken=PAtoken{page}"
-    )
+    return f"{MESSAGES_PATH}?To=%2B15558675310&From=%2B15005550006&PageSize=100&Page={page}&PageToken=PAtoken{page}"
+
+
+def newer(index: int) -> dict[str, Any]:
+    """Another message to the same recipient, sent after the attempt began (so listed before the stop)."""
+    return message(sid=f"SM{index:032x}", body=f"other news {index}", created=SINCE + timedelta(seconds=5 + index))
+
+
+def older(index: int, **overrides: Any) -> dict[str, Any]:
+    """A message sent before the attempt began: the search stops at the first one listed."""
+    return message(sid=f"SM{index + 1000:032x}", created=SINCE - timedelta(hours=1, seconds=index), **overrides)
 
 
 def pages(*contents: list[dict[str, Any]]) -> Handler:
@@ -582,10 +611,68 @@ async def test_find_single_match() -> None:
 
 
 async def test_find_no_match() -> None:
-    """When every page was read and nothing matches, the result is NotFound with the searched bound."""
+    """When the list was read to its end without a match: NotFound with the searched bound, when
+    the search began, and that Twilio's queue is bounded (so the workflow may weigh it as proof)."""
+    before = datetime.now(UTC)
     result = await find_with(pages([]))
     assert isinstance(result, NotFound)
     assert result.searched_since == SINCE
+    assert result.searched_at is not None and before <= result.searched_at <= datetime.now(UTC)
+    assert result.queue_bounded is True
+
+
+@pytest.mark.parametrize("label", ["queued", "accepted", "scheduled", "sending"])
+async def test_find_sees_a_message_twilio_has_not_sent(label: str) -> None:
+    """A message still in Twilio's queue (no date_sent) is found, live: it is ours, and it may still go out."""
+    result = await find_with(pages([message(status=label, sent=None)]))
+    assert isinstance(result, Found)
+    assert result.status is ProviderStatus.QUEUED
+
+
+async def test_find_pages_down_to_the_attempts_start() -> None:
+    """Busy recipient: 250 messages sent since the attempt began fill three pages; the search reads
+    them all, finds the attempt's message on the third page, and stops at the first older message."""
+    seen: list[httpx.Request] = []
+    fresh = [newer(i) for i in range(250, 0, -1)]
+    contents = [fresh[:100], fresh[100:200], [*fresh[200:], message(), older(1)], [older(2)], [older(3)]]
+    result = await find_with(pages(*contents), seen)
+    assert isinstance(result, Found)
+    assert result.provider_id == MESSAGE_SID
+    assert len(seen) == 3
+    assert [request.url.params.get("Page", "0") for request in seen] == ["0", "1", "2"]
+
+
+async def test_find_stops_at_the_first_message_sent_before_the_attempt() -> None:
+    """Six hundred earlier messages after the first older one are never read: the bound is in time, not pages."""
+    seen: list[httpx.Request] = []
+    contents = [[older(0)], *[[older(i) for i in range(page * 100, page * 100 + 100)] for page in range(6)]]
+    result = await find_with(pages(*contents), seen)
+    assert isinstance(result, NotFound)
+    assert len(seen) == 1
+
+
+async def test_unsent_messages_never_end_the_search() -> None:
+    """A message without date_sent, however old its creation, does not stop the search (its place in the list is not documented)."""
+    seen: list[httpx.Request] = []
+    stale_queued = message(sid=OTHER_SID, body="stuck", created=SINCE - timedelta(days=1), sent=None)
+    result = await find_with(pages([stale_queued], [message(), older(1)], [older(2)]), seen)
+    assert isinstance(result, Found)
+    assert len(seen) == 2
+
+
+async def test_a_queued_message_listed_last_is_not_seen_until_it_leaves_the_queue() -> None:
+    """Where Twilio lists unsent messages is undocumented: listed after older ones, a queued message
+    is missed (NotFound, which alone proves nothing); once sent, it is listed above them and found."""
+    queued_last = pages([older(1), older(2)], [message(status="queued", sent=None)])
+    assert isinstance(await find_with(queued_last), NotFound)
+    sent_now = pages([message(status="sent", sent=SINCE + timedelta(seconds=30)), older(1), older(2)])
+    assert isinstance(await find_with(sent_now), Found)
+
+
+async def test_find_ignores_the_same_body_from_another_sender() -> None:
+    """The same text sent from another number is not our attempt."""
+    result = await find_with(pages([message(sender="+15005550009")]))
+    assert isinstance(result, NotFound)
 
 
 async def test_find_two_matches_is_ambiguous() -> None:
@@ -597,7 +684,8 @@ async def test_find_two_matches_is_ambiguous() -> None:
 
 async def test_find_two_matches_across_pages_is_ambiguous() -> None:
     """Matches on different pages still count together as ambiguous."""
-    result = await find_with(pages([message()], [message(sid=OTHER_SID)]))
+    second = message(sid=OTHER_SID, sent=SINCE + timedelta(seconds=2))
+    result = await find_with(pages([message(sent=SINCE + timedelta(seconds=3))], [second]))
     assert isinstance(result, Unavailable)
     assert result.reason == "ambiguous: 2 messages match"
 
@@ -640,38 +728,77 @@ async def test_find_candidate_without_date_is_unavailable() -> None:
     assert isinstance(result, Unavailable)
 
 
-async def test_find_sends_to_and_day_before_in_utc() -> None:
-    """The first request filters by To and by DateSent> set to the UTC day before since (less skew)."""
+async def test_find_lists_by_recipient_and_sender_without_a_date_filter() -> None:
+    """The first request lists To and From, newest first, with no DateSent filter (it would hide queued messages)."""
     seen: list[httpx.Request] = []
-    # 01:00:01 at +05:00 is 20:00:01 UTC the day before, so the bound is two local days back.
-    since = datetime(2025, 3, 14, 1, 0, 1, tzinfo=timezone(timedelta(hours=5)))
-    await find_with(pages([]), seen, since=since)
+    await find_with(pages([]), seen)
     params = seen[0].url.params
     assert seen[0].method == "GET"
     assert seen[0].url.path == MESSAGES_PATH
     assert params["To"] == RECIPIENT
-    assert params["DateSent>"] == "2025-03-12"
-    assert "DateSent>=" in str(seen[0].url).replace("%3E", ">")
+    assert params["From"] == FROM_NUMBER
+    assert not [name for name in params if name.startswith("DateSent")]
+
+
+async def test_find_through_a_messaging_service_matches_its_sid() -> None:
+    """With a messaging service, the list is by recipient only and a message of another service is not ours."""
+    seen: list[httpx.Request] = []
+    ours = {**message(sender=None), "messaging_service_sid": SERVICE_SID}
+    theirs = {**message(sid=OTHER_SID, sender=None), "messaging_service_sid": "MG" + "f" * 32}
+    handler = recording(pages([theirs, ours]), seen)
+    async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
+        outcome = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE)
+    assert isinstance(outcome.result, Found) and outcome.result.provider_id == MESSAGE_SID
+    assert "From" not in seen[0].url.params
 
 
 async def test_find_stops_after_page_limit() -> None:
-    """With more pages than it follows, the adapter reads MAX_LIST_PAGES pages and reports Unavailable."""
+    """A list that never reaches the attempt's start is read MAX_LIST_PAGES pages deep, then Unavailable, never NotFound."""
     seen: list[httpx.Request] = []
     result = await find_with(pages(*([[]] * (MAX_LIST_PAGES + 3))), seen)
     assert isinstance(result, Unavailable)
     assert len(seen) == MAX_LIST_PAGES
 
 
-async def test_find_refuses_off_host_next_page() -> None:
-    """A next_page_uri pointing at another host is not followed (it would receive our credentials)."""
+@pytest.mark.parametrize(
+    "uri",
+    [
+        pytest.param("https://evil.example/steal", id="another-host"),
+        pytest.param("//evil.example/2010-04-01/Accounts/x/Messages.json", id="scheme-relative"),
+        pytest.param("/2010-04-01/Accounts/AC" + "f" * 32 + "/Messages.json?Page=1", id="another-account"),
+        pytest.param(f"/2010-04-01/Accounts/{ACCOUNT_SID}/Calls.json?Page=1", id="another-resource"),
+        pytest.param(f"{MESSAGES_PATH}/../../Calls.json?Page=1", id="dot-segments"),
+        pytest.param(f"https://api.twilio.com@evil.example{MESSAGES_PATH}?Page=1", id="userinfo-trick"),
+        pytest.param(f"http://api.twilio.com{MESSAGES_PATH}?Page=1", id="plain-http"),
+    ],
+)
+async def test_find_follows_next_pages_only_within_this_accounts_messages(uri: str) -> None:
+    """A next_page_uri anywhere but this account's Messages list is not followed (it would receive our credentials)."""
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"messages": [], "next_page_uri": "https://evil.example/steal"})
+        return httpx.Response(200, json={"messages": [newer(1)], "next_page_uri": uri})
 
     result = await find_with(handler, seen)
     assert isinstance(result, Unavailable)
+    assert "outside this account's Messages list" in result.reason
     assert len(seen) == 1
+
+
+async def test_find_follows_an_absolute_next_page_of_the_same_list() -> None:
+    """An absolute next_page_uri on the same API base and list is followed like a relative one."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if "Page" not in request.url.params:
+            return httpx.Response(
+                200, json={"messages": [newer(1)], "next_page_uri": f"https://api.twilio.com{MESSAGES_PATH}?Page=1"}
+            )
+        return httpx.Response(200, json={"messages": [message()], "next_page_uri": None})
+
+    result = await find_with(handler, seen)
+    assert isinstance(result, Found)
+    assert len(seen) == 2
 
 
 @pytest.mark.parametrize(

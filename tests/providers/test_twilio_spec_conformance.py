@@ -40,12 +40,16 @@ SPEC_PATH = FULL_SPEC_PATH if FULL_SPEC_PATH.is_file() else EXTRACT_PATH
 ACCOUNT_SID = "AC" + "a" * 32
 SERVICE_SID = "MG" + "a" * 32
 RECIPIENT = "+14155552345"
+SENDER = "+14155550000"
 BODY = "Hello! \U0001f44d"  # the body the spec's examples carry
 SINCE = datetime(2008, 1, 3, tzinfo=UTC)
 FORM = "application/x-www-form-urlencoded"
 MESSAGE_SCHEMA = "api.v2010.account.message"
 # Every field of a Message the adapter reads; each must exist in the spec's schema.
-FIELDS_READ = {"sid", "status", "error_code", "date_updated", "date_created", "body", "to", "direction"}
+FIELDS_READ = {
+    "sid", "status", "error_code", "date_updated", "date_created", "date_sent", "body", "to", "from", "direction",
+    "messaging_service_sid",
+}  # fmt: skip
 LIST_FIELDS_READ = {"messages", "next_page_uri"}
 
 
@@ -172,7 +176,7 @@ def spec_replaying_transport(spec: dict[str, Any], seen: list[httpx.Request]) ->
 
 def make_adapter(transport: httpx.AsyncBaseTransport, **sender: str | None) -> TwilioAdapter:
     config = TwilioConfig(
-        account_sid=ACCOUNT_SID, auth_token="spec-test-token", **(sender or {"from_number": "+14155552345"})
+        account_sid=ACCOUNT_SID, auth_token="spec-test-token", **(sender or {"from_number": SENDER})
     )
     return TwilioAdapter(config, transport=transport)
 
@@ -183,7 +187,9 @@ async def test_every_request_conforms_to_the_spec() -> None:
     seen: list[httpx.Request] = []
     transport = httpx.MockTransport(spec_replaying_transport(spec, seen))
     async with make_adapter(transport) as adapter:
-        submitted = await adapter.submit(to=RECIPIENT, body=BODY, status_callback="https://herald.example/cb/att_1")
+        submitted = await adapter.submit(
+            to=RECIPIENT, body=BODY, status_callback="https://herald.example/cb/att_1", validity_seconds=600
+        )
         fetched = await adapter.fetch("SMb7c0a2ce80504485a6f653a7110836f5")
         searched = await adapter.find_by_reference(
             to=RECIPIENT, content_sha256=hashlib.sha256(b"no such body").hexdigest(), since=SINCE
@@ -202,16 +208,30 @@ async def test_every_request_conforms_to_the_spec() -> None:
     assert operations.count("ListMessage") == 2
 
 
-async def test_date_sent_filter_uses_the_spec_parameter() -> None:
-    """The DateSent lower bound goes out as the spec's `DateSent>` query parameter with a `YYYY-MM-DD` GMT date."""
+async def test_search_filters_by_the_spec_parameters_and_never_by_date_sent() -> None:
+    """The search lists by the spec's `To` and `From` query parameters and sends no `DateSent` filter, which would hide unsent messages."""
     spec = load_spec()
     seen: list[httpx.Request] = []
     async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
         await adapter.find_by_reference(to=RECIPIENT, content_sha256="0" * 64, since=SINCE)
     _, operation, _ = find_operation(spec, "GET", seen[0].url.path)
     declared = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
-    assert "DateSent>" in declared
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", seen[0].url.params["DateSent>"])
+    assert {"To", "From"} <= declared
+    assert seen[0].url.params["To"] == RECIPIENT and seen[0].url.params["From"] == SENDER
+    assert not any(name.startswith("DateSent") for name in seen[0].url.params)
+
+
+async def test_validity_period_is_the_spec_parameter() -> None:
+    """The queue bound goes out as the spec's integer `ValidityPeriod` form parameter, within its documented range."""
+    spec = load_spec()
+    seen: list[httpx.Request] = []
+    async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
+        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=36_000)
+    properties = resolve(spec, find_operation(spec, "POST", seen[0].url.path)[1]["requestBody"]["content"][FORM]["schema"])
+    assert properties["properties"]["ValidityPeriod"]["type"] == "integer"
+    assert "36000" in properties["properties"]["ValidityPeriod"]["description"].replace(",", "")
+    assert dict(parse_qsl(seen[0].content.decode()))["ValidityPeriod"] == "36000"
+    check_request(spec, seen[0])
 
 
 def sample_value(spec: dict[str, Any], name: str, schema: dict[str, Any]) -> Any:
@@ -229,7 +249,7 @@ def sample_value(spec: dict[str, Any], name: str, schema: dict[str, Any]) -> Any
         return 30007
     if schema.get("type") == "object":
         return {"media": "/2010-04-01/Accounts/AC/Messages/SM/Media.json"}
-    return {"body": BODY, "to": RECIPIENT, "from": "+14155550000"}.get(name, "1")
+    return {"body": BODY, "to": RECIPIENT, "from": SENDER}.get(name, "1")
 
 
 def full_message(spec: dict[str, Any]) -> dict[str, Any]:

@@ -102,10 +102,13 @@ def test_pending_is_reentered_only_from_retryable_failure() -> None:
     assert sources == {S.RETRYABLE_FAILURE}
 
 
-def test_submitting_is_entered_only_from_pending() -> None:
-    """A new submit starts only from pending: an unknown submit is never resent from another state."""
+def test_submitting_is_entered_from_pending_or_from_a_failed_late_copy() -> None:
+    """Submitting is entered from pending (a new attempt) or from accepted, when the accepted copy
+    fails while another attempt's outcome is still unknown; no state after a retryable failure
+    leads there without passing through pending (tests/unit/test_evidence.py: no dispatch follows
+    evidence of acceptance)."""
     sources = {state for state, targets in ALLOWED_TRANSITIONS.items() if S.SUBMITTING in targets}
-    assert sources == {S.PENDING}
+    assert sources == {S.PENDING, S.ACCEPTED}
 
 
 @pytest.mark.parametrize("current,target", list(itertools.product(S, S)), ids=lambda s: s.value)
