@@ -330,6 +330,7 @@ class _TwilioApi:
         except InvalidListQuery as error:
             return error_response(400, 20001, f"Invalid parameter: {error}")
         list_path = f"/{API_VERSION}/Accounts/{self._state.config.account_sid}/Messages.json"
+        self._state.stats.list_pages_by_to[query.list_filter.to or ""] += 1
         return JSONResponse(list_page(self._state.store, query, list_path))
 
 

@@ -19,6 +19,8 @@ class EmulatorStats:
     callbacks_succeeded: int = 0  # attempts the receiver answered 2xx
     callbacks_failed: int = 0  # attempts with a non-2xx answer or no answer
     callbacks_abandoned: int = 0  # callbacks given up after the last attempt
+    # ListMessage pages served, by the `To` they were filtered on ("" for none).
+    list_pages_by_to: Counter[str] = field(default_factory=Counter)
 
     def reset(self) -> None:
         """Zero every counter in place (the lifecycle holds a reference to this object)."""
@@ -37,6 +39,7 @@ class EmulatorStats:
             "rate_limited": self.rate_limited,
             "hangs": self.hangs,
             "auth_failures": self.auth_failures,
+            "list_pages_by_to": dict(self.list_pages_by_to),
             "callbacks": {
                 "attempts": self.callback_attempts,
                 "succeeded": self.callbacks_succeeded,

@@ -48,6 +48,17 @@ class Emulator:
         body = response.json()
         return body["messages"] if isinstance(body, dict) else body
 
+    async def release_callbacks(self, to: str) -> int:
+        """Let the callbacks a `lost_then_reported` fault holds for `to` go out; how many were held."""
+        response = await self._http.post("/_emulator/callbacks/release", params={"to": to})
+        response.raise_for_status()
+        return response.json()["released"]
+
+    async def stats(self) -> dict[str, Any]:
+        response = await self._http.get("/_emulator/stats")
+        response.raise_for_status()
+        return response.json()
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

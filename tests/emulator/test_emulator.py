@@ -550,6 +550,93 @@ async def test_queued_messages_match_no_date_sent_filter(slow_client: httpx.Asyn
         assert (await slow_client.get(MESSAGES_PATH, params={"To": to, **params})).json()["messages"] == []
 
 
+async def test_list_is_by_date_sent_with_unsent_messages_first(client: httpx.AsyncClient) -> None:
+    """ListMessage orders by date_sent, most recent first; a message still queued (no date_sent) is listed above them."""
+    to = fresh_number()
+    sent = [(await send(client, to, Body=f"sent {n}")).json()["sid"] for n in range(2)]
+    for sid in sent:
+        await wait_for_status(client, sid, "delivered")
+    await arm(client, to, fault="accept_then_hang", hang_seconds=0.05, queue_seconds=5, count=1)
+    held = (await send(client, to, Body="held in the queue")).json()["sid"]
+    listed = (await client.get(MESSAGES_PATH, params={"To": to})).json()["messages"]
+    assert [m["sid"] for m in listed] == [held, *reversed(sent)]
+    assert listed[0]["status"] == "queued" and listed[0]["date_sent"] is None
+
+
+async def test_validity_period_is_taken_and_checked(client: httpx.AsyncClient) -> None:
+    """ValidityPeriod is stored when it is whole seconds from 1 to 36,000; anything else answers 400."""
+    to = fresh_number()
+    assert (await send(client, to, ValidityPeriod="600")).status_code == 201
+    assert (await oracle(client, to))[0]["validity_seconds"] == 600
+    assert (await send(client, to)).status_code == 201
+    assert (await oracle(client, to))[1]["validity_seconds"] == 36_000
+    for bad in ("0", "36001", "1.5", "ten", "٣"):
+        twilio_error(await send(client, to, ValidityPeriod=bad), 400, 20001)
+    assert len(await oracle(client, to)) == 2
+
+
+async def test_queue_seconds_hold_the_message_queued_without_date_sent(
+    client: httpx.AsyncClient, receiver: CallbackReceiver, callback_url: Callable[[], tuple[str, str]]
+) -> None:
+    """accept_then_hang with queue_seconds: the message waits `queued`, with no date_sent and no callback, then goes out."""
+    url, path = callback_url()
+    to = fresh_number()
+    await arm(client, to, fault="accept_then_hang", hang_seconds=0.05, queue_seconds=0.8, count=1)
+    started = time.monotonic()
+    sid = (await send(client, to, StatusCallback=url)).json()["sid"]
+    await asyncio.sleep(0.4)
+    resource = await fetch(client, sid)
+    assert (resource["status"], resource["date_sent"]) == ("queued", None)
+    assert receiver.received(path) == []
+    await wait_for_status(client, sid, "delivered")
+    assert time.monotonic() - started >= 0.8
+    assert [c.params["MessageStatus"] for c in await wait_for_callbacks(receiver, path, 2)] == ["sent", "delivered"]
+
+
+async def test_a_message_that_outstays_its_validity_period_fails_unsent(
+    client: httpx.AsyncClient, receiver: CallbackReceiver, callback_url: Callable[[], tuple[str, str]]
+) -> None:
+    """Held in the queue past its ValidityPeriod, a message is dropped: failed with 30036, never sent, one failed callback."""
+    url, path = callback_url()
+    to = fresh_number()
+    await arm(client, to, fault="accept_then_hang", hang_seconds=0.05, queue_seconds=30, count=1)
+    started = time.monotonic()
+    sid = (await send(client, to, StatusCallback=url, ValidityPeriod="1")).json()["sid"]
+    failed = await wait_for_status(client, sid, "failed", timeout=5)
+    assert time.monotonic() - started >= 1.0
+    assert failed["error_code"] == 30036 and failed["date_sent"] is None
+    (callback,) = await wait_for_callbacks(receiver, path, 1)
+    assert (callback.params["MessageStatus"], callback.params["ErrorCode"]) == ("failed", "30036")
+    assert [change["status"] for change in (await oracle(client, to))[0]["history"]] == ["queued", "failed"]
+
+
+async def test_lost_then_reported_hides_the_message_and_holds_its_reports(
+    client: httpx.AsyncClient, receiver: CallbackReceiver, callback_url: Callable[[], tuple[str, str]]
+) -> None:
+    """lost_then_reported: the message is delivered but never listed, and its callbacks wait for the admin release."""
+    url, path = callback_url()
+    to = fresh_number()
+    await arm(client, to, fault="lost_then_reported", hang_seconds=0.05, count=1)
+    sid = (await send(client, to, StatusCallback=url)).json()["sid"]
+    await wait_for_status(client, sid, "delivered")
+    assert (await client.get(MESSAGES_PATH, params={"To": to})).json()["messages"] == []
+    await asyncio.sleep(0.2)
+    assert receiver.received(path) == []
+    released = await client.post("/_emulator/callbacks/release", params={"to": to})
+    assert released.json() == {"to": to, "released": 1}
+    assert sorted(c.params["MessageStatus"] for c in await wait_for_callbacks(receiver, path, 2)) == ["delivered", "sent"]
+    assert (await oracle(client, to))[0]["unlisted"] is True
+    assert (await client.post("/_emulator/callbacks/release")).status_code == 400
+
+
+async def test_list_pages_are_counted_per_recipient(client: httpx.AsyncClient) -> None:
+    """The stats count ListMessage pages by the To they filtered on, so a test can see how deep a search went."""
+    to = fresh_number()
+    for _ in range(3):
+        await client.get(MESSAGES_PATH, params={"To": to})
+    assert (await client.get("/_emulator/stats")).json()["list_pages_by_to"][to] == 3
+
+
 # --- callbacks --------------------------------------------------------------------------------
 
 

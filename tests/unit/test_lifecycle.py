@@ -1,4 +1,6 @@
-"""Table-driven tests of the pure intent state machine: ``observe``, ``check_transition`` and its tables."""
+"""Table-driven tests of the pure intent state machine: ``check_transition`` and its tables, and
+``observe``, the per-fact rule of runs recorded before ``EVIDENCE_RULES_PATCH`` (replayed runs use
+it; ``herald.evidence.observe_across`` is the current rule, tested in ``test_evidence.py``)."""
 
 from __future__ import annotations
 

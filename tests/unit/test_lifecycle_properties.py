@@ -1,11 +1,12 @@
 """Property tests of the lifecycle over random observation sequences, through a small pure driver.
 
-The driver mimics what ``NotificationWorkflow`` does with each fact: it keeps the
-intent state and each attempt's provider id and status, asks ``observe`` for a
-verdict, applies the verdict's attempt status when applied, and transitions the
-intent (through ``check_transition``) when the verdict names another state.
-Submit outcomes, the not-found proof and the retry timer follow the workflow's
-``_apply_submit``, ``_reconcile_unknown_submit`` and ``_wait_for_retry``.
+The driver follows the rules of runs recorded before ``EVIDENCE_RULES_PATCH``, which
+``NotificationWorkflow`` still applies when it replays them: it keeps the intent state
+and each attempt's provider id and status, asks ``observe`` (only the current attempt
+moves the intent) for a verdict, applies the verdict's attempt status when applied, and
+transitions the intent (through ``check_transition``) when the verdict names another
+state. The current rules, where evidence about any attempt settles the intent, are
+property-tested against an oracle in ``test_evidence.py``.
 """
 
 from __future__ import annotations
