@@ -14,7 +14,9 @@ Rules applied (Temporal Cloud's published action types, as far as a history show
                                  however many markers it recorded
 * signal ...................... 1 per WorkflowExecutionSignaled (and per external signal sent)
 * timer ....................... 1 per TimerStarted
-* search attributes ........... 1 per UpsertWorkflowSearchAttributes
+* search attributes ........... 1 per UpsertWorkflowSearchAttributes, except the SDK's own
+                                 upsert of TemporalChangeVersion with a patch marker, which
+                                 Cloud exempts
 * memo ........................ 1 per WorkflowPropertiesModified (neither shape uses it)
 * update ...................... 1 per WorkflowExecutionUpdateAccepted
 * child workflow ............... 1 per StartChildWorkflowExecutionInitiated
@@ -32,12 +34,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
+# Upserted by the SDK with each patch marker; Temporal Cloud does not bill it.
+VERSION_SEARCH_ATTRIBUTE = "TemporalChangeVersion"
 
 _ONE_EACH = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: "signal",
     EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signal",
     EventType.EVENT_TYPE_TIMER_STARTED: "timer",
-    EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: "search_attributes",
     EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED: "memo",
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "update",
     EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child_workflow",
@@ -63,6 +66,10 @@ def billable_actions(events: Iterable[HistoryEvent]) -> Counter[str]:
             marker = event.marker_recorded_event_attributes
             if marker.marker_name == LOCAL_ACTIVITY_MARKER:
                 local_activity_tasks.add(marker.workflow_task_completed_event_id)
+        elif kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            fields = set(event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields)
+            if fields != {VERSION_SEARCH_ATTRIBUTE}:
+                actions["search_attributes"] += 1
         elif kind in _ONE_EACH:
             actions[_ONE_EACH[kind]] += 1
     for event_id in scheduled:

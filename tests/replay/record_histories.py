@@ -5,6 +5,9 @@ after a deliberate and compatible workflow change, and commit what it writes:
 
     .venv/bin/python -m pytest tests/replay/record_histories.py
 
+Only paths without a committed history are recorded: the committed ones are what earlier code
+wrote, and replaying them against today's code is the point. `HERALD_RERECORD=1` records all.
+
 Each scenario meets its fault at the real emulator, exactly as in the integration tests.
 """
 
@@ -12,14 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from herald.client import HeraldClient
+from herald.lifecycle import IntentState
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
 HISTORIES = Path(__file__).parent / "histories"
 
+_HORIZON_BEFORE_ANY_POLL = {
+    "resolution_horizon": timedelta(seconds=4),
+    "poll_initial": timedelta(seconds=60),
+    "poll_max": timedelta(seconds=60),
+}
 # name -> (fault, fault parameters, policy changes)
 SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
     "delivered_by_report": (None, {}, {}),
@@ -33,7 +43,21 @@ SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
     "unknown_at_horizon_continued_as_new": (
         "silent", {}, {"resolution_horizon": timedelta(seconds=12), "poll_max": timedelta(seconds=1)}
     ),
+    # Recorded with EVIDENCE_RULES_PATCH (its marker is in these histories).
+    "queued_message_found_by_reference": (
+        "accept_then_hang",
+        {"hang_seconds": 3, "queue_seconds": 6, "callbacks": False},
+        {"provider_queue_validity": timedelta(seconds=20)},
+    ),
+    "delivered_by_last_lookup_at_horizon": ("no_callback", {}, _HORIZON_BEFORE_ANY_POLL),
+    "unknown_after_last_lookup_at_horizon": ("silent", {}, _HORIZON_BEFORE_ANY_POLL),
 }
+
+
+def _recorded(name: str) -> bool:
+    if os.environ.get("HERALD_RERECORD") == "1":
+        return False
+    return any(HISTORIES.glob(f"{name}.json")) or any(HISTORIES.glob(f"{name}.run*.json"))
 
 
 async def _save(herald: HeraldClient, name: str, key: str, first_run_id: str | None) -> None:
@@ -53,12 +77,32 @@ async def test_record_every_path(herald: HeraldClient, emulator: Emulator) -> No
     """Writes one committed history per workflow path (a recorder, run on purpose)."""
     HISTORIES.mkdir(exist_ok=True)
     for name, (fault, params, policy_changes) in SCENARIOS.items():
+        if _recorded(name):
+            continue
         key, to = fresh_key(), fresh_recipient()
         if fault:
             await emulator.arm(to, fault, count=1, **params)
         receipt = await herald.send(receipt_request(key, to), policy=TEST_POLICY.model_copy(update=policy_changes))
         await asyncio.wait_for(herald.wait(key), 60)
         await _save(herald, name, key, receipt.run_id)
+    if not _recorded("late_report_settles_during_backoff"):
+        # A provider that contradicts itself: the lookup proves "absence", the report comes during the backoff.
+        key, to = fresh_key(), fresh_recipient()
+        await emulator.arm(to, "lost_then_reported", hang_seconds=3, count=1)
+        lying = TEST_POLICY.model_copy(
+            update={"backoff_initial": timedelta(seconds=30), "backoff_max": timedelta(seconds=30),
+                    "resolution_horizon": timedelta(seconds=60)}
+        )  # fmt: skip
+        receipt = await herald.send(receipt_request(key, to), policy=lying)
+        for _ in range(300):
+            if (await herald.status(key)).state is IntentState.RETRYABLE_FAILURE:
+                break
+            await asyncio.sleep(0.1)
+        await emulator.release_callbacks(to)
+        await asyncio.wait_for(herald.wait(key), 60)
+        await _save(herald, "late_report_settles_during_backoff", key, receipt.run_id)
+    if _recorded("cancel_racing_accepted_submit"):
+        return  # the older paths below were recorded together
     # Cancel racing an accepted submit.
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
