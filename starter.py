@@ -88,10 +88,12 @@ async def cmd_status(args: argparse.Namespace) -> int:
     print(f"state       {live.state.value}" + (f"   closed by {live.closed_by}" if live.closed_by else ""))
     for attempt in live.attempts:
         print(
-            f"attempt {attempt.number}   ref {attempt.attempt_ref}   submit {attempt.submit_result}   "
+            f"attempt {attempt.number}   ref {attempt.attempt_ref}   "
+            f"submit {attempt.submit_result.value if attempt.submit_result else '-'}   "
             f"provider {attempt.provider_id or '-'} {attempt.provider_status.value if attempt.provider_status else ''}"
             f"   lookups {attempt.lookups}"
             + (f"   retry after {attempt.retry_delay_seconds:.1f}s" if attempt.retry_delay_seconds else "")
+            + ("   SEEN AFTER PRESUMED NOT ACCEPTED" if attempt.seen_after_presumed_absent else "")
         )
     if settings.database_url is None:
         print("(set DATABASE_URL to include the ledger's transitions and observations)")

@@ -483,6 +483,10 @@ class NotificationWorkflow:
                     due[attempt.number] = (by_id, workflow.now() + self._look_delay(attempt))
             for number in [number for number in due if number not in {a.number for a in open_attempts}]:
                 del due[number]
+            if not any(attempt.open for attempt in open_attempts):
+                # The evidence rules keep an open attempt behind these states; looping here would
+                # spin without waiting. Failing the task makes the bug visible instead.
+                raise RuntimeError(f"intent is {self._state.value} with no open attempt")
             governing = open_attempts[-1]
             until = min(due[attempt.number][1] for attempt in open_attempts)
             # Until an accepted attempt's first poll, the ledger and search attributes are not
