@@ -24,7 +24,13 @@ from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, workflow_id_for
 from herald.outcomes import Frozen
-from workflows.notification import NotificationWorkflow, initial_search_attributes
+from herald.workflow_api import (
+    QUERY_STATUS,
+    SIGNAL_KEY_CONFLICT,
+    UPDATE_CANCEL,
+    WORKFLOW_TYPE,
+    initial_search_attributes,
+)
 
 _FINGERPRINT_MEMO = "intent_fingerprint"
 
@@ -51,8 +57,9 @@ class HeraldClient:
         intent = build_intent(parsed, datetime.now(UTC))
         try:
             handle = await self._client.start_workflow(
-                NotificationWorkflow.run,
+                WORKFLOW_TYPE,
                 NotificationInput(intent=intent, policy=policy or self._policy),
+                result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,
                 # A running intent for this key is the intent: attach to it instead of failing...
@@ -65,7 +72,7 @@ class HeraldClient:
                 ),
             )
         except WorkflowAlreadyStartedError:
-            handle = self._client.get_workflow_handle(intent.workflow_id)
+            handle = self._client.get_workflow_handle(intent.workflow_id, result_type=IntentStatus)
         if not _started_new(handle):
             # Attached to an existing intent: it must be this payload's.
             await self._refuse_other_payload(handle, intent)
@@ -80,20 +87,20 @@ class HeraldClient:
             # Leave a durable trace on the intent it collided with, so conflicts can be counted.
             try:
                 await handle.signal(
-                    NotificationWorkflow.key_conflict,
+                    SIGNAL_KEY_CONFLICT,
                     KeyConflict(intent_fingerprint=intent.intent_fingerprint, observed_at=datetime.now(UTC)),
                 )
             except RPCError:
                 pass  # the intent closed meanwhile; the refusal below stands either way
         raise IntentConflict(intent.workflow_id)
 
-    def handle(self, business_key: str, channel: Channel | str = Channel.SMS) -> WorkflowHandle[NotificationWorkflow, IntentStatus]:
-        return self._client.get_workflow_handle_for(NotificationWorkflow.run, workflow_id_for(business_key, channel))
+    def handle(self, business_key: str, channel: Channel | str = Channel.SMS) -> WorkflowHandle[Any, IntentStatus]:
+        return self._client.get_workflow_handle(workflow_id_for(business_key, channel), result_type=IntentStatus)
 
     async def status(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
         """The intent's live status (answered by a worker, also for closed intents)."""
         try:
-            return await self.handle(business_key, channel).query(NotificationWorkflow.status)
+            return await self.handle(business_key, channel).query(QUERY_STATUS, result_type=IntentStatus)
         except RPCError as error:
             if error.status is RPCStatusCode.NOT_FOUND:
                 raise IntentNotFound(workflow_id_for(business_key, channel)) from None
@@ -112,9 +119,9 @@ class HeraldClient:
                 raise IntentNotFound(workflow_id_for(business_key, channel)) from None
             raise
         if description.close_time is not None:
-            final = await handle.query(NotificationWorkflow.status)
+            final = await handle.query(QUERY_STATUS, result_type=IntentStatus)
             return CancelAnswer(cancelled=False, state=final.state, message=f"intent is already {final.state.value}; nothing to cancel")
-        return await handle.execute_update(NotificationWorkflow.cancel, request)
+        return await handle.execute_update(UPDATE_CANCEL, request, result_type=CancelAnswer)
 
     async def wait(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
         return await self.handle(business_key, channel).result()

@@ -16,16 +16,6 @@ from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 
-# Custom search attributes the Web UI filters on; registered by the local launcher and,
-# in production, once per namespace with `temporal operator search-attribute create`.
-SEARCH_ATTRIBUTES = {
-    "HeraldState": "Keyword",
-    "HeraldChannel": "Keyword",
-    "HeraldTemplate": "Keyword",
-    "HeraldAttempts": "Int",
-}
-
-
 def attempt_ref(workflow_id: str, number: int) -> str:
     """Our reference for one attempt, carried in the status callback URL.
 

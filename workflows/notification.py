@@ -21,7 +21,7 @@ from collections import deque
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -88,11 +88,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from herald.providers.twilio_codes import is_retryable
     from herald.task_queues import submit_task_queue
-
-STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
-CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")
-TEMPLATE_KEY = SearchAttributeKey.for_keyword("HeraldTemplate")
-ATTEMPTS_KEY = SearchAttributeKey.for_int("HeraldAttempts")
+    from herald.workflow_api import (
+        ATTEMPTS_KEY,
+        QUERY_STATUS,
+        SIGNAL_DELIVERY_REPORTS,
+        SIGNAL_KEY_CONFLICT,
+        STATE_KEY,
+        UPDATE_CANCEL,
+        WORKFLOW_TYPE,
+    )
 
 # Ledger writes are idempotent, so they may retry for as long as the database is away; the
 # workflow waits rather than submit before its attempt row is committed.
@@ -112,18 +116,6 @@ _READ_TIMEOUT = timedelta(seconds=30)
 # runs recorded before it replay with the rules they were started under (tests/replay holds some).
 EVIDENCE_RULES_PATCH = "absence-proof-evidence-across-attempts-final-lookup"
 _OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
-
-
-def initial_search_attributes(template_label: str, channel: str) -> TypedSearchAttributes:
-    """The search attributes a new intent starts with; set by the client in the start request."""
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(STATE_KEY, IntentState.PENDING.value),
-            SearchAttributePair(CHANNEL_KEY, channel),
-            SearchAttributePair(TEMPLATE_KEY, template_label),
-            SearchAttributePair(ATTEMPTS_KEY, 0),
-        ]
-    )
 
 
 class _Attempt:
@@ -202,7 +194,7 @@ class _Attempt:
         )
 
 
-@workflow.defn
+@workflow.defn(name=WORKFLOW_TYPE)
 class NotificationWorkflow:
     @workflow.init
     def __init__(self, input: NotificationInput) -> None:
@@ -954,7 +946,7 @@ class NotificationWorkflow:
 
     # ---- handlers ----------------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_DELIVERY_REPORTS)
     def delivery_reports(self, batch: ReportBatch) -> None:
         """Stored reports of one attempt; the inbox id makes a re-signalled report a no-op."""
         for report in batch.reports:
@@ -963,7 +955,7 @@ class NotificationWorkflow:
             self._seen_inbox_ids.add(report.inbox_id)
             self._reports.append(report)
 
-    @workflow.signal
+    @workflow.signal(name=SIGNAL_KEY_CONFLICT)
     def key_conflict(self, conflict: KeyConflict) -> None:
         """Record a refused reuse of this key with another payload; nothing about the intent changes."""
         self._record_observation(
@@ -975,7 +967,7 @@ class NotificationWorkflow:
             observed_at=conflict.observed_at,
         )
 
-    @workflow.update
+    @workflow.update(name=UPDATE_CANCEL)
     def cancel(self, request: CancelRequest) -> CancelAnswer:
         """Close future work; an attempt the provider already has is tracked, not recalled."""
         if self._state.is_terminal:
@@ -996,7 +988,7 @@ class NotificationWorkflow:
         )
         return CancelAnswer(cancelled=True, state=self._state, message=message)
 
-    @workflow.query
+    @workflow.query(name=QUERY_STATUS)
     def status(self) -> IntentStatus:
         return IntentStatus(
             workflow_id=self._workflow_id,

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from herald.contracts import SEARCH_ATTRIBUTES
+from herald.workflow_api import SEARCH_ATTRIBUTES
 from herald.devstack.config import StackConfig
 from herald.devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
 from herald.ledger.embedded import start_embedded_postgres

@@ -20,7 +20,7 @@ from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
 from herald.lifecycle import ObservationKind, Source
 from herald.providers.twilio_codes import map_status
-from workflows.notification import NotificationWorkflow
+from herald.workflow_api import SIGNAL_DELIVERY_REPORTS
 
 log = logging.getLogger("herald.receipts")
 
@@ -87,7 +87,7 @@ async def deliver(
         return "deferred"
     batch = ReportBatch(reports=[report.signal() for report in reports])
     try:
-        await client.get_workflow_handle(workflow_id).signal(NotificationWorkflow.delivery_reports, batch)
+        await client.get_workflow_handle(workflow_id).signal(SIGNAL_DELIVERY_REPORTS, batch)
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
             for report, signal in zip(reports, batch.reports, strict=True):
