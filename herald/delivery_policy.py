@@ -111,6 +111,12 @@ def _capped_growth(initial: float, factor: float, steps: int, cap: float) -> flo
     return initial * factor**steps
 
 
+def not_sent_delay(policy: DeliveryPolicy, waits: int) -> timedelta:
+    """Delay before preparing the same attempt again after `waits` submits the ledger could not
+    record (nothing reached the provider): linear from backoff_initial, capped at backoff_max."""
+    return min(policy.backoff_initial * waits, policy.backoff_max)
+
+
 def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
     return attempts_made < policy.max_attempts
 

@@ -16,7 +16,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from worker import WORKFLOW_RUNNER
-from workflows.notification import EVIDENCE_RULES_PATCH, NotificationWorkflow
+from workflows.evidence_rules import EVIDENCE_RULES_PATCH
+from workflows.notification import NotificationWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

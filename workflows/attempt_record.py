@@ -1,0 +1,104 @@
+"""One attempt as the workflow knows it: a mutable working copy, shown as AttemptStatus.
+
+Deterministic code only (it lives beside the workflow and replays with it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from herald.contracts import AttemptStatus
+    from herald.lifecycle import AttemptView, Observation, Source, SubmitResult
+    from herald.outcomes import Found, ProviderStatus
+
+_ENDED_SUBMITS = (SubmitResult.RETRYABLE, SubmitResult.REJECTED, SubmitResult.NOT_ACCEPTED, SubmitResult.NOT_SENT)
+
+
+class AttemptRecord:
+    """What the workflow has learned about one attempt so far."""
+
+    def __init__(self, number: int, ref: str, started_at: datetime) -> None:
+        self.number = number
+        self.ref = ref
+        self.started_at = started_at
+        self.submit_result: SubmitResult | None = None
+        self.provider_id: str | None = None
+        self.provider_status: ProviderStatus | None = None
+        self.error_code: int | None = None
+        self.failure_retryable = False
+        self.retry_hint: timedelta | None = None
+        self.retry_delay: timedelta | None = None
+        self.lookups = 0
+        self.seen_after_presumed_absent = False
+
+    @classmethod
+    def from_status(cls, status: AttemptStatus) -> AttemptRecord:
+        attempt = cls(status.number, status.attempt_ref, status.started_at)
+        attempt.submit_result = status.submit_result
+        attempt.provider_id = status.provider_id
+        attempt.provider_status = status.provider_status
+        attempt.error_code = status.error_code
+        attempt.failure_retryable = status.failure_retryable
+        attempt.lookups = status.lookups
+        attempt.seen_after_presumed_absent = status.seen_after_presumed_absent
+        if status.retry_hint_seconds is not None:
+            attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
+        if status.retry_delay_seconds is not None:
+            attempt.retry_delay = timedelta(seconds=status.retry_delay_seconds)
+        return attempt
+
+    @property
+    def resolved(self) -> bool:
+        """True once nothing more can be learned about this attempt."""
+        if self.provider_status is not None:
+            return self.provider_status.is_final
+        return self.submit_result in _ENDED_SUBMITS
+
+    @property
+    def open(self) -> bool:
+        """Handed to the provider and not resolved: it is looked up or polled until it is."""
+        return self.submit_result is not None and not self.resolved
+
+    def view(self) -> AttemptView:
+        return AttemptView(
+            number=self.number,
+            provider_id=self.provider_id,
+            provider_status=self.provider_status,
+            submit_result=self.submit_result,
+            failure_retryable=self.failure_retryable,
+        )
+
+    def status(self) -> AttemptStatus:
+        return AttemptStatus(
+            number=self.number,
+            attempt_ref=self.ref,
+            started_at=self.started_at,
+            submit_result=self.submit_result,
+            provider_id=self.provider_id,
+            provider_status=self.provider_status,
+            error_code=self.error_code,
+            failure_retryable=self.failure_retryable,
+            retry_delay_seconds=self.retry_delay.total_seconds() if self.retry_delay else None,
+            retry_hint_seconds=self.retry_hint.total_seconds() if self.retry_hint else None,
+            lookups=self.lookups,
+            seen_after_presumed_absent=self.seen_after_presumed_absent,
+        )
+
+    def fact(
+        self, provider_id: str, status: ProviderStatus, error_code: int | None, source: Source, observed_at: datetime
+    ) -> Observation:
+        """One provider fact about this attempt, whichever path (submit answer, poll, report) brought it."""
+        return Observation(
+            attempt_number=self.number,
+            provider_id=provider_id,
+            status=status,
+            error_code=error_code,
+            source=source,
+            observed_at=observed_at,
+        )
+
+    def found(self, found: Found) -> Observation:
+        return self.fact(found.provider_id, found.status, found.error_code, Source.POLL, workflow.now())

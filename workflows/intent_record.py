@@ -1,0 +1,271 @@
+"""The intent as the workflow knows it: its state, attempts, transitions and unwritten ledger rows.
+
+Every change of state goes through here, judged by the pure functions of ``herald.lifecycle`` and
+``herald.evidence``: an observation (submit answer, poll, lookup, report), a submit's refusal, a
+proof of absence, a clock or an operator closing the intent. Nothing here waits or calls anything;
+the workflow sequences it. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from herald.clocks import closing_rule
+    from herald.contracts import (
+        CancelRequest,
+        CarriedState,
+        DeliveryReport,
+        IntentStatus,
+        TransitionStatus,
+        attempt_number_of,
+        attempt_ref,
+    )
+    from herald.evidence import next_state, observe_across
+    from herald.intent import Intent
+    from herald.ledger.records import IntentRecorded
+    from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
+    from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
+    from herald.providers.twilio_codes import is_retryable
+
+    from workflows.attempt_record import AttemptRecord
+    from workflows.evidence_rules import evidence_rules_apply
+    from workflows.ledger_buffer import LedgerBuffer
+
+
+class IntentRecord:
+    def __init__(self, intent: Intent) -> None:
+        self.intent = intent
+        self.state = IntentState.PENDING
+        self.closed_by: str | None = None
+        self.attempts: list[AttemptRecord] = []
+        self.transitions: list[TransitionStatus] = []
+        self.ledger = LedgerBuffer(intent)
+
+    # ---- continue-as-new and the status view -------------------------------------------
+
+    def restore(self, carried: CarriedState) -> None:
+        self.state = carried.state
+        self.closed_by = carried.closed_by
+        self.attempts = [AttemptRecord.from_status(status) for status in carried.attempts]
+        self.transitions = list(carried.transitions)
+        self.ledger.next_transition_seq = carried.next_transition_seq
+        self.ledger.next_observation_seq = carried.next_observation_seq
+        self.ledger.observations_recorded = carried.observations_recorded
+        self.ledger.intent_recorded = carried.intent_recorded
+
+    def carry(self, *, seen_inbox_ids: set[int], cancel: CancelRequest | None) -> CarriedState:
+        return CarriedState(
+            state=self.state,
+            closed_by=self.closed_by,
+            attempts=[attempt.status() for attempt in self.attempts],
+            seen_inbox_ids=sorted(seen_inbox_ids),
+            cancel=cancel,
+            transitions=self.transitions,
+            next_transition_seq=self.ledger.next_transition_seq,
+            next_observation_seq=self.ledger.next_observation_seq,
+            observations_recorded=self.ledger.observations_recorded,
+            intent_recorded=self.ledger.intent_recorded,
+        )
+
+    def status(self) -> IntentStatus:
+        return IntentStatus(
+            workflow_id=self.intent.workflow_id,
+            business_key=self.intent.business_key,
+            channel=self.intent.channel.value,
+            template_id=self.intent.template_id,
+            template_version=self.intent.template_version,
+            content_sha256=self.intent.content_sha256,
+            state=self.state,
+            closed_by=self.closed_by,
+            attempts=[attempt.status() for attempt in self.attempts],
+            transitions=list(self.transitions),
+            observations_recorded=self.ledger.observations_recorded,
+        )
+
+    # ---- attempts ----------------------------------------------------------------------
+
+    def prepare_attempt(self) -> AttemptRecord:
+        """A new attempt, its row and the move into submitting (the submit activity writes them first)."""
+        number = len(self.attempts) + 1
+        attempt = AttemptRecord(number, attempt_ref(self.intent.workflow_id, number), workflow.now())
+        self.attempts.append(attempt)
+        self.ledger.add_attempt(number, attempt.ref, attempt.started_at)
+        self.transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
+        return attempt
+
+    def open_attempts(self) -> list[AttemptRecord]:
+        """The attempts to look up or poll: the latest, and any earlier one still open."""
+        latest = self.attempts[-1]
+        earlier = [attempt for attempt in self.attempts[:-1] if attempt.open]
+        if earlier and evidence_rules_apply():
+            return [*earlier, latest] if latest.open else earlier
+        return [latest]  # the earlier rules followed the latest attempt only
+
+    # ---- state -------------------------------------------------------------------------
+
+    def transition(
+        self, target: IntentState, reason: str, source: Source, *, attempt: int | None = None, closes: bool = False
+    ) -> None:
+        check_transition(self.state, target)
+        now = workflow.now()
+        self.ledger.add_transition(now, self.state, target, reason, source, attempt)
+        self.transitions.append(TransitionStatus(at=now, from_state=self.state, to_state=target, reason=reason, source=source))
+        self.state = target
+        if closes:
+            self.closed_by = f"{source.value}:{closing_rule(target)}"
+
+    def close(self, state: IntentState, reason: str, source: Source) -> None:
+        attempt = self.attempts[-1].number if self.attempts else None
+        if state is IntentState.CANCELLED and self.attempts and not self.attempts[-1].resolved:
+            reason += "; an attempt already went to the provider and is tracked to its own outcome"
+        self.transition(state, reason, source, attempt=attempt, closes=True)
+
+    def settle(
+        self, reason: str, source: Source, *, attempt: int | None = None, earlier_rules: IntentState | None = None
+    ) -> None:
+        """Move an open intent to where the evidence of all its attempts puts it, if that moved.
+
+        ``earlier_rules`` is where the rules before EVIDENCE_RULES_PATCH would have put it; where
+        the two differ, the run's patch marker decides.
+        """
+        target = next_state(self.state, [each.view() for each in self.attempts])
+        if earlier_rules is not None and earlier_rules is not target and not evidence_rules_apply():
+            target = earlier_rules
+        if target is not self.state:
+            self.transition(target, reason, source, attempt=attempt, closes=target.is_terminal)
+
+    def suppress(self, recorded: IntentRecorded) -> None:
+        """The ledger holds this key from an earlier workflow run that Temporal no longer knows
+        (retention): nothing of this run was written or sent, so it closes as suppressed."""
+        self.attempts = []
+        self.transitions = []
+        self.ledger.continue_after(recorded)
+        self.state = IntentState.PENDING
+        self.closed_by = None
+        reason = (
+            f"already recorded by run {recorded.first_run_id} (last state {recorded.last_state.value if recorded.last_state else 'none'})"
+            if recorded.same_payload
+            else "key reused with a different payload"
+        )
+        self.transition(IntentState.SUPPRESSED, reason, Source.LEDGER, closes=True)
+
+    # ---- what the provider said -----------------------------------------------------------
+
+    def apply_submit(self, attempt: AttemptRecord, outcome: SubmitOutcome) -> None:
+        result = outcome.result
+        attempt.submit_result = SubmitResult(result.kind)
+        if isinstance(result, Accepted):
+            fact = attempt.fact(result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now())
+            self.apply_observation(attempt, fact, kind=ObservationKind.ACCEPTED)
+            return
+        if isinstance(result, Unknown):
+            self.observe_fact(
+                attempt, Source.SUBMIT, ObservationKind.UNKNOWN, True, f"outcome unknown, will look up: {result.reason}"
+            )
+            return
+        attempt.error_code = result.error_code
+        self.observe_fact(attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code)
+        if isinstance(result, Retryable):
+            attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
+        # Earlier rules: a refusal moved only a submitting intent (a cancel or report may have moved it first).
+        earlier = self.state
+        if self.state is IntentState.SUBMITTING:
+            earlier = IntentState.RETRYABLE_FAILURE if isinstance(result, Retryable) else IntentState.PERMANENT_FAILURE
+        self.settle(result.reason, Source.SUBMIT, attempt=attempt.number, earlier_rules=earlier)
+
+    def observe_report(self, report: DeliveryReport) -> None:
+        number = attempt_number_of(report.attempt_ref)
+        attempt = self.attempts[number - 1] if number and number <= len(self.attempts) else None
+        if attempt is None or attempt.ref != report.attempt_ref:
+            self.ledger.add_observation(
+                None,
+                Source.REPORT,
+                ObservationKind.STATUS,
+                False,
+                "names an attempt this intent never made",
+                provider_id=report.provider_id,
+                provider_status=report.status.value,
+                error_code=report.error_code,
+                inbox_id=report.inbox_id,
+                observed_at=report.received_at,
+            )
+            return
+        fact = attempt.fact(report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at)
+        self.apply_observation(attempt, fact, kind=ObservationKind.STATUS, inbox_id=report.inbox_id)
+
+    def apply_observation(
+        self, attempt: AttemptRecord, observation: Observation, *, kind: ObservationKind, inbox_id: int | None = None
+    ) -> None:
+        retryable_code = is_retryable(observation.error_code)
+        verdict = observe_across(self.state, [each.view() for each in self.attempts], observation, retryable_code)
+        earlier = observe(self.state, attempt.view(), self.attempts[-1].number, observation, retryable_code)
+        if earlier.intent_state is not verdict.intent_state and not evidence_rules_apply():
+            verdict = earlier
+        if verdict.applied:
+            attempt.provider_id = observation.provider_id
+            attempt.provider_status = verdict.attempt_status
+            if observation.error_code is not None:
+                attempt.error_code = observation.error_code
+            if observation.status.is_final:
+                attempt.failure_retryable = retryable_code and observation.status is not ProviderStatus.DELIVERED
+        self.ledger.add_observation(
+            attempt.number,
+            observation.source,
+            kind,
+            verdict.applied,
+            verdict.reason,
+            provider_id=observation.provider_id,
+            provider_status=observation.status.value,
+            error_code=observation.error_code,
+            inbox_id=inbox_id,
+            observed_at=observation.observed_at,
+        )
+        if verdict.applied:
+            self._record_if_presumed_absent(attempt, observation)
+        if verdict.applied and verdict.intent_state is not self.state:
+            self.transition(
+                verdict.intent_state,
+                verdict.reason,
+                observation.source,
+                attempt=attempt.number,
+                closes=verdict.intent_state.is_terminal,
+            )
+
+    def observe_fact(
+        self,
+        attempt: AttemptRecord,
+        source: Source,
+        kind: ObservationKind,
+        applied: bool,
+        reason: str,
+        error_code: int | None = None,
+    ) -> None:
+        """A fact about an attempt that carries no provider status (an answer, a refusal, a not-found)."""
+        self.ledger.add_observation(
+            attempt.number, source, kind, applied, reason, error_code=error_code, provider_id=attempt.provider_id
+        )
+
+    def _record_if_presumed_absent(self, attempt: AttemptRecord, observation: Observation) -> None:
+        """The provider had an attempt Herald had concluded it never took: record the contradiction
+        once per attempt, so the ledger's report counts the duplicate this may have caused."""
+        cause = attempt.submit_result.presumption if attempt.submit_result is not None else None
+        if cause is None or attempt.seen_after_presumed_absent or not evidence_rules_apply():
+            return  # (runs under the earlier rules numbered their observations without this row)
+        attempt.seen_after_presumed_absent = True
+        later = [each.number for each in self.attempts[attempt.number :] if each.submit_result not in (None, SubmitResult.NOT_SENT)]
+        self.ledger.add_observation(
+            attempt.number,
+            observation.source,
+            ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN,
+            True,
+            f"attempt {attempt.number} was presumed not accepted ({cause}) and is {observation.status.value} "
+            f"({observation.source.value}); "
+            + (f"later attempt(s) {later} went to the provider too" if later else "no later attempt went out"),
+            provider_id=observation.provider_id,
+            provider_status=observation.status.value,
+            observed_at=observation.observed_at,
+        )
+

@@ -1,0 +1,137 @@
+"""The ledger rows a workflow has decided but not yet written, and their sequence numbers.
+
+Rows are buffered and written at checkpoints: with each submit (the submit activity writes them
+before it calls the provider), before every wait that may be long, before continue-as-new and at
+the close. Each row carries the workflow time of its decision, not of its write, and a
+deterministic key (the workflow numbers transitions and observations), so a repeated write is the
+same rows. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from herald.intent import Intent
+    from herald.ledger.records import (
+        AttemptRow,
+        IntentRecorded,
+        LedgerBatch,
+        ObservationRow,
+        ReceiptOutcomeRow,
+        RecordIntentInput,
+        TransitionRow,
+    )
+    from herald.lifecycle import IntentState, ObservationKind, Source
+
+
+class LedgerBuffer:
+    def __init__(self, intent: Intent) -> None:
+        self._intent = intent
+        self.attempts: list[AttemptRow] = []
+        self.transitions: list[TransitionRow] = []
+        self.observations: list[ObservationRow] = []
+        self.outcomes: list[ReceiptOutcomeRow] = []
+        self.next_transition_seq = 1
+        self.next_observation_seq = 1
+        self.observations_recorded = 0
+        # The intent row is written with the first ledger write of the first run (normally the
+        # first submit); a run created by continue-as-new inherits it.
+        self.intent_recorded = False
+
+    def add_attempt(self, number: int, ref: str, prepared_at: datetime) -> None:
+        self.attempts.append(
+            AttemptRow(attempt_ref=ref, workflow_id=self._intent.workflow_id, number=number, prepared_at=prepared_at)
+        )
+
+    def add_transition(
+        self, at: datetime, from_state: IntentState, to_state: IntentState, reason: str, source: Source, attempt: int | None
+    ) -> None:
+        self.transitions.append(
+            TransitionRow(
+                workflow_id=self._intent.workflow_id,
+                seq=self.next_transition_seq,
+                at=at,
+                from_state=from_state,
+                to_state=to_state,
+                reason=reason,
+                source=source,
+                attempt_number=attempt,
+            )
+        )
+        self.next_transition_seq += 1
+
+    def add_observation(
+        self,
+        attempt_number: int | None,
+        source: Source,
+        kind: ObservationKind,
+        applied: bool,
+        reason: str,
+        *,
+        provider_id: str | None = None,
+        provider_status: str | None = None,
+        error_code: int | None = None,
+        inbox_id: int | None = None,
+        observed_at: datetime | None = None,
+    ) -> None:
+        """One observation row; a stored report's also gets its inbox verdict (applied or ignored)."""
+        self.observations.append(
+            ObservationRow(
+                workflow_id=self._intent.workflow_id,
+                seq=self.next_observation_seq,
+                attempt_number=attempt_number,
+                source=source,
+                kind=kind,
+                provider_id=provider_id,
+                provider_status=provider_status,
+                error_code=error_code,
+                applied=applied,
+                reason=reason,
+                inbox_id=inbox_id,
+                observed_at=observed_at or workflow.now(),
+            )
+        )
+        self.next_observation_seq += 1
+        self.observations_recorded += 1
+        if inbox_id is not None:
+            self.outcomes.append(
+                ReceiptOutcomeRow(
+                    inbox_id=inbox_id,
+                    outcome="applied" if applied else "ignored",
+                    reason=reason,
+                    workflow_id=self._intent.workflow_id,
+                )
+            )
+
+    def take(self) -> LedgerBatch:
+        """Every buffered row (and the intent row, until it is known written), leaving the buffer empty."""
+        record = None
+        if not self.intent_recorded:
+            record = RecordIntentInput(intent=self._intent, run_id=workflow.info().first_execution_run_id)
+        batch = LedgerBatch(
+            record=record,
+            attempts=self.attempts,
+            transitions=self.transitions,
+            observations=self.observations,
+            receipt_outcomes=self.outcomes,
+        )
+        self.attempts, self.transitions, self.observations, self.outcomes = [], [], [], []
+        return batch
+
+    def requeue(self, batch: LedgerBatch) -> None:
+        """Put back rows whose write is not known to have committed, ahead of newer ones."""
+        self.attempts = [*batch.attempts, *self.attempts]
+        self.transitions = [*batch.transitions, *self.transitions]
+        self.observations = [*batch.observations, *self.observations]
+        self.outcomes = [*batch.receipt_outcomes, *self.outcomes]
+
+    def continue_after(self, recorded: IntentRecorded) -> None:
+        """The ledger already holds this key from an earlier run: drop this run's unwritten rows
+        (none was written) and number new rows after that run's."""
+        self.attempts, self.transitions, self.observations = [], [], []
+        self.intent_recorded = True
+        self.next_transition_seq = recorded.next_transition_seq
+        self.next_observation_seq = recorded.next_observation_seq

@@ -1,0 +1,112 @@
+"""The workflow's calls out: provider activities and the ledger's local activities, each with the
+timeout and retry policy its side effect allows. Deterministic code only (it schedules, it does
+no I/O itself).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.ledger import LedgerActivities
+    from activities.provider import ProviderActivities
+    from herald.contracts import LookupInput, ProviderCancelInput, RecipientCooldownQuery, SubmitInput, SubmitStep
+    from herald.delivery_policy import DeliveryPolicy
+    from herald.intent import Intent
+    from herald.ledger.records import IntentRecorded, LedgerBatch
+    from herald.outcomes import LookupOutcome, Unavailable
+    from herald.task_queues import submit_task_queue
+
+    from workflows.attempt_record import AttemptRecord
+
+# Ledger writes are idempotent, so they may retry for as long as the database is away; the
+# workflow waits rather than submit before its attempt row is committed.
+_LEDGER_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+_LEDGER_TIMEOUT = timedelta(seconds=10)
+# A submit is never retried by Temporal: a retry after a lost answer is exactly the duplicate
+# send this system exists to prevent. A failed activity is an unknown outcome, resolved by lookup.
+_SUBMIT_RETRY = RetryPolicy(maximum_attempts=1)
+# Lookups and cancels are reads or refusals; retrying them is harmless.
+_READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+_READ_TIMEOUT = timedelta(seconds=30)
+
+
+async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy, rows: LedgerBatch) -> SubmitStep:
+    """Write `rows` and send the attempt once, on the submit queue the Temporal server paces.
+
+    Raises:
+        ActivityError: the activity did not finish (the worker died, it timed out): the rows may
+            or may not be written and the provider may or may not have the message.
+    """
+    return await workflow.execute_activity_method(
+        ProviderActivities.submit,
+        SubmitInput(
+            attempt_ref=attempt.ref,
+            to=intent.recipient,
+            body=intent.body,
+            ledger=rows,
+            validity_seconds=int(policy.provider_queue_validity.total_seconds()),
+        ),
+        task_queue=submit_task_queue(workflow.info().task_queue),
+        start_to_close_timeout=policy.submit_timeout,
+        retry_policy=_SUBMIT_RETRY,
+    )
+
+
+async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
+    """Find the attempt at the provider (by id when known, else by our reference); a lookup that
+    could not run is Unavailable, which says nothing about the attempt."""
+    attempt.lookups += 1
+    try:
+        return await workflow.execute_activity_method(
+            ProviderActivities.lookup,
+            LookupInput(
+                attempt_ref=attempt.ref,
+                provider_id=attempt.provider_id,
+                to=intent.recipient,
+                content_sha256=intent.content_sha256,
+                since=attempt.started_at,
+            ),
+            start_to_close_timeout=_READ_TIMEOUT,
+            retry_policy=_READ_RETRY,
+        )
+    except ActivityError as error:
+        return LookupOutcome(result=Unavailable(reason=f"lookup activity failed: {activity_failure(error)}"))
+
+
+async def ask_to_cancel(attempt: AttemptRecord) -> tuple[bool, str]:
+    """Ask the provider once to drop an accepted attempt: (canceled, reason)."""
+    try:
+        answer = await workflow.execute_activity_method(
+            ProviderActivities.cancel,
+            ProviderCancelInput(provider_id=attempt.provider_id),
+            start_to_close_timeout=_READ_TIMEOUT,
+            retry_policy=_READ_RETRY,
+        )
+    except ActivityError as error:
+        return False, f"cancel activity failed: {activity_failure(error)}"
+    return answer.canceled, answer.reason
+
+
+async def append_ledger(batch: LedgerBatch) -> IntentRecorded | None:
+    return await workflow.execute_local_activity_method(
+        LedgerActivities.append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
+    )
+
+
+async def last_attempt_to_recipient(intent: Intent) -> datetime | None:
+    return await workflow.execute_local_activity_method(
+        LedgerActivities.last_attempt_to_recipient,
+        RecipientCooldownQuery(workflow_id=intent.workflow_id, recipient=intent.recipient),
+        start_to_close_timeout=_LEDGER_TIMEOUT,
+        retry_policy=_LEDGER_RETRY,
+    )
+
+
+def activity_failure(error: ActivityError) -> str:
+    cause = error.cause
+    return type(cause).__name__ if cause is not None else "ActivityError"
