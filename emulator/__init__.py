@@ -1,4 +1,5 @@
-"""A Twilio-compatible SMS provider emulator with fault injection, for tests and demos only.
+"""Provider emulators with fault injection, for tests and demos only: a Twilio-compatible SMS
+API (this package) and an SMTP relay that plays SendGrid (``emulator.esp``).
 
 ``create_app(EmulatorConfig(...))`` builds the Starlette app; ``python -m emulator``
 runs it under uvicorn. See ``emulator.app`` for the endpoints and

@@ -45,6 +45,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from emulator.armed_faults import refuse_foreign
+
 from emulator.config import EmulatorConfig
 from emulator.faults import (
     FAULT_ADAPTER,
@@ -359,21 +361,13 @@ class _AdminApi:
     def __init__(self, state: EmulatorState) -> None:
         self._state = state
 
-    @staticmethod
-    def _foreign(request: Request) -> Response | None:
-        """The 403 answer for a non-loopback client, else None."""
-        host = request.client.host if request.client else ""
-        if host == "::1" or host.startswith("127."):
-            return None
-        return JSONResponse({"error": "the emulator admin API answers loopback clients only"}, status_code=403)
-
     async def list_faults(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         return JSONResponse({"faults": self._state.faults.describe()})
 
     async def arm_fault(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         try:
             raw: Any = await request.json()
@@ -388,26 +382,26 @@ class _AdminApi:
         return JSONResponse({"to": to, **fault.model_dump()})
 
     async def disarm_fault(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         found = self._state.faults.disarm(request.path_params["to"])
         return Response(status_code=204 if found else 404)
 
     async def clear_faults(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         self._state.faults.clear()
         return Response(status_code=204)
 
     async def list_messages(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         to = request.query_params.get("to")
         records = [record for record in self._state.store.oldest_first() if to is None or record.to == to]
         return JSONResponse({"messages": [record.oracle() for record in records]})
 
     async def release_callbacks(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         to = request.query_params.get("to")
         if not to:
@@ -420,7 +414,7 @@ class _AdminApi:
         return JSONResponse({"to": to, "released": released})
 
     async def get_stats(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         body = self._state.stats.as_json()
         body["stored_messages"] = len(self._state.store)
@@ -428,7 +422,7 @@ class _AdminApi:
         return JSONResponse(body)
 
     async def reset(self, request: Request) -> Response:
-        if denied := self._foreign(request):
+        if denied := refuse_foreign(request, "emulator"):
             return denied
         await self._state.reset()
         return JSONResponse({"reset": True})

@@ -14,11 +14,13 @@ Faults fall into two groups:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from emulator import armed_faults
+from emulator.armed_faults import read_faults_file
 
 # Long enough for any client timeout under test, short enough that a forgotten
 # fault cannot hold a connection (and the server's shutdown) for long.
@@ -172,14 +174,6 @@ class FaultAssignment(BaseModel):
     to: str = Field(min_length=1)
     fault: Fault
 
-    @classmethod
-    def from_flat(cls, raw: dict[str, Any]) -> FaultAssignment:
-        """Build from the flat file shape ``{"to": ..., "fault": name, ...params}``."""
-        if not isinstance(raw, dict) or "to" not in raw:
-            raise ValueError("each fault entry must be an object with a 'to' number")
-        params = {key: value for key, value in raw.items() if key != "to"}
-        return cls(to=raw["to"], fault=FAULT_ADAPTER.validate_python(params))
-
 
 def load_faults_file(path: Path) -> tuple[FaultAssignment, ...]:
     """Read a faults file: a JSON list of ``{"to": ..., "fault": ..., ...params}``.
@@ -187,54 +181,8 @@ def load_faults_file(path: Path) -> tuple[FaultAssignment, ...]:
     Raises:
         ValueError: The file is not such a list or an entry is invalid.
     """
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(raw, list):
-        raise ValueError(f"{path}: expected a JSON list of fault objects")
-    return tuple(FaultAssignment.from_flat(entry) for entry in raw)
+    return tuple(FaultAssignment(to=to, fault=fault) for to, fault in read_faults_file(path, FAULT_ADAPTER))
 
 
-class _Armed:
-    """A fault and how much of its count is left; mutable, owned by the registry."""
-
-    def __init__(self, fault: Fault) -> None:
-        self.fault = fault
-        self.remaining = fault.count
-        self.used = 0
-
-
-class FaultRegistry:
+class FaultRegistry(armed_faults.FaultRegistry[Fault]):
     """The faults armed on this emulator, keyed by recipient number."""
-
-    def __init__(self) -> None:
-        self._armed: dict[str, _Armed] = {}
-
-    def arm(self, to: str, fault: Fault) -> None:
-        """Arm ``fault`` for ``to``, replacing any fault that number had."""
-        self._armed[to] = _Armed(fault)
-
-    def disarm(self, to: str) -> bool:
-        """Remove the fault of ``to``; whether there was one."""
-        return self._armed.pop(to, None) is not None
-
-    def clear(self) -> None:
-        self._armed.clear()
-
-    def take(self, to: str) -> Fault | None:
-        """The fault for one create request to ``to``, consuming one use of its count."""
-        armed = self._armed.get(to)
-        if armed is None:
-            return None
-        armed.used += 1
-        if armed.remaining is not None:
-            armed.remaining -= 1
-            if armed.remaining <= 0:
-                # Spent: the number behaves normally from the next request on.
-                del self._armed[to]
-        return armed.fault
-
-    def describe(self) -> list[dict[str, Any]]:
-        """Every armed fault with its parameters, remaining uses (None = always) and uses so far."""
-        return [
-            {"to": to, **armed.fault.model_dump(), "remaining": armed.remaining, "used": armed.used}
-            for to, armed in self._armed.items()
-        ]

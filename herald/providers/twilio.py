@@ -86,6 +86,7 @@ from herald.outcomes import (
     Unavailable,
     Unknown,
 )
+from herald.providers.port import Capabilities, CancelOutcome
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
@@ -148,25 +149,6 @@ class TwilioConfig(Frozen):
         if (self.from_number is None) == (self.messaging_service_sid is None):
             raise ValueError("set exactly one of from_number and messaging_service_sid")
         return self
-
-
-class Capabilities(Frozen):
-    """What a provider can do, so the workflow picks a strategy without knowing the provider."""
-
-    idempotent_submit: bool  # a repeated submit cannot create a second message
-    reference_in_reports: bool  # delivery reports carry our attempt reference
-    status_lookup: bool  # a message can be fetched by its provider id
-    lookup_by_reference: bool  # a message can be found without its provider id, in every state it can be in
-    # A submit can bound the provider's own queue time (Twilio: ValidityPeriod): once the bound has
-    # passed, a message still unsent is dropped, so one that was never listed can no longer appear.
-    # Without it, "not found" by reference never proves absence.
-    bounded_queue: bool
-    cancel_accepted: bool  # an accepted (not just scheduled) message can be canceled
-
-
-class CancelOutcome(Frozen):
-    canceled: bool
-    reason: str
 
 
 class TwilioAdapter:

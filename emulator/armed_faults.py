@@ -1,0 +1,104 @@
+"""What both emulators share about faults: who may arm them, how a faults file is read, and the
+registry that hands one fault use to each request for an armed recipient.
+
+A fault is armed for one recipient (a phone number, an e-mail address) with a ``count`` (``None``
+= always); every request to that recipient consumes one use, and a spent fault is gone, so the
+recipient behaves normally again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import TypeAdapter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+
+class _CountedFault(Protocol):
+    count: int | None
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+F = TypeVar("F", bound=_CountedFault)
+
+
+class FaultRegistry(Generic[F]):
+    """The faults armed on one emulator, keyed by recipient (normalised by `key`, e.g. lower-cased)."""
+
+    def __init__(self, key: Callable[[str], str] = str) -> None:
+        self._key = key
+        self._armed: dict[str, _Armed[F]] = {}
+
+    def arm(self, to: str, fault: F) -> None:
+        """Arm `fault` for `to`, replacing any fault that recipient had."""
+        self._armed[self._key(to)] = _Armed(to, fault)
+
+    def disarm(self, to: str) -> bool:
+        """Remove the fault of `to`; whether there was one."""
+        return self._armed.pop(self._key(to), None) is not None
+
+    def clear(self) -> None:
+        self._armed.clear()
+
+    def take(self, to: str) -> F | None:
+        """The fault for one request to `to`, consuming one use of its count."""
+        key = self._key(to)
+        armed = self._armed.get(key)
+        if armed is None:
+            return None
+        armed.used += 1
+        if armed.remaining is not None:
+            armed.remaining -= 1
+            if armed.remaining <= 0:
+                # Spent: the recipient behaves normally from the next request on.
+                del self._armed[key]
+        return armed.fault
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every armed fault with its parameters, remaining uses (None = always) and uses so far."""
+        return [
+            {"to": armed.to, **armed.fault.model_dump(), "remaining": armed.remaining, "used": armed.used}
+            for armed in self._armed.values()
+        ]
+
+
+class _Armed(Generic[F]):
+    """A fault and how much of its count is left; mutable, owned by the registry."""
+
+    def __init__(self, to: str, fault: F) -> None:
+        self.to = to
+        self.fault = fault
+        self.remaining = fault.count
+        self.used = 0
+
+
+def read_faults_file(path: Path, adapter: TypeAdapter[F]) -> list[tuple[str, F]]:
+    """A faults file: a JSON list of ``{"to": ..., "fault": name, ...params}``, as (recipient, fault).
+
+    Raises:
+        ValueError: The file is not such a list or an entry is invalid.
+    """
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a JSON list of fault objects")
+    entries = []
+    for entry in raw:
+        if not isinstance(entry, dict) or "to" not in entry:
+            raise ValueError("each fault entry must be an object with a 'to' recipient")
+        params = {key: value for key, value in entry.items() if key != "to"}
+        entries.append((entry["to"], adapter.validate_python(params)))
+    return entries
+
+
+def refuse_foreign(request: Request, what: str) -> Response | None:
+    """The 403 answer for a client that is not on loopback, else None: admin APIs arm faults and
+    show every message, so nobody but the machine itself may call them."""
+    host = request.client.host if request.client else ""
+    if host == "::1" or host.startswith("127."):
+        return None
+    return JSONResponse({"error": f"the {what} admin API answers loopback clients only"}, status_code=403)

@@ -1,0 +1,180 @@
+"""The ESP emulator's admin HTTP API and its HTML page (no auth, loopback clients only)::
+
+    GET    /                          HTML list of received messages (everything escaped)
+    GET    /_esp/faults               armed faults
+    PUT    /_esp/faults/{address}     arm {"fault": name, "count": n|null, ...params}; 422 when invalid
+    DELETE /_esp/faults/{address}     disarm one address
+    DELETE /_esp/faults               disarm all
+    GET    /_esp/messages[?to=...]    every accepted message, its recipients, events and webhook attempts
+    GET    /_esp/stats                counters
+    GET    /_esp/public-key           {"public_key": "<base64 DER>"}: what verifies the event signatures
+    POST   /_esp/reset                forget messages, faults, counters; stop pending events
+
+The admin API is how tests arm faults and count what was really accepted; it
+never takes part in what a client of the SMTP side sees.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from emulator.armed_faults import refuse_foreign
+from emulator.esp.config import EspConfig
+from emulator.esp.events import EventPoster
+from emulator.esp.faults import FAULT_ADAPTER, FaultRegistry
+from emulator.esp.messages import EspStats, MessageRecord, MessageStore
+
+_MAX_ADDRESS_CHARS = 320
+
+
+@dataclass
+class EspState:
+    """Everything one ESP emulator instance knows; built by ``EspServer``, never module-global."""
+
+    config: EspConfig
+    store: MessageStore
+    faults: FaultRegistry
+    stats: EspStats
+    poster: EventPoster
+    public_key: str
+
+    async def reset(self) -> None:
+        await self.poster.cancel_all()
+        self.store.clear()
+        self.faults.clear()
+        self.stats.reset()
+
+
+def create_admin_app(state: EspState) -> Starlette:
+    """The admin API over ``state``."""
+    admin = _AdminApi(state)
+    routes = [
+        Route("/", admin.page, methods=["GET"]),
+        Route("/_esp/faults", admin.list_faults, methods=["GET"]),
+        Route("/_esp/faults", admin.clear_faults, methods=["DELETE"]),
+        Route("/_esp/faults/{address}", admin.arm_fault, methods=["PUT"]),
+        Route("/_esp/faults/{address}", admin.disarm_fault, methods=["DELETE"]),
+        Route("/_esp/messages", admin.list_messages, methods=["GET"]),
+        Route("/_esp/stats", admin.get_stats, methods=["GET"]),
+        Route("/_esp/public-key", admin.public_key, methods=["GET"]),
+        Route("/_esp/reset", admin.reset, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.esp = state
+    return app
+
+
+class _AdminApi:
+    def __init__(self, state: EspState) -> None:
+        self._state = state
+
+    async def list_faults(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        return JSONResponse({"faults": self._state.faults.describe()})
+
+    async def arm_fault(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        address = request.path_params["address"]
+        if not 3 <= len(address) <= _MAX_ADDRESS_CHARS or "@" not in address:
+            return JSONResponse({"error": "address must be an e-mail address (local@domain)"}, status_code=422)
+        try:
+            raw: Any = await request.json()
+            fault = FAULT_ADAPTER.validate_python(raw)
+        except json.JSONDecodeError:
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
+        except ValidationError as error:
+            details = error.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"error": "invalid fault", "details": details}, status_code=422)
+        self._state.faults.arm(address, fault)
+        return JSONResponse({"to": address, **fault.model_dump()})
+
+    async def disarm_fault(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        found = self._state.faults.disarm(request.path_params["address"])
+        return Response(status_code=204 if found else 404)
+
+    async def clear_faults(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        self._state.faults.clear()
+        return Response(status_code=204)
+
+    async def list_messages(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        records = self._state.store.oldest_first(request.query_params.get("to"))
+        return JSONResponse({"messages": [record.oracle() for record in records]})
+
+    async def get_stats(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        body = self._state.stats.as_json()
+        body["stored_messages"] = len(self._state.store)
+        body["running_event_tasks"] = self._state.poster.running
+        return JSONResponse(body)
+
+    async def public_key(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        return JSONResponse({"public_key": self._state.public_key})
+
+    async def reset(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        await self._state.reset()
+        return JSONResponse({"reset": True})
+
+    async def page(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        return HTMLResponse(render_page(self._state.store.oldest_first()))
+
+
+def render_page(records: list[MessageRecord]) -> str:
+    """An HTML list of received messages, newest first. Every value is escaped: subjects and
+    headers come from whoever sent the mail."""
+    rows = "\n".join(_render_message(record) for record in reversed(records)) or "<p>No messages yet.</p>"
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<title>ESP emulator: received messages</title>"
+        "<style>body{font-family:sans-serif;margin:2em}section{border-top:1px solid #ccc;padding:.5em 0}"
+        "td,th{text-align:left;padding:0 1em 0 0;vertical-align:top}code{font-size:.9em}</style></head>"
+        f"<body><h1>ESP emulator (SendGrid stand-in, test use only)</h1><p>{len(records)} message(s)</p>\n"
+        f"{rows}\n</body></html>\n"
+    )
+
+
+def _render_message(record: MessageRecord) -> str:
+    parsed = record.parsed
+    recipients = ", ".join(
+        f"{escape(r.email)} (<code>{escape(r.sg_message_id)}</code>: "
+        f"{escape(' → '.join(e.body['event'] for e in r.events) or 'no events yet')})"
+        for r in record.recipients
+    )
+    headers = "".join(
+        f"<tr><th>{escape(name)}</th><td><code>{escape(value)}</code></td></tr>" for name, value in parsed.headers
+    )
+    attachments = "".join(
+        f"<li>{escape(a.filename or '(no name)')}: {escape(a.content_type)}, {a.size} bytes, "
+        f"sha256 <code>{escape(a.sha256)}</code></li>"
+        for a in parsed.attachments
+    )
+    return (
+        f"<section><h2>{escape(parsed.subject or '(no subject)')}</h2>"
+        f"<p>To: {recipients}<br>Message-ID: <code>{escape(parsed.message_id)}</code><br>"
+        f"Accepted: {escape(record.accepted_at.isoformat())}, {parsed.size} bytes</p>"
+        f"<details><summary>Headers</summary><table>{headers}</table></details>"
+        f"<ul>{attachments}</ul></section>"
+    )

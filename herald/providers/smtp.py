@@ -1,0 +1,181 @@
+"""E-mail submission over SMTP to any relay (SES, SendGrid, Postmark, Mailgun, a company's Postfix).
+
+The adapter opens one connection per submit, makes one transaction and reports what it saw as a
+typed outcome; it never retries (retries belong to Temporal) and never raises for anything the
+network or the relay does. SMTP accepts a message only when the relay answers the end of DATA,
+so where a failure happened decides what it means:
+
+    submit
+      ├── connect, TLS, AUTH ................ failure: Retryable (nothing was sent); AUTH refused:
+      │                                        Retryable with a long delay (our configuration)
+      ├── MAIL FROM, RCPT TO ................ 4xx: Retryable   5xx: Rejected   (definite answers)
+      │                                        disconnect/timeout: Retryable (no DATA, no message)
+      └── DATA, the message, the final "." .. 250: Accepted (provider id: our Message-ID)
+                                               4xx: Retryable   5xx: Rejected
+                                               disconnect/timeout: Unknown (the relay may have the
+                                               message: only its events can tell)
+
+The ``Message-ID`` is derived from the attempt reference, so every copy of one attempt is
+recognisably the same message, and the reference also travels in SendGrid's ``X-SMTPAPI`` header
+(``unique_args``), which the ESP echoes in every event about the message. Reasons carry reply codes
+and exception classes only, never the address, the subject or the relay's text (it can quote them).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import format_datetime
+from typing import ClassVar, Literal
+
+import aiosmtplib
+from pydantic import ConfigDict, EmailStr, Field, SecretStr
+
+from herald.outcomes import Accepted, Frozen, ProviderStatus, Rejected, Retryable, SubmitOutcome, Unknown
+from herald.providers.port import Capabilities
+
+# A relay that refuses our credentials needs a human; retrying every few seconds would only
+# trip its lockout. Only a hint: the workflow's policy caps it.
+AUTH_RETRY_DELAY_SECONDS = 300.0
+# The unique_args key the ESP echoes in its events: our attempt reference.
+REFERENCE_ARG = "herald_attempt"
+
+
+class SmtpConfig(Frozen):
+    """Where and as whom the adapter submits. ``password`` is a ``SecretStr`` (never shown)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    host: str
+    port: int = Field(default=587, ge=1, le=65_535)
+    # starttls: upgrade on the submission port (587); tls: TLS from the first byte (465);
+    # none: plaintext, for a relay on loopback only (the local ESP emulator).
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    username: str | None = None
+    password: SecretStr | None = None
+    from_address: EmailStr
+    # The right-hand side of our Message-IDs: a domain we control.
+    message_id_domain: str = Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$")
+    # How the ledger names the relay whose events report on these messages.
+    provider: str = Field(default="sendgrid", pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=30.0, gt=0)
+
+
+class EmailAttachment(Frozen):
+    filename: str = Field(min_length=1, max_length=255)
+    media_type: str = Field(pattern=r"^[a-z0-9.+-]+/[a-z0-9.+-]+$")
+    content: bytes
+
+
+class EmailSubmission(Frozen):
+    """One attempt's message: the rendered subject and text, and the attachments already verified."""
+
+    # A refused address must not come back in the error: it is personal data.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    attempt_ref: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    to: EmailStr
+    subject: str = Field(max_length=998)
+    text: str
+    attachments: list[EmailAttachment] = []
+
+
+class SmtpAdapter:
+    """One SMTP relay, as typed outcomes."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        idempotent_submit=False,  # a second DATA is a second message, whatever its Message-ID
+        reference_in_reports=True,  # the ESP echoes unique_args (our reference) in every event
+        status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
+        lookup_by_reference=False,
+        bounded_queue=False,  # absence can never be proven: an unknown submit waits for events
+        cancel_accepted=False,
+    )
+
+    def __init__(self, config: SmtpConfig) -> None:
+        self._config = config
+
+    @property
+    def name(self) -> str:
+        return self._config.provider
+
+    def message_id(self, attempt_ref: str) -> str:
+        """The Message-ID every copy of one attempt carries."""
+        return f"<{attempt_ref}@{self._config.message_id_domain}>"
+
+    def build(self, submission: EmailSubmission) -> EmailMessage:
+        message = EmailMessage()
+        message["From"] = self._config.from_address
+        message["To"] = submission.to
+        message["Subject"] = submission.subject
+        message["Date"] = format_datetime(datetime.now(UTC))
+        message["Message-ID"] = self.message_id(submission.attempt_ref)
+        message["X-SMTPAPI"] = json.dumps({"unique_args": {REFERENCE_ARG: submission.attempt_ref}}, separators=(",", ":"))
+        message.set_content(submission.text)
+        for attachment in submission.attachments:
+            maintype, subtype = attachment.media_type.split("/", 1)
+            message.add_attachment(attachment.content, maintype=maintype, subtype=subtype, filename=attachment.filename)
+        return message
+
+    async def submit(self, submission: EmailSubmission) -> SubmitOutcome:
+        """Hand one message to the relay: one connection, one transaction, never retried."""
+        config = self._config
+        message = self.build(submission)
+        client = aiosmtplib.SMTP(
+            hostname=config.host,
+            port=config.port,
+            use_tls=config.security == "tls",
+            start_tls=config.security == "starttls",
+            username=config.username,
+            password=config.password.get_secret_value() if config.password else None,
+            timeout=config.read_timeout,
+        )
+        phase = "connect"
+        try:
+            await client.connect(timeout=config.connect_timeout)
+            phase = "envelope"
+            await client.mail(config.from_address)
+            await client.rcpt(submission.to)
+            phase = "data"
+            await client.data(message.as_bytes())
+        except aiosmtplib.SMTPAuthenticationError as error:
+            return SubmitOutcome(
+                result=Retryable(
+                    reason=f"SMTP {error.code}: the relay refused our credentials",
+                    delay_seconds=AUTH_RETRY_DELAY_SECONDS,
+                )
+            )
+        except aiosmtplib.SMTPResponseException as error:
+            return SubmitOutcome(result=_answered(phase, error.code))
+        except aiosmtplib.SMTPRecipientsRefused as error:  # only from the send() helpers; kept for safety
+            codes = [refused.code for refused in error.recipients] or [550]
+            return SubmitOutcome(result=_answered("envelope", max(codes)))
+        except (aiosmtplib.SMTPException, OSError) as error:
+            if phase == "data":
+                return SubmitOutcome(
+                    result=Unknown(reason=f"{type(error).__name__} during DATA: the relay may have the message")
+                )
+            return SubmitOutcome(result=Retryable(reason=f"{type(error).__name__} before DATA: nothing was sent"))
+        finally:
+            await _close(client)
+        return SubmitOutcome(
+            result=Accepted(provider_id=self.message_id(submission.attempt_ref), status=ProviderStatus.QUEUED)
+        )
+
+
+def _answered(phase: str, code: int) -> Retryable | Rejected:
+    where = "at the end of DATA" if phase == "data" else "to the envelope" if phase == "envelope" else "on connect"
+    if 400 <= code < 500:
+        return Retryable(reason=f"SMTP {code} {where}: the relay says not now")
+    return Rejected(reason=f"SMTP {code} {where}: the relay refused the message")
+
+
+async def _close(client: aiosmtplib.SMTP) -> None:
+    if not client.is_connected:
+        return
+    try:
+        await client.quit()
+    except (aiosmtplib.SMTPException, OSError):
+        client.close()
