@@ -46,6 +46,8 @@ class DeliveryReport(Frozen):
     error_code: int | None = None
     provider_event_at: datetime | None = None
     received_at: datetime
+    # Classified by the receipt edge from the provider's vocabulary; None in reports signalled before.
+    failure_retryable: bool | None = None
 
 
 class ReportBatch(Frozen):

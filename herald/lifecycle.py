@@ -183,6 +183,8 @@ class Observation(Frozen):
     error_code: int | None = None
     source: Source
     observed_at: datetime
+    # The adapter's (or receipt edge's) classification of a failure; None when the fact predates it.
+    failure_retryable: bool | None = None
 
 
 class Verdict(Frozen):

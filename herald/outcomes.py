@@ -70,6 +70,9 @@ class Accepted(Frozen):
     provider_id: str
     status: ProviderStatus
     error_code: int | None = None
+    # Whether a failure with this error code may be retried, classified by the adapter from its own
+    # vocabulary, so the workflow reads no provider's table. None in payloads recorded before.
+    failure_retryable: bool | None = None
 
 
 class Retryable(Frozen):
@@ -105,6 +108,9 @@ class Found(Frozen):
     status: ProviderStatus
     error_code: int | None = None
     provider_updated_at: datetime | None = None
+    # Whether a failure with this error code may be retried, classified by the adapter from its own
+    # vocabulary, so the workflow reads no provider's table. None in payloads recorded before.
+    failure_retryable: bool | None = None
 
 
 class NotFound(Frozen):

@@ -88,7 +88,13 @@ class AttemptRecord:
         )
 
     def fact(
-        self, provider_id: str, status: ProviderStatus, error_code: int | None, source: Source, observed_at: datetime
+        self,
+        provider_id: str,
+        status: ProviderStatus,
+        error_code: int | None,
+        source: Source,
+        observed_at: datetime,
+        failure_retryable: bool | None,
     ) -> Observation:
         """One provider fact about this attempt, whichever path (submit answer, poll, report) brought it."""
         return Observation(
@@ -98,7 +104,10 @@ class AttemptRecord:
             error_code=error_code,
             source=source,
             observed_at=observed_at,
+            failure_retryable=failure_retryable,
         )
 
     def found(self, found: Found) -> Observation:
-        return self.fact(found.provider_id, found.status, found.error_code, Source.POLL, workflow.now())
+        return self.fact(
+            found.provider_id, found.status, found.error_code, Source.POLL, workflow.now(), found.failure_retryable
+        )

@@ -28,7 +28,9 @@ with workflow.unsafe.imports_passed_through():
     from herald.ledger.records import IntentRecorded
     from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
-    from herald.providers.twilio_codes import is_retryable
+    # Facts recorded before adapters classified failures at the edge carry no classification; they
+    # were all Twilio's, so its table decides for them, and only for them.
+    from herald.providers.twilio_codes import is_retryable as classified_before_the_edge
 
     from workflows.attempt_record import AttemptRecord
     from workflows.evidence_rules import evidence_rules_apply
@@ -158,7 +160,9 @@ class IntentRecord:
         result = outcome.result
         attempt.submit_result = SubmitResult(result.kind)
         if isinstance(result, Accepted):
-            fact = attempt.fact(result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now())
+            fact = attempt.fact(
+                result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now(), result.failure_retryable
+            )
             self.apply_observation(attempt, fact, kind=ObservationKind.ACCEPTED)
             return
         if isinstance(result, Unknown):
@@ -193,13 +197,17 @@ class IntentRecord:
                 observed_at=report.received_at,
             )
             return
-        fact = attempt.fact(report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at)
+        fact = attempt.fact(
+            report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at, report.failure_retryable
+        )
         self.apply_observation(attempt, fact, kind=ObservationKind.STATUS, inbox_id=report.inbox_id)
 
     def apply_observation(
         self, attempt: AttemptRecord, observation: Observation, *, kind: ObservationKind, inbox_id: int | None = None
     ) -> None:
-        retryable_code = is_retryable(observation.error_code)
+        retryable_code = observation.failure_retryable
+        if retryable_code is None:
+            retryable_code = classified_before_the_edge(observation.error_code)
         verdict = observe_across(self.state, [each.view() for each in self.attempts], observation, retryable_code)
         earlier = observe(self.state, attempt.view(), self.attempts[-1].number, observation, retryable_code)
         if earlier.intent_state is not verdict.intent_state and not evidence_rules_apply():

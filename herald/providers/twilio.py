@@ -91,6 +91,7 @@ from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
     classify_error,
+    is_retryable,
     map_status,
 )
 
@@ -483,8 +484,9 @@ def _classify_submit(response: httpx.Response) -> Accepted | Retryable | Rejecte
     if 200 <= status < 300:
         sid = payload.get("sid") if payload is not None else None
         if isinstance(sid, str) and sid:
+            code = _int_or_none(payload.get("error_code"))
             return Accepted(
-                provider_id=sid, status=map_status(_label(payload)), error_code=_int_or_none(payload.get("error_code"))
+                provider_id=sid, status=map_status(_label(payload)), error_code=code, failure_retryable=is_retryable(code)
             )
         return Unknown(reason=f"HTTP {status} without a message sid; acceptance unknown")
     code = _int_or_none(payload.get("code")) if payload is not None else None
@@ -542,10 +544,12 @@ def _found(message: dict[str, Any]) -> Found | None:
     sid = message.get("sid")
     if not isinstance(sid, str) or not sid:
         return None
+    code = _int_or_none(message.get("error_code"))
     return Found(
         provider_id=sid,
         status=map_status(_label(message)),
-        error_code=_int_or_none(message.get("error_code")),
+        error_code=code,
+        failure_retryable=is_retryable(code),
         provider_updated_at=_rfc2822(message.get("date_updated")),
     )
 

@@ -19,7 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
 from herald.lifecycle import ObservationKind, Source
-from herald.providers.twilio_codes import map_status
+from herald.providers.twilio_codes import is_retryable, map_status
 from herald.workflow_api import SIGNAL_DELIVERY_REPORTS
 
 log = logging.getLogger("herald.receipts")
@@ -60,6 +60,7 @@ class StoredReport:
             provider_id=self.provider_message_id,
             status=map_status(self.provider_status),
             error_code=self.error_code,
+            failure_retryable=is_retryable(self.error_code),
             provider_event_at=self.provider_event_at,
             received_at=self.received_at,
         )

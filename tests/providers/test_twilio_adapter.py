@@ -846,3 +846,15 @@ async def test_cancel(handler: Handler, canceled: bool, phrase: str) -> None:
     assert seen[0].method == "POST"
     assert seen[0].url.path == f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages/{MESSAGE_SID}.json"
     assert form_of(seen[0]) == {"Status": "canceled"}
+
+
+@pytest.mark.parametrize(("code", "retryable"), [(30008, True), (30003, False), (None, False), (99999, False)])
+async def test_answers_carry_the_failure_class_so_the_workflow_reads_no_code_table(code: int | None, retryable: bool) -> None:
+    """Accepted and Found say whether a failure with their error code may be retried, from Twilio's table, at the edge."""
+    failed = message(status="failed", error_code=code)
+    async with make_adapter(respond(201, failed)) as adapter:
+        accepted = (await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK)).result
+    async with make_adapter(respond(200, failed)) as adapter:
+        found = (await adapter.fetch(MESSAGE_SID)).result
+    assert isinstance(accepted, Accepted) and isinstance(found, Found)
+    assert accepted.failure_retryable is retryable and found.failure_retryable is retryable

@@ -284,11 +284,13 @@ async def test_adapter_reads_every_message_property() -> None:
     assert set(message) == set(schema["properties"])
     submitted, fetched, found = await serve(message)
     sid = "SM" + "0" * 32
-    assert submitted == Accepted(provider_id=sid, status=ProviderStatus.DELIVERED, error_code=30007)
+    # 30007 (carrier filtering) is permanent in Twilio's table: the adapter says so at the edge.
+    assert submitted == Accepted(provider_id=sid, status=ProviderStatus.DELIVERED, error_code=30007, failure_retryable=False)
     expected = Found(
         provider_id=sid,
         status=ProviderStatus.DELIVERED,
         error_code=30007,
+        failure_retryable=False,
         provider_updated_at=datetime(2008, 1, 3, 12, 0, tzinfo=UTC),
     )
     assert fetched == expected
