@@ -65,6 +65,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.intent_record import IntentRecord
 
 _OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
+# The last look at the horizon asks a provider that cannot answer again, 2 s and 4 s later: a
+# passing outage must not turn into `unknown`, and a lasting one must not hold the verdict forever.
+_LAST_LOOK_TRIES = 3
+_LAST_LOOK_BACKOFF = timedelta(seconds=2)
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -265,11 +269,13 @@ class NotificationWorkflow:
             return self._policy.lookup_first_delay
         return lookup_delay(self._policy, attempt.lookups, workflow.random().random())
 
-    async def _look(self, attempt: AttemptRecord) -> None:
-        """Ask the provider about one open attempt: poll it by id, or look it up by our reference."""
+    async def _look(self, attempt: AttemptRecord) -> str | None:
+        """Ask the provider about one open attempt: poll it by id, or look it up by our reference.
+
+        Returns what the provider answered, or None when it could not answer (Unavailable).
+        """
         if attempt.provider_id is not None:
-            await self._poll(attempt)
-            return
+            return await self._poll(attempt)
         result = (await provider_calls.lookup(attempt, self._intent)).result
         if isinstance(result, Found):
             self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
@@ -291,21 +297,30 @@ class NotificationWorkflow:
                 self._record.settle(reason, Source.POLL, attempt=attempt.number, earlier_rules=IntentState.RETRYABLE_FAILURE)
         else:
             self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
+            return None
+        return _answer(result)
 
     async def _close_at_horizon(self, reason: str) -> None:
         """The resolution horizon passed: look at every open attempt once more, and close as
         `unknown` only if that last look found nothing conclusive. A worker running late delays
         this verdict; it cannot manufacture it, since the look runs after the horizon."""
         looked_at = workflow.now()
+        answers: list[str] = []
         for attempt in self._record.open_attempts():
-            if attempt.open:
-                await self._look(attempt)
+            answer = None
+            # A provider that cannot answer right now is asked again, a bounded number of times.
+            for tries in range(_LAST_LOOK_TRIES):
+                if not attempt.open:
+                    break
+                if tries:
+                    await workflow.sleep(_LAST_LOOK_BACKOFF * tries)
+                answer = await self._look(attempt)
+                if answer is not None:
+                    break
+            answers.append(f"attempt {attempt.number} {answer or 'unavailable'}")
         if self._state in _OPEN_STATES:
-            found = ", ".join(
-                f"attempt {a.number} {a.provider_status.value if a.provider_status else 'not found conclusively'}"
-                for a in self._record.open_attempts()
-            )
-            self._record.close(IntentState.UNKNOWN, f"{reason}; last lookup at {looked_at.isoformat()}: {found}", Source.CLOCK)
+            summary = ", ".join(answers)
+            self._record.close(IntentState.UNKNOWN, f"{reason}; last lookup at {looked_at.isoformat()}: {summary}", Source.CLOCK)
 
     async def _follow_open_attempt(self) -> None:
         """After a cancel or expiry closed the intent, keep recording what its attempt does.
@@ -335,7 +350,8 @@ class NotificationWorkflow:
                 if polls_allowed and not attempt.resolved and self._within_horizon(attempt):
                     await self._poll(attempt)
 
-    async def _poll(self, attempt: AttemptRecord) -> None:
+    async def _poll(self, attempt: AttemptRecord) -> str | None:
+        """Poll an attempt by its provider id; what the provider answered, or None if it could not."""
         result = (await provider_calls.lookup(attempt, self._intent)).result
         if isinstance(result, Found):
             self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
@@ -343,6 +359,8 @@ class NotificationWorkflow:
             self._record.observe_fact(attempt, Source.POLL, ObservationKind.NOT_FOUND, False, "provider has no such message")
         else:
             self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
+            return None
+        return _answer(result)
 
     # ---- retryable_failure: the next attempt, on a durable timer ------------------------
 
@@ -488,3 +506,7 @@ class NotificationWorkflow:
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> IntentStatus:
         return self._record.status()
+
+
+def _answer(result: Found | NotFound) -> str:
+    return f"found {result.status.value}" if isinstance(result, Found) else "not found"

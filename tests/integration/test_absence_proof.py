@@ -317,9 +317,9 @@ async def test_the_horizon_looks_once_more_before_unknown(
     started = datetime.now(UTC)
     await herald.send(receipt_request(key, to), policy=HORIZON_POLICY)
     final = await _final(herald, key)
-    assert final.state is IntentState.DELIVERED
-    assert len(await emulator.messages(to)) == 1
     history = await intent_history(pool, f"{key}/sms")
+    assert final.state is IntentState.DELIVERED, (final.transitions[-1].reason, history["observations"])
+    assert len(await emulator.messages(to)) == 1
     looks = [o for o in history["observations"] if o["source"] == "poll"]
     assert looks and all(o["observed_at"] >= started + HORIZON_POLICY.resolution_horizon for o in looks)
     assert "unknown" not in [t["to_state"] for t in history["transitions"]]
@@ -335,6 +335,6 @@ async def test_unknown_only_after_a_last_lookup_found_nothing_final(
     await herald.send(receipt_request(key, to), policy=HORIZON_POLICY)
     final = await _final(herald, key)
     assert final.state is IntentState.UNKNOWN
-    assert "last lookup at" in final.transitions[-1].reason and "attempt 1 sent" in final.transitions[-1].reason
+    assert "last lookup at" in final.transitions[-1].reason and "attempt 1 found sent" in final.transitions[-1].reason
     history = await intent_history(pool, f"{key}/sms")
     assert [o["provider_status"] for o in history["observations"] if o["source"] == "poll"] == ["sent"]
