@@ -27,7 +27,6 @@ import asyncio
 import base64
 import binascii
 import hmac
-import json
 import math
 import re
 import time
@@ -36,16 +35,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
-from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from emulator.armed_faults import refuse_foreign
+from emulator.armed_faults import fault_routes, refuse_foreign
 
 from emulator.config import EmulatorConfig
 from emulator.faults import (
@@ -132,10 +129,7 @@ def create_app(config: EmulatorConfig) -> Starlette:
         Route(f"{base}/Messages.json", twilio.list_messages, methods=["GET"]),
         Route(f"{base}/Messages/{{sid}}.json", twilio.fetch_message, methods=["GET"]),
         Route(f"{base}/Messages/{{sid}}.json", twilio.update_message, methods=["POST"]),
-        Route("/_emulator/faults", admin.list_faults, methods=["GET"]),
-        Route("/_emulator/faults", admin.clear_faults, methods=["DELETE"]),
-        Route("/_emulator/faults/{to}", admin.arm_fault, methods=["PUT"]),
-        Route("/_emulator/faults/{to}", admin.disarm_fault, methods=["DELETE"]),
+        *fault_routes("/_emulator/faults", state.faults, FAULT_ADAPTER, "emulator"),
         Route("/_emulator/messages", admin.list_messages, methods=["GET"]),
         Route("/_emulator/callbacks/release", admin.release_callbacks, methods=["POST"]),
         Route("/_emulator/stats", admin.get_stats, methods=["GET"]),
@@ -360,38 +354,6 @@ def _not_found(request: Request) -> Response:
 class _AdminApi:
     def __init__(self, state: EmulatorState) -> None:
         self._state = state
-
-    async def list_faults(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "emulator"):
-            return denied
-        return JSONResponse({"faults": self._state.faults.describe()})
-
-    async def arm_fault(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "emulator"):
-            return denied
-        try:
-            raw: Any = await request.json()
-            fault = FAULT_ADAPTER.validate_python(raw)
-        except json.JSONDecodeError:
-            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
-        except ValidationError as error:
-            details = error.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"error": "invalid fault", "details": details}, status_code=422)
-        to = request.path_params["to"]
-        self._state.faults.arm(to, fault)
-        return JSONResponse({"to": to, **fault.model_dump()})
-
-    async def disarm_fault(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "emulator"):
-            return denied
-        found = self._state.faults.disarm(request.path_params["to"])
-        return Response(status_code=204 if found else 404)
-
-    async def clear_faults(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "emulator"):
-            return denied
-        self._state.faults.clear()
-        return Response(status_code=204)
 
     async def list_messages(self, request: Request) -> Response:
         if denied := refuse_foreign(request, "emulator"):

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 
 class _CountedFault(Protocol):
@@ -102,3 +103,60 @@ def refuse_foreign(request: Request, what: str) -> Response | None:
     if host == "::1" or host.startswith("127."):
         return None
     return JSONResponse({"error": f"the {what} admin API answers loopback clients only"}, status_code=403)
+
+
+def fault_routes(
+    prefix: str,
+    registry: FaultRegistry[Any],
+    adapter: TypeAdapter[Any],
+    what: str,
+    check_recipient: Callable[[str], str | None] = lambda to: None,
+) -> list[Route]:
+    """The admin routes that arm, list, disarm and clear faults, under `prefix` (loopback clients only):
+
+        GET    {prefix}          armed faults
+        PUT    {prefix}/{to}     arm {"fault": name, "count": n|null, ...params}; 422 when invalid
+        DELETE {prefix}/{to}     disarm one recipient (404 when it had none)
+        DELETE {prefix}          disarm all
+
+    `check_recipient` returns why a recipient is not one this emulator serves, or None.
+    """
+
+    async def list_faults(request: Request) -> Response:
+        if denied := refuse_foreign(request, what):
+            return denied
+        return JSONResponse({"faults": registry.describe()})
+
+    async def arm_fault(request: Request) -> Response:
+        if denied := refuse_foreign(request, what):
+            return denied
+        to = request.path_params["to"]
+        if problem := check_recipient(to):
+            return JSONResponse({"error": problem}, status_code=422)
+        try:
+            fault = adapter.validate_python(await request.json())
+        except json.JSONDecodeError:
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
+        except ValidationError as error:
+            details = error.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"error": "invalid fault", "details": details}, status_code=422)
+        registry.arm(to, fault)
+        return JSONResponse({"to": to, **fault.model_dump()})
+
+    async def disarm_fault(request: Request) -> Response:
+        if denied := refuse_foreign(request, what):
+            return denied
+        return Response(status_code=204 if registry.disarm(request.path_params["to"]) else 404)
+
+    async def clear_faults(request: Request) -> Response:
+        if denied := refuse_foreign(request, what):
+            return denied
+        registry.clear()
+        return Response(status_code=204)
+
+    return [
+        Route(prefix, list_faults, methods=["GET"]),
+        Route(prefix, clear_faults, methods=["DELETE"]),
+        Route(f"{prefix}/{{to}}", arm_fault, methods=["PUT"]),
+        Route(f"{prefix}/{{to}}", disarm_fault, methods=["DELETE"]),
+    ]

@@ -15,7 +15,6 @@ cancelled when the app shuts down or the emulator is reset.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from emulator.background import BackgroundPoster
 from emulator.config import EmulatorConfig
 from emulator.faults import (
     AcceptThenHang,
@@ -47,11 +47,9 @@ from emulator.messages import (
 from emulator.stats import EmulatorStats
 from herald.providers.twilio_signature import compute_signature
 
-log = logging.getLogger(__name__)
 
 # Twilio reports these two moments of an outbound SMS to the StatusCallback URL.
 _REPORTED_STATUSES = frozenset({"sent"}) | FINAL_STATUSES
-_SHUTDOWN_WAIT_SECONDS = 5.0
 # Twilio's code for a message dropped because it outstayed its ValidityPeriod in the queue.
 VALIDITY_EXPIRED_CODE = 30036
 
@@ -112,57 +110,23 @@ def callback_params(record: MessageRecord, status: str, at: datetime) -> list[tu
     return params
 
 
-class Lifecycle:
+class Lifecycle(BackgroundPoster):
     """Runs message lifecycles and delivers their callbacks; one per app instance."""
 
     def __init__(self, config: EmulatorConfig, stats: EmulatorStats) -> None:
+        super().__init__(config.callback_timeout_seconds)
         self._config = config
         self._stats = stats
-        self._client: httpx.AsyncClient | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def running(self) -> int:
-        return len(self._tasks)
-
-    async def start(self) -> None:
-        # trust_env=False: a proxy from the environment must never see (or reroute) loopback callbacks.
-        self._client = httpx.AsyncClient(
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(self._config.callback_timeout_seconds),
-        )
-
-    async def aclose(self) -> None:
-        await self.cancel_all()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
 
     def launch(self, record: MessageRecord, fault: Fault | None) -> asyncio.Task[None]:
         """Start ``record``'s lifecycle in the background."""
-        task = asyncio.create_task(self._run(record, fault), name=f"lifecycle-{record.sid}")
-        self._tasks.add(task)
-        task.add_done_callback(self._forget)
-        return task
+        return self.spawn(self._run(record, fault), name=f"lifecycle-{record.sid}")
 
     async def run_to_completion(self, record: MessageRecord, fault: Fault | None) -> None:
         """Run ``record``'s lifecycle and wait until its last callback got its answer."""
         task = self.launch(record, fault)
         # wait() neither cancels the lifecycle if this request is cancelled nor raises if a reset cancels it.
         await asyncio.wait({task})
-
-    async def cancel_all(self) -> None:
-        tasks = set(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=_SHUTDOWN_WAIT_SECONDS)
-
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("lifecycle task %s failed", task.get_name(), exc_info=task.exception())
 
     async def _run(self, record: MessageRecord, fault: Fault | None) -> None:
         policy = _CallbackPolicy.for_fault(fault)

@@ -16,18 +16,15 @@ never takes part in what a client of the SMTP side sees.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from emulator.armed_faults import refuse_foreign
+from emulator.armed_faults import fault_routes, refuse_foreign
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
 from emulator.esp.faults import FAULT_ADAPTER, FaultRegistry
@@ -54,15 +51,18 @@ class EspState:
         self.stats.reset()
 
 
+def _email_address_problem(address: str) -> str | None:
+    if not 3 <= len(address) <= _MAX_ADDRESS_CHARS or "@" not in address:
+        return "address must be an e-mail address (local@domain)"
+    return None
+
+
 def create_admin_app(state: EspState) -> Starlette:
     """The admin API over ``state``."""
     admin = _AdminApi(state)
     routes = [
         Route("/", admin.page, methods=["GET"]),
-        Route("/_esp/faults", admin.list_faults, methods=["GET"]),
-        Route("/_esp/faults", admin.clear_faults, methods=["DELETE"]),
-        Route("/_esp/faults/{address}", admin.arm_fault, methods=["PUT"]),
-        Route("/_esp/faults/{address}", admin.disarm_fault, methods=["DELETE"]),
+        *fault_routes("/_esp/faults", state.faults, FAULT_ADAPTER, "ESP emulator", _email_address_problem),
         Route("/_esp/messages", admin.list_messages, methods=["GET"]),
         Route("/_esp/stats", admin.get_stats, methods=["GET"]),
         Route("/_esp/public-key", admin.public_key, methods=["GET"]),
@@ -76,40 +76,6 @@ def create_admin_app(state: EspState) -> Starlette:
 class _AdminApi:
     def __init__(self, state: EspState) -> None:
         self._state = state
-
-    async def list_faults(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "ESP emulator"):
-            return denied
-        return JSONResponse({"faults": self._state.faults.describe()})
-
-    async def arm_fault(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "ESP emulator"):
-            return denied
-        address = request.path_params["address"]
-        if not 3 <= len(address) <= _MAX_ADDRESS_CHARS or "@" not in address:
-            return JSONResponse({"error": "address must be an e-mail address (local@domain)"}, status_code=422)
-        try:
-            raw: Any = await request.json()
-            fault = FAULT_ADAPTER.validate_python(raw)
-        except json.JSONDecodeError:
-            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
-        except ValidationError as error:
-            details = error.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"error": "invalid fault", "details": details}, status_code=422)
-        self._state.faults.arm(address, fault)
-        return JSONResponse({"to": address, **fault.model_dump()})
-
-    async def disarm_fault(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "ESP emulator"):
-            return denied
-        found = self._state.faults.disarm(request.path_params["address"])
-        return Response(status_code=204 if found else 404)
-
-    async def clear_faults(self, request: Request) -> Response:
-        if denied := refuse_foreign(request, "ESP emulator"):
-            return denied
-        self._state.faults.clear()
-        return Response(status_code=204)
 
     async def list_messages(self, request: Request) -> Response:
         if denied := refuse_foreign(request, "ESP emulator"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from emulator.background import BackgroundPoster
 from emulator.esp.config import EspConfig
 from emulator.esp.faults import (
     Bounce,
@@ -44,9 +44,7 @@ from emulator.esp.faults import (
 from emulator.esp.messages import EspStats, EventRecord, MessageRecord, RecipientRecord, WebhookAttempt, new_sg_event_id
 from herald.providers.sendgrid_signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
-log = logging.getLogger(__name__)
 
-_SHUTDOWN_WAIT_SECONDS = 5.0
 _DELIVERED_RESPONSE = "250 OK"
 # What a suppressed address's `dropped` event carries besides the reason.
 _DROPPED_STATUS = "5.0.0"
@@ -114,53 +112,20 @@ class _PostPolicy:
         return cls()
 
 
-class EventPoster:
+class EventPoster(BackgroundPoster):
     """Creates recipients' events and posts them to the webhook; one per emulator instance."""
 
     def __init__(self, config: EspConfig, stats: EspStats, private_key: ec.EllipticCurvePrivateKey) -> None:
+        super().__init__(config.webhook_timeout_seconds)
         self._config = config
         self._stats = stats
         self._private_key = private_key
-        self._client: httpx.AsyncClient | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         # Order in which events start being posted, across messages (what out-of-order tests compare).
         self._post_order = itertools.count(1)
 
-    @property
-    def running(self) -> int:
-        return len(self._tasks)
-
-    async def start(self) -> None:
-        # trust_env=False: a proxy from the environment must never see (or reroute) loopback events.
-        self._client = httpx.AsyncClient(
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(self._config.webhook_timeout_seconds),
-        )
-
-    async def aclose(self) -> None:
-        await self.cancel_all()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
     def launch(self, record: MessageRecord, recipient: RecipientRecord, fault: Fault | None) -> None:
         """Start ``recipient``'s events in the background."""
-        task = asyncio.create_task(self._run(record, recipient, fault), name=f"events-{recipient.sg_message_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._forget)
-
-    async def cancel_all(self) -> None:
-        tasks = set(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=_SHUTDOWN_WAIT_SECONDS)
-
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("event task %s failed", task.get_name(), exc_info=task.exception())
+        self.spawn(self._run(record, recipient, fault), name=f"events-{recipient.sg_message_id}")
 
     async def _run(self, record: MessageRecord, recipient: RecipientRecord, fault: Fault | None) -> None:
         plan = event_plan(fault)
