@@ -49,6 +49,30 @@ class TwilioSettings(Frozen):
     submit_rate_limit: float | None = Field(default=None, gt=0)
 
 
+class EmailSettings(Frozen):
+    """The SMTP relay e-mail intents are handed to, and whether its ESP posts events about them.
+
+    Any relay works (Amazon SES, SendGrid, Postmark, Mailgun, a company's Postfix); None of host
+    means the e-mail channel is not configured and the worker refuses e-mail submits as permanent.
+    """
+
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65_535)
+    # starttls (submission port 587), tls (implicit TLS, 465) or none (loopback relays only).
+    smtp_security: str = Field(default="starttls", pattern=r"^(starttls|tls|none)$")
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    from_address: str = "notifications@herald.invalid"
+    # The right-hand side of our Message-IDs: a domain we control.
+    message_id_domain: str = "herald.invalid"
+    # How the ledger names the ESP whose events report on these messages.
+    provider: str = "sendgrid"
+    # False for a relay that posts no delivery events: an accepted message then ends `relayed`.
+    delivery_events: bool = True
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+
+
 class ReceiptSettings(Frozen):
     host: str = "127.0.0.1"
     port: int = 8235
@@ -59,11 +83,15 @@ class ReceiptSettings(Frozen):
     # follows quickly, travels in the same signal: one billed Temporal action instead of two.
     # Final reports are never held. 0 signals every report at once.
     hold_seconds: float = Field(default=2.0, ge=0, le=60)
+    # SendGrid's Signed Event Webhook verification key (base64 DER or PEM, from SendGrid's
+    # settings page); None refuses every e-mail event (nothing unsigned is ever stored).
+    sendgrid_public_key: str | None = None
 
 
 class Settings(Frozen):
     temporal: TemporalSettings = TemporalSettings()
     twilio: TwilioSettings = TwilioSettings()
+    email: EmailSettings = EmailSettings()
     receipts: ReceiptSettings = ReceiptSettings()
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
@@ -114,6 +142,24 @@ def _rate(env: Mapping[str, str], name: str) -> float | None:
     return rate or None
 
 
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = _opt(env, name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 65_535):
+        raise InvalidSetting(name, "must be a port number from 1 to 65535")
+    return int(raw)
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    raw = _opt(env, name)
+    if raw is None:
+        return default
+    if raw.lower() not in allowed:
+        raise InvalidSetting(name, "must be one of " + ", ".join(allowed))
+    return raw.lower()
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read every HERALD_* variable (and DATABASE_URL); unset ones keep local-stack defaults."""
     env = os.environ if env is None else env
@@ -138,15 +184,30 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_in_flight=int(env.get("HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight)),
         submit_rate_limit=_rate(env, "HERALD_SUBMIT_RATE_LIMIT"),
     )
+    email = EmailSettings(
+        smtp_host=_opt(env, "HERALD_SMTP_HOST"),
+        smtp_port=_port(env, "HERALD_SMTP_PORT", EmailSettings().smtp_port),
+        smtp_security=_choice(env, "HERALD_SMTP_SECURITY", ("starttls", "tls", "none"), "starttls"),
+        smtp_username=_opt(env, "HERALD_SMTP_USERNAME"),
+        smtp_password=_opt(env, "HERALD_SMTP_PASSWORD"),
+        from_address=env.get("HERALD_EMAIL_FROM", EmailSettings().from_address),
+        message_id_domain=env.get("HERALD_EMAIL_MESSAGE_ID_DOMAIN", EmailSettings().message_id_domain),
+        provider=env.get("HERALD_EMAIL_PROVIDER", EmailSettings().provider),
+        delivery_events=_choice(env, "HERALD_EMAIL_DELIVERY_EVENTS", ("true", "false"), "true") == "true",
+        connect_timeout=_seconds(env, "HERALD_SMTP_CONNECT_TIMEOUT", EmailSettings().connect_timeout, maximum=300),
+        read_timeout=_seconds(env, "HERALD_SMTP_READ_TIMEOUT", EmailSettings().read_timeout, maximum=600),
+    )
     receipts = ReceiptSettings(
         host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
         port=int(env.get("HERALD_RECEIPT_PORT", ReceiptSettings().port)),
         public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
         hold_seconds=_seconds(env, "HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds, maximum=60),
+        sendgrid_public_key=_opt(env, "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"),
     )
     return Settings(
         temporal=temporal,
         twilio=twilio,
+        email=email,
         receipts=receipts,
         database_url=_opt(env, "DATABASE_URL"),
         state_dir=Path(env.get("HERALD_STATE_DIR", str(REPO_ROOT / ".state"))),
