@@ -27,13 +27,23 @@ import json
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime
-from typing import ClassVar, Literal
+from typing import Literal
 
 import aiosmtplib
-from pydantic import ConfigDict, EmailStr, Field, SecretStr
+from pydantic import ConfigDict, EmailStr, Field, SecretStr, ValidationError
 
-from herald.outcomes import Accepted, Frozen, ProviderStatus, Rejected, Retryable, SubmitOutcome, Unknown
-from herald.providers.port import Capabilities
+from herald.outcomes import (
+    Accepted,
+    Frozen,
+    LookupOutcome,
+    ProviderStatus,
+    Rejected,
+    Retryable,
+    SubmitOutcome,
+    Unavailable,
+    Unknown,
+)
+from herald.providers.port import Attachment, CancelOutcome, Capabilities, OutboundMessage
 
 # A relay that refuses our credentials needs a human; retrying every few seconds would only
 # trip its lockout. Only a hint: the workflow's policy caps it.
@@ -61,12 +71,9 @@ class SmtpConfig(Frozen):
     provider: str = Field(default="sendgrid", pattern=r"^[a-z][a-z0-9_]{0,31}$")
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=30.0, gt=0)
-
-
-class EmailAttachment(Frozen):
-    filename: str = Field(min_length=1, max_length=255)
-    media_type: str = Field(pattern=r"^[a-z0-9.+-]+/[a-z0-9.+-]+$")
-    content: bytes
+    # Whether the ESP behind the relay posts delivery events (SendGrid's Event Webhook); a plain
+    # relay does not, and then an accepted message is the last thing Herald can know about it.
+    delivery_events: bool = True
 
 
 class EmailSubmission(Frozen):
@@ -79,27 +86,40 @@ class EmailSubmission(Frozen):
     to: EmailStr
     subject: str = Field(max_length=998)
     text: str
-    attachments: list[EmailAttachment] = []
+    attachments: list[Attachment] = []
+    # The attempt whose Message-ID this copy carries (its own when None).
+    message_id_of: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class SmtpAdapter:
     """One SMTP relay, as typed outcomes."""
 
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        idempotent_submit=False,  # a second DATA is a second message, whatever its Message-ID
-        reference_in_reports=True,  # the ESP echoes unique_args (our reference) in every event
-        status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
-        lookup_by_reference=False,
-        bounded_queue=False,  # absence can never be proven: an unknown submit waits for events
-        cancel_accepted=False,
-    )
-
     def __init__(self, config: SmtpConfig) -> None:
         self._config = config
+        self._capabilities = Capabilities(
+            idempotent_submit=False,  # a second DATA is a second message, whatever its Message-ID
+            reference_in_reports=config.delivery_events,  # the ESP echoes unique_args (our reference)
+            status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
+            lookup_by_reference=False,
+            bounded_queue=False,  # absence can never be proven: an unknown submit waits for events
+            cancel_accepted=False,
+            delivery_reports=config.delivery_events,
+        )
 
     @property
     def name(self) -> str:
         return self._config.provider
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    @property
+    def route(self) -> str:
+        return f"smtp://{self._config.host}:{self._config.port}"
+
+    async def aclose(self) -> None:
+        """Nothing to close: every submit opens and closes its own connection."""
 
     def message_id(self, attempt_ref: str) -> str:
         """The Message-ID every copy of one attempt carries."""
@@ -111,7 +131,7 @@ class SmtpAdapter:
         message["To"] = submission.to
         message["Subject"] = submission.subject
         message["Date"] = format_datetime(datetime.now(UTC))
-        message["Message-ID"] = self.message_id(submission.attempt_ref)
+        message["Message-ID"] = self.message_id(submission.message_id_of or submission.attempt_ref)
         message["X-SMTPAPI"] = json.dumps({"unique_args": {REFERENCE_ARG: submission.attempt_ref}}, separators=(",", ":"))
         message.set_content(submission.text)
         for attachment in submission.attachments:
@@ -119,7 +139,32 @@ class SmtpAdapter:
             message.add_attachment(attachment.content, maintype=maintype, subtype=subtype, filename=attachment.filename)
         return message
 
-    async def submit(self, submission: EmailSubmission) -> SubmitOutcome:
+    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+        """The port's submit: an address the relay could never deliver to is refused here."""
+        try:
+            submission = EmailSubmission(
+                attempt_ref=message.attempt_ref,
+                to=message.to,
+                subject=message.subject or "",
+                text=message.body,
+                attachments=message.attachments,
+                message_id_of=message.message_id_of,
+            )
+        except ValidationError as error:
+            fields = sorted({str(item["loc"][0]) for item in error.errors(include_input=False)})
+            return SubmitOutcome(result=Rejected(reason=f"not a valid e-mail submission: {', '.join(fields)}"))
+        return await self.send_email(submission)
+
+    async def fetch(self, provider_id: str) -> LookupOutcome:
+        return LookupOutcome(result=Unavailable(reason="SMTP has no status lookup; evidence arrives as ESP events"))
+
+    async def find_by_reference(self, *, to: str, content_sha256: str, since: datetime) -> LookupOutcome:
+        return LookupOutcome(result=Unavailable(reason="SMTP has no lookup by reference; evidence arrives as ESP events"))
+
+    async def cancel(self, provider_id: str) -> CancelOutcome:
+        return CancelOutcome(canceled=False, reason="a relay cannot recall a message it accepted")
+
+    async def send_email(self, submission: EmailSubmission) -> SubmitOutcome:
         """Hand one message to the relay: one connection, one transaction, never retried."""
         config = self._config
         message = self.build(submission)
@@ -161,7 +206,10 @@ class SmtpAdapter:
         finally:
             await _close(client)
         return SubmitOutcome(
-            result=Accepted(provider_id=self.message_id(submission.attempt_ref), status=ProviderStatus.QUEUED)
+            result=Accepted(
+                provider_id=self.message_id(submission.message_id_of or submission.attempt_ref),
+                status=ProviderStatus.QUEUED,
+            )
         )
 
 

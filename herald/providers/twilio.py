@@ -86,7 +86,7 @@ from herald.outcomes import (
     Unavailable,
     Unknown,
 )
-from herald.providers.port import Capabilities, CancelOutcome
+from herald.providers.port import CancelOutcome, Capabilities, OutboundMessage
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
@@ -213,7 +213,24 @@ class TwilioAdapter:
         """Close the connection pool; the adapter is unusable afterwards."""
         await self._client.aclose()
 
-    async def submit(
+    @property
+    def route(self) -> str:
+        """The account and sender attempts go through (no secrets)."""
+        sender = self._config.messaging_service_sid or self._config.from_number or "no sender"
+        return f"{self._config.api_base}/Accounts/{self._config.account_sid} from {sender}"
+
+    def status_callback_url(self, receipts_url: str, attempt_ref: str) -> str:
+        """The exact URL Twilio calls (and signs) for this attempt's reports: our reference rides in it."""
+        return f"{receipts_url.rstrip('/')}/twilio/status?attempt={attempt_ref}"
+
+    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+        """The port's submit: one SMS, its reports sent to the receipt server's Twilio route."""
+        callback = self.status_callback_url(message.receipts_url, message.attempt_ref) if message.receipts_url else None
+        return await self.send_sms(
+            to=message.to, body=message.body, status_callback=callback, validity_seconds=message.validity_seconds
+        )
+
+    async def send_sms(
         self, *, to: str, body: str, status_callback: str | None, validity_seconds: int | None = None
     ) -> SubmitOutcome:
         """Ask Twilio to send one message; one request, never retried.

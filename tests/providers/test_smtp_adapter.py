@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
 from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown
-from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailAttachment, EmailSubmission, SmtpAdapter, SmtpConfig
+from herald.providers.port import Attachment
+from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter, SmtpConfig
 
 USERNAME, PASSWORD = "apikey", "SG.emulator-secret"
 DOMAIN = "mail.herald.example"
@@ -48,7 +49,7 @@ def adapter(esp: EspServer, **overrides: Any) -> SmtpAdapter:
 def submission(to: str, ref: str = "att_0123456789abcdef01234567_1", **overrides: Any) -> EmailSubmission:
     values: dict[str, Any] = {
         "attempt_ref": ref, "to": to, "subject": "Your monthly report", "text": "Your report is attached.",
-        "attachments": [EmailAttachment(filename="report.pdf", media_type="application/pdf", content=ATTACHMENT)],
+        "attachments": [Attachment(filename="report.pdf", media_type="application/pdf", content=ATTACHMENT)],
     }  # fmt: skip
     values.update(overrides)
     return EmailSubmission(**values)
@@ -79,7 +80,7 @@ async def test_an_accepted_message_carries_our_reference_and_the_exact_attachmen
     """250 is Accepted with our Message-ID as the provider id; the relay got that Message-ID, the
     reference in X-SMTPAPI's unique_args, and the attachment byte for byte."""
     to = fresh_address()
-    outcome = await adapter(esp).submit(submission(to))
+    outcome = await adapter(esp).send_email(submission(to))
     assert outcome.result == Accepted(provider_id=f"<att_0123456789abcdef01234567_1@{DOMAIN}>", status=ProviderStatus.QUEUED)
     (message,) = await received(esp, to)
     assert message["message_id"] == f"<att_0123456789abcdef01234567_1@{DOMAIN}>"
@@ -104,7 +105,7 @@ async def test_definite_refusals_are_retryable_or_rejected_and_nothing_is_accept
     """4xx is "not now" and 5xx "never", at the envelope or at the end of DATA; the relay holds nothing."""
     to = fresh_address()
     await arm(esp, to, count=1, **fault)
-    outcome = await adapter(esp).submit(submission(to))
+    outcome = await adapter(esp).send_email(submission(to))
     assert isinstance(outcome.result, expected)
     assert code in outcome.result.reason
     assert_no_pii(outcome, to)
@@ -115,7 +116,7 @@ async def test_a_connection_dropped_after_data_is_unknown_and_the_relay_has_the_
     """No reply to the final dot: Unknown, never a failure, and the relay did accept it."""
     to = fresh_address()
     await arm(esp, to, fault="drop_after_data", count=1)
-    outcome = await adapter(esp).submit(submission(to))
+    outcome = await adapter(esp).send_email(submission(to))
     assert isinstance(outcome.result, Unknown) and "DATA" in outcome.result.reason
     assert len(await received(esp, to)) == 1
 
@@ -124,14 +125,14 @@ async def test_a_reply_slower_than_the_read_timeout_is_unknown(esp: EspServer) -
     """A relay that holds its 250 past our read timeout may still accept: Unknown."""
     to = fresh_address()
     await arm(esp, to, fault="slow_reply", seconds=4, count=1)
-    outcome = await adapter(esp, read_timeout=1.0).submit(submission(to))
+    outcome = await adapter(esp, read_timeout=1.0).send_email(submission(to))
     assert isinstance(outcome.result, Unknown)
 
 
 async def test_refused_credentials_are_retryable_after_a_long_delay(esp: EspServer) -> None:
     """A 535 is our configuration, not the message: retryable, with the long configuration delay, nothing sent."""
     to = fresh_address()
-    outcome = await adapter(esp, password="wrong").submit(submission(to))
+    outcome = await adapter(esp, password="wrong").send_email(submission(to))
     assert isinstance(outcome.result, Retryable)
     assert outcome.result.delay_seconds == AUTH_RETRY_DELAY_SECONDS and "535" in outcome.result.reason
     assert await received(esp, to) == []
@@ -144,7 +145,7 @@ async def test_a_relay_that_is_not_listening_is_retryable() -> None:
         port = probe.getsockname()[1]
     config = SmtpConfig(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
                         message_id_domain=DOMAIN, connect_timeout=1.0)  # fmt: skip
-    outcome = await SmtpAdapter(config).submit(submission("someone@example.com"))
+    outcome = await SmtpAdapter(config).send_email(submission("someone@example.com"))
     assert isinstance(outcome.result, Retryable) and "before DATA" in outcome.result.reason
 
 

@@ -141,7 +141,7 @@ def assert_no_pii(outcome: Any) -> None:
 
 async def submit_with(handler: Handler, **overrides: Any) -> Any:
     async with make_adapter(handler, **overrides) as adapter:
-        outcome = await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK)
+        outcome = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=CALLBACK)
     assert_no_pii(outcome)
     return outcome.result
 
@@ -367,7 +367,7 @@ async def test_submit_sends_validity_period_as_whole_seconds() -> None:
     """A queue bound goes out as Twilio's ValidityPeriod, in whole seconds."""
     seen: list[httpx.Request] = []
     async with make_adapter(recording(respond(201, message()), seen)) as adapter:
-        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK, validity_seconds=600)
+        await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=CALLBACK, validity_seconds=600)
     assert form_of(seen[0])["ValidityPeriod"] == "600"
 
 
@@ -377,7 +377,7 @@ async def test_submit_refuses_a_validity_period_twilio_would_not_take(seconds: i
     seen: list[httpx.Request] = []
     async with make_adapter(recording(respond(201, message()), seen)) as adapter:
         with pytest.raises(ValueError, match="validity_seconds"):
-            await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=seconds)
+            await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=seconds)
     assert seen == []
 
 
@@ -386,7 +386,7 @@ async def test_submit_sends_messaging_service_and_omits_absent_callback() -> Non
     seen: list[httpx.Request] = []
     handler = recording(respond(201, message()), seen)
     async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
-        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None)
+        await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
     assert form_of(seen[0]) == {"To": RECIPIENT, "MessagingServiceSid": SERVICE_SID, "Body": BODY}
 
 
@@ -420,7 +420,7 @@ async def test_requests_in_flight_are_capped() -> None:
 
     async with make_adapter(slow, max_in_flight=2) as adapter:
         outcomes = await asyncio.gather(
-            *(adapter.submit(to=RECIPIENT, body=BODY, status_callback=None) for _ in range(6))
+            *(adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None) for _ in range(6))
         )
     assert all(isinstance(outcome.result, Accepted) for outcome in outcomes)
     assert peak == 2
@@ -853,7 +853,7 @@ async def test_answers_carry_the_failure_class_so_the_workflow_reads_no_code_tab
     """Accepted and Found say whether a failure with their error code may be retried, from Twilio's table, at the edge."""
     failed = message(status="failed", error_code=code)
     async with make_adapter(respond(201, failed)) as adapter:
-        accepted = (await adapter.submit(to=RECIPIENT, body=BODY, status_callback=CALLBACK)).result
+        accepted = (await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=CALLBACK)).result
     async with make_adapter(respond(200, failed)) as adapter:
         found = (await adapter.fetch(MESSAGE_SID)).result
     assert isinstance(accepted, Accepted) and isinstance(found, Found)

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from herald.outcomes import Accepted, Found, ProviderStatus, Unavailable
+from herald.providers.port import OutboundMessage
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
 from herald.providers.twilio_codes import STATUS_LABELS
 
@@ -187,8 +188,11 @@ async def test_every_request_conforms_to_the_spec() -> None:
     seen: list[httpx.Request] = []
     transport = httpx.MockTransport(spec_replaying_transport(spec, seen))
     async with make_adapter(transport) as adapter:
+        # Through the provider port, as the submit activity calls it.
         submitted = await adapter.submit(
-            to=RECIPIENT, body=BODY, status_callback="https://herald.example/cb/att_1", validity_seconds=600
+            OutboundMessage(
+                attempt_ref="att_1", to=RECIPIENT, body=BODY, receipts_url="https://herald.example", validity_seconds=600
+            )
         )
         fetched = await adapter.fetch("SMb7c0a2ce80504485a6f653a7110836f5")
         searched = await adapter.find_by_reference(
@@ -196,7 +200,7 @@ async def test_every_request_conforms_to_the_spec() -> None:
         )
         canceled = await adapter.cancel("SMb7c0a2ce80504485a6f653a7110836f5")
     async with make_adapter(transport, messaging_service_sid=SERVICE_SID) as adapter:
-        via_service = await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None)
+        via_service = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
 
     assert isinstance(submitted.result, Accepted) and isinstance(via_service.result, Accepted)
     assert isinstance(fetched.result, Found)
@@ -226,7 +230,7 @@ async def test_validity_period_is_the_spec_parameter() -> None:
     spec = load_spec()
     seen: list[httpx.Request] = []
     async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
-        await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=36_000)
+        await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None, validity_seconds=36_000)
     properties = resolve(spec, find_operation(spec, "POST", seen[0].url.path)[1]["requestBody"]["content"][FORM]["schema"])
     assert properties["properties"]["ValidityPeriod"]["type"] == "integer"
     assert "36000" in properties["properties"]["ValidityPeriod"]["description"].replace(",", "")
@@ -264,7 +268,7 @@ async def serve(message: dict[str, Any]) -> tuple[Any, Any, Any]:
         return httpx.Response(201 if request.method == "POST" else 200, json=message)
 
     async with make_adapter(httpx.MockTransport(handler)) as adapter:
-        submitted = await adapter.submit(to=RECIPIENT, body=BODY, status_callback=None)
+        submitted = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
         fetched = await adapter.fetch("SM" + "0" * 32)
         found = await adapter.find_by_reference(
             to=RECIPIENT, content_sha256=hashlib.sha256(BODY.encode("utf-8")).hexdigest(), since=SINCE
