@@ -19,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 run: venv
-	$(BIN)/python -m herald.devstack $(ARGS)
+	$(BIN)/python -m devstack $(ARGS)
 
 test: venv
 	$(BIN)/python -m pytest $(ARGS)

@@ -3,7 +3,8 @@
     python worker.py            # settings from HERALD_* variables and DATABASE_URL
 
 This is the one place that builds the worker's dependencies: the Temporal
-client, the ledger pool and the provider adapter.
+client, the ledger pool, the artifact store and one provider per configured
+channel (Twilio for SMS; an SMTP relay for e-mail when HERALD_SMTP_HOST is set).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from herald.artifacts import PostgresArtifactStore
 from herald.fault_points import FaultPoints
+from herald.intent import Channel
 from herald.ledger.store import open_pool
+from herald.providers.port import Provider
+from herald.providers.smtp import SmtpAdapter, SmtpConfig
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
-from herald.settings import InvalidSetting, Settings, TwilioSettings, load_settings
+from herald.settings import EmailSettings, InvalidSetting, Settings, TwilioSettings, load_settings
 from herald.task_queues import submit_task_queue
 from herald.temporal_client import connect
 from workflows.notification import NotificationWorkflow
@@ -46,6 +51,34 @@ def twilio_config(settings: TwilioSettings) -> TwilioConfig:
         read_timeout=settings.read_timeout,
         max_in_flight=settings.max_in_flight,
     )
+
+
+def smtp_config(settings: EmailSettings) -> SmtpConfig | None:
+    """The relay e-mail goes to; None when the e-mail channel is not configured."""
+    if settings.smtp_host is None:
+        return None
+    return SmtpConfig(
+        host=settings.smtp_host,
+        port=settings.smtp_port,
+        security=settings.smtp_security,
+        username=settings.smtp_username,
+        password=settings.smtp_password,
+        from_address=settings.from_address,
+        message_id_domain=settings.message_id_domain,
+        provider=settings.provider,
+        delivery_events=settings.delivery_events,
+        connect_timeout=settings.connect_timeout,
+        read_timeout=settings.read_timeout,
+    )
+
+
+def build_providers(settings: Settings) -> dict[Channel, Provider]:
+    """One provider per configured channel: the only place that knows which adapter serves which."""
+    providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(twilio_config(settings.twilio))}
+    email = smtp_config(settings.email)
+    if email is not None:
+        providers[Channel.EMAIL] = SmtpAdapter(email)
+    return providers
 
 
 def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities) -> Worker:
@@ -83,13 +116,16 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     async with AsyncExitStack() as stack:
         pool = open_pool(settings.database_url.get_secret_value())
         await stack.enter_async_context(pool)
-        adapter = TwilioAdapter(twilio_config(settings.twilio))
-        stack.push_async_callback(adapter.aclose)
+        providers = build_providers(settings)
+        for adapter in providers.values():
+            stack.push_async_callback(adapter.aclose)
         client = await _connect_patiently(settings, stop)
         if client is None:
             return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
-        provider = ProviderActivities(adapter, settings.receipts.public_url, pool, faults)
+        provider = ProviderActivities(
+            providers, settings.receipts.public_url, pool, faults, artifacts=PostgresArtifactStore(pool)
+        )
         worker = build_worker(client, settings, LedgerActivities(pool), provider)
         submit_worker = build_submit_worker(client, settings, provider)
         async with worker, submit_worker:

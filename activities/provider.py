@@ -1,16 +1,21 @@
-"""Provider activities: submit, look up and cancel one attempt through the adapter.
+"""Provider activities: submit, look up and cancel one attempt through its channel's provider.
 
-No retry loops here: the adapter reports what it saw as a typed outcome and the
-workflow owns every retry decision. The submit activity is scheduled with one
-attempt only, because resubmitting after a lost answer is the duplicate send.
+No retry loops here: the adapter reports what it saw as a typed outcome and the workflow owns
+every retry decision. The submit activity is scheduled with one attempt only, because
+resubmitting after a lost answer is the duplicate send. The activities speak only to the
+provider port (``herald.providers.port``): which adapter serves which channel is decided once, in
+the composition root (``worker.py``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
+from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
 from herald.contracts import (
     LookupInput,
     ProviderCancelInput,
@@ -19,27 +24,26 @@ from herald.contracts import (
     SubmitStep,
 )
 from herald.fault_points import FaultPoint, FaultPoints
+from herald.intent import Channel
 from herald.ledger import store
-from herald.outcomes import Accepted, LookupOutcome
-from herald.providers.twilio import TwilioAdapter
+from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
+from herald.providers.port import Attachment, OutboundMessage, Provider
 
 
 class ProviderActivities:
     def __init__(
         self,
-        adapter: TwilioAdapter,
+        providers: Mapping[Channel, Provider],
         receipt_public_url: str,
         ledger: AsyncConnectionPool,
         faults: FaultPoints | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
-        self._adapter = adapter
+        self._providers = dict(providers)
         self._receipt_public_url = receipt_public_url.rstrip("/")
         self._ledger = ledger
         self._faults = faults or FaultPoints()
-
-    def status_callback_url(self, attempt_ref: str) -> str:
-        """The exact URL the provider calls (and signs) for this attempt's reports."""
-        return f"{self._receipt_public_url}/twilio/status?attempt={attempt_ref}"
+        self._artifacts = artifacts
 
     @activity.defn(name="submit_attempt")
     async def submit(self, input: SubmitInput) -> SubmitStep:
@@ -49,11 +53,12 @@ class ProviderActivities:
         Temporal action, yet the attempt row is still committed before the provider hears of
         it. Timeouts after sending come back as Unknown, never raised.
         """
+        provider = self._providers.get(input.channel)
         # A quarter of the activity's budget for the ledger: with the database away the answer
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
         budget = activity.info().start_to_close_timeout
-        # The attempt row says which provider it was handed to, committed before that provider is called.
-        rows = input.ledger.handed_to(input.attempt_ref, self._adapter.name)
+        # The attempt row says which provider and route it was handed to, committed before the call.
+        rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
         try:
             recorded = await store.write_batch(self._ledger, rows, timeout=budget.total_seconds() / 4 if budget else None)
         except (DatabaseError, PoolTimeout, OSError) as error:
@@ -61,28 +66,58 @@ class ProviderActivities:
         record = input.ledger.record
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
             return SubmitStep(recorded=recorded)
+        if provider is None:
+            # A deployment without this channel configured: a definite refusal; nothing was sent.
+            refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
+            return SubmitStep(recorded=recorded, outcome=SubmitOutcome(result=refused))
+        step = SubmitStep(recorded=recorded, provider=provider.name, capabilities=provider.capabilities)
+        try:
+            attachments = await self._attachments(input)
+        except ArtifactMismatch as error:
+            # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
+            return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=error.rule))})
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
-        outcome = await self._adapter.submit(
-            to=input.to,
-            body=input.body,
-            status_callback=self.status_callback_url(input.attempt_ref),
-            validity_seconds=input.validity_seconds,
+        outcome = await provider.submit(
+            OutboundMessage(
+                attempt_ref=input.attempt_ref,
+                to=input.to,
+                body=input.body,
+                subject=input.subject,
+                attachments=attachments,
+                message_id_of=input.message_id_of,
+                receipts_url=self._receipt_public_url,
+                validity_seconds=input.validity_seconds,
+            )
         )
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
-        return SubmitStep(recorded=recorded, outcome=outcome)
+        return step.model_copy(update={"outcome": outcome})
+
+    async def _attachments(self, input: SubmitInput) -> list[Attachment]:
+        """Load the named artifact and check it is byte for byte what the intent names."""
+        ref = input.attachment
+        if ref is None:
+            return []
+        if self._artifacts is None:
+            raise ArtifactMismatch("attachment: no artifact store is configured on this worker")
+        content = verify(await self._artifacts.load(ref.sha256), ref)
+        return [Attachment(filename=ref.filename, media_type=ref.media_type, content=content)]
 
     @activity.defn(name="lookup_attempt")
     async def lookup(self, input: LookupInput) -> LookupOutcome:
         """Find the same attempt at the provider: by its id when we have one, else by our reference."""
+        provider = self._providers.get(input.channel)
+        if provider is None:
+            return LookupOutcome(result=Unavailable(reason=f"channel {input.channel.value}: no provider configured"))
         if input.provider_id is not None:
-            return await self._adapter.fetch(input.provider_id)
-        return await self._adapter.find_by_reference(
-            to=input.to, content_sha256=input.content_sha256, since=input.since
-        )
+            return await provider.fetch(input.provider_id)
+        return await provider.find_by_reference(to=input.to, content_sha256=input.content_sha256, since=input.since)
 
     @activity.defn(name="cancel_attempt")
     async def cancel(self, input: ProviderCancelInput) -> ProviderCancelResult:
         """Ask the provider to drop an attempt it has not sent; refusals are answers, not errors."""
-        outcome = await self._adapter.cancel(input.provider_id)
+        provider = self._providers.get(input.channel)
+        if provider is None:
+            return ProviderCancelResult(canceled=False, reason=f"channel {input.channel.value}: no provider configured")
+        outcome = await provider.cancel(input.provider_id)
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)

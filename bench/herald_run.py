@@ -36,7 +36,7 @@ from bench.context import ROLES, Bench
 from bench.measure import CpuMeter, rss_mib
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
-from herald.devstack.processes import free_port, wait_for_port
+from devstack.processes import free_port, wait_for_port
 from herald.intent import workflow_id_for
 from herald.providers.twilio_signature import compute_signature
 

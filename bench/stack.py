@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 
 from bench.measure import postmaster_pid
-from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
-from herald.devstack.processes import ManagedProcess, free_port, wait_for_port
-from herald.devstack.stack import START_TIMEOUT_SECONDS, LocalStack
+from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from devstack.processes import ManagedProcess, free_port, wait_for_port
+from devstack.stack import START_TIMEOUT_SECONDS, LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.settings import TwilioSettings
 

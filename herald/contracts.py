@@ -10,11 +10,13 @@ from datetime import datetime
 
 from pydantic import Field
 
+from herald.artifacts import ArtifactRef
 from herald.delivery_policy import DeliveryPolicy
-from herald.intent import Intent
+from herald.intent import Channel, Intent
 from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
+from herald.providers.port import Capabilities
 
 def attempt_ref(workflow_id: str, number: int) -> str:
     """Our reference for one attempt, carried in the status callback URL.
@@ -90,6 +92,12 @@ class AttemptStatus(Frozen):
     lookups: int = 0
     # Evidence arrived that the provider had it although Herald had concluded it never did.
     seen_after_presumed_absent: bool = False
+    # Which provider took the attempt and what it can do (None: its submit never answered, or
+    # the attempt was made before providers declared themselves; then the channel's default).
+    provider: str | None = None
+    capabilities: Capabilities | None = None
+    # E-mail: the attempt whose Message-ID this copy carried (None: its own).
+    message_id_of: str | None = None
 
 
 class TransitionStatus(Frozen):
@@ -120,6 +128,13 @@ class SubmitInput(Frozen):
     attempt_ref: str
     to: str
     body: str
+    # Which channel's provider takes it; SMS for runs recorded before there were two.
+    channel: Channel = Channel.SMS
+    subject: str | None = None
+    # A reference only: the activity loads the bytes and verifies hash and size before sending.
+    attachment: ArtifactRef | None = None
+    # E-mail: the attempt whose Message-ID this copy carries (the evidence-window rule's resend).
+    message_id_of: str | None = None
     # The longest the provider may hold the message in its queue (Twilio: ValidityPeriod), in
     # whole seconds; None for runs started before the queue bound, which sent none.
     validity_seconds: int | None = None
@@ -142,9 +157,13 @@ class SubmitStep(Frozen):
     recorded: IntentRecorded | None = None
     outcome: SubmitOutcome | None = None
     not_sent: str | None = None
+    # With an outcome: the provider that was called, and what it declares it can do.
+    provider: str | None = None
+    capabilities: Capabilities | None = None
 
 
 class LookupInput(Frozen):
+    channel: Channel = Channel.SMS
     attempt_ref: str
     provider_id: str | None
     to: str
@@ -153,6 +172,7 @@ class LookupInput(Frozen):
 
 
 class ProviderCancelInput(Frozen):
+    channel: Channel = Channel.SMS
     provider_id: str
 
 

@@ -46,6 +46,13 @@ class DeliveryPolicy(Frozen):
     # window: after both, a message the attempt created has been sent (and is listed) or dropped.
     # Ten minutes: a transactional notice that has not left the queue by then is late anyway.
     provider_queue_validity: timedelta = timedelta(minutes=10)
+    # Providers without lookups (e-mail over SMTP): how long after an attempt with an unknown
+    # outcome began Herald waits for any event carrying its reference. With none by then, the
+    # evidence-window rule presumes it was not accepted and allows a new attempt that carries the
+    # same Message-ID (recipients' clients show one message); the ledger records the rule, and a
+    # late event contradicting it is counted among the duplicates (`events_absent`). SendGrid posts
+    # `processed` within seconds of acceptance; ten minutes is generous for its webhook backlog.
+    event_evidence_window: timedelta = timedelta(minutes=10)
     # Lookups of an unknown submit run on their own schedule, doubling from lookup_first_delay up to
     # this; never on the (much slower) poll schedule of accepted messages, or an unknown submit
     # could wait an hour for its second look.

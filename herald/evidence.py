@@ -39,7 +39,9 @@ class Standing(str, Enum):
     RETRYABLE = "retryable"
 
 
-_NEGATIVE_SUBMITS = frozenset({SubmitResult.RETRYABLE, SubmitResult.NOT_ACCEPTED, SubmitResult.NOT_SENT})
+_NEGATIVE_SUBMITS = frozenset(
+    {SubmitResult.RETRYABLE, SubmitResult.NOT_ACCEPTED, SubmitResult.NO_EVIDENCE, SubmitResult.NOT_SENT}
+)
 _FINAL_FAILURES = frozenset({ProviderStatus.UNDELIVERED, ProviderStatus.FAILED, ProviderStatus.CANCELED})
 
 

@@ -14,17 +14,23 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from email_validator import EmailNotValidError, validate_email
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
-from herald.templates import TemplateError, render
+from herald.templates import TemplateError, render_message
 
 # `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
 # workflow id, which Temporal stores and shows in plain text, so the alphabet has
 # no room for an e-mail address (`@`) or an E.164 number (`+`).
 BUSINESS_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,63}:[A-Za-z0-9][A-Za-z0-9_.:-]{0,191}$"
 E164_PATTERN = r"^\+[1-9][0-9]{7,14}$"
+_E164 = re.compile(E164_PATTERN)
+_E164_RULE = "must be an E.164 number: '+' then 8 to 15 digits, no spaces"
+_EMAIL_RULE = "must be an e-mail address (local-part@domain)"
 _RENDER_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_RENDER_VALUE_CHARS = 500
 DEFAULT_LIFETIME = timedelta(hours=24)
@@ -32,6 +38,7 @@ DEFAULT_LIFETIME = timedelta(hours=24)
 
 class Channel(str, Enum):
     SMS = "sms"
+    EMAIL = "email"
 
 
 class IntentRequest(Frozen):
@@ -39,12 +46,36 @@ class IntentRequest(Frozen):
 
     business_key: str = Field(pattern=BUSINESS_KEY_PATTERN)
     channel: Channel = Channel.SMS
-    recipient: str = Field(pattern=E164_PATTERN)
+    # E.164 for SMS; an e-mail address for e-mail (normalised: the domain lower-cased).
+    recipient: str
     template_id: str
     template_version: int = Field(ge=1)
     render_data: dict[str, str | int]
     # When the message stops being worth sending (a seat offer lapses); None means the default lifetime.
     expires_at: datetime | None = None
+    # E-mail only: a stored artifact (herald.artifacts) sent as an attachment. The intent names it
+    # by content hash and size; the bytes never enter the workflow or its history.
+    attachment: ArtifactRef | None = None
+
+    @field_validator("recipient")
+    @classmethod
+    def _recipient_fits_channel(cls, value: str, info: ValidationInfo) -> str:
+        # Errors name the rule only: the value is personal data and is never echoed.
+        channel = info.data.get("channel")
+        if channel is Channel.EMAIL:
+            try:
+                return validate_email(value, check_deliverability=False).normalized
+            except EmailNotValidError:
+                raise PydanticCustomError("recipient_email", _EMAIL_RULE) from None
+        if not _E164.match(value):
+            raise PydanticCustomError("recipient_e164", _E164_RULE)
+        return value
+
+    @model_validator(mode="after")
+    def _attachment_only_by_email(self) -> IntentRequest:
+        if self.attachment is not None and self.channel is not Channel.EMAIL:
+            raise PydanticCustomError("attachment_channel", "only the email channel carries attachments")
+        return self
 
     @field_validator("render_data")
     @classmethod
@@ -82,6 +113,9 @@ class Intent(Frozen):
     intent_fingerprint: str
     created_at: datetime
     expires_at: datetime
+    # E-mail only (None for SMS, and in intents recorded before the e-mail channel).
+    subject: str | None = None
+    attachment: ArtifactRef | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -93,24 +127,33 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
     return f"{business_key}/{Channel(channel).value}"
 
 
-def content_sha256(body: str) -> str:
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRef | None = None) -> str:
+    """The SHA-256 of what the recipient receives: an SMS's body (what a lookup by reference
+    matches), or an e-mail's subject, body and attachment hash together."""
+    if subject is None and attachment is None:
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    canonical = json.dumps(
+        {"subject": subject, "body": body, "attachment_sha256": attachment.sha256 if attachment else None},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def intent_fingerprint(request: IntentRequest) -> str:
     """SHA-256 over everything that makes the message what it is (not its expiry)."""
-    canonical = json.dumps(
-        {
-            "channel": request.channel.value,
-            "recipient": request.recipient,
-            "template_id": request.template_id,
-            "template_version": request.template_version,
-            # As rendered: 15 and "15" make the same message, so they are the same intent.
-            "render_data": {key: str(value) for key, value in request.render_data.items()},
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    fields: dict[str, Any] = {
+        "channel": request.channel.value,
+        "recipient": request.recipient,
+        "template_id": request.template_id,
+        "template_version": request.template_version,
+        # As rendered: 15 and "15" make the same message, so they are the same intent.
+        "render_data": {key: str(value) for key, value in request.render_data.items()},
+    }
+    if request.attachment is not None:
+        # Only when present, so every fingerprint recorded before attachments existed still matches.
+        fields["attachment"] = request.attachment.model_dump(mode="json")
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -126,17 +169,19 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
     """Render once and freeze: every attempt of this intent sends exactly this body."""
     problems: list[tuple[str, str]] = []
     # Compare digits only: "1.555.123.4567" and "1:555:123:4567" are the same number in disguise.
+    # (An e-mail address cannot hide in a key: the key's alphabet has no '@'.)
     recipient_digits = request.recipient.lstrip("+")
-    if recipient_digits in re.sub(r"[^0-9]", "", request.business_key):
+    if request.channel is Channel.SMS and recipient_digits in re.sub(r"[^0-9]", "", request.business_key):
         problems.append(("business_key", "must not contain the recipient's number (it is stored in plain text)"))
     expires_at = request.expires_at or now + DEFAULT_LIFETIME
     if expires_at <= now:
         problems.append(("expires_at", "must be in the future"))
     try:
-        body = render(request.template_id, request.template_version, request.render_data)
+        rendered = render_message(
+            request.template_id, request.template_version, request.render_data, channel=request.channel.value
+        )
     except TemplateError as error:
         problems.append((error.field, error.rule))
-        body = ""
     if problems:
         raise InvalidIntent(problems)
     return Intent(
@@ -146,11 +191,13 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         template_id=request.template_id,
         template_version=request.template_version,
         render_data=request.render_data,
-        body=body,
-        content_sha256=content_sha256(body),
+        body=rendered.body,
+        content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment),
         intent_fingerprint=intent_fingerprint(request),
         created_at=now,
         expires_at=expires_at,
+        subject=rendered.subject,
+        attachment=request.attachment,
     )
 
 
@@ -163,7 +210,8 @@ def _describe(item: Any) -> tuple[str, str]:
     parts = [str(part) if _SAFE_FIELD_PART.match(str(part)) else "<key>" for part in item["loc"]]
     field = ".".join(parts) or "request"
     rule = {
-        "recipient": "must be an E.164 number: '+' then 8 to 15 digits, no spaces",
         "business_key": "must look like 'event_type:business_id' (letters, digits, '_', '.', ':', '-')",
     }.get(field) if item["type"] == "string_pattern_mismatch" else None
+    if item["type"] == "attachment_channel":
+        field = "attachment"  # a rule about the whole request, reported on the field it refuses
     return field, rule or item["msg"]

@@ -5,7 +5,8 @@
        │            │  └─ lookup ───┤   (an unknown submit is resolved by looking
        │            ▼               ▼    the same attempt up, never by resending)
        └──── retryable_failure ◄────┘
-    terminal: delivered, undelivered, unknown, permanent_failure, expired, cancelled, suppressed
+    terminal: delivered, undelivered, unknown, permanent_failure, expired, cancelled, suppressed,
+              relayed (an SMTP relay without delivery events took it: nothing more can be known)
 
 States only move forward and terminal states absorb: a late, duplicate or
 contradictory observation is recorded, never applied. Reports and polls are two
@@ -32,6 +33,9 @@ class IntentState(str, Enum):
     EXPIRED = "expired"
     CANCELLED = "cancelled"
     SUPPRESSED = "suppressed"
+    # Handed to a relay that reports nothing back (an SMTP relay without an event webhook): the
+    # relay accepted it, and that is all anyone will know. Never called delivered.
+    RELAYED = "relayed"
 
     @property
     def is_terminal(self) -> bool:
@@ -47,6 +51,7 @@ TERMINAL_STATES = frozenset(
         IntentState.EXPIRED,
         IntentState.CANCELLED,
         IntentState.SUPPRESSED,
+        IntentState.RELAYED,
     }
 )
 
@@ -82,6 +87,7 @@ ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
     # still unknown (two attempts open at once happen only after a wrong "not accepted").
     IntentState.ACCEPTED: frozenset(
         {
+            IntentState.RELAYED,
             IntentState.SUBMITTING,
             IntentState.DELIVERED,
             IntentState.UNDELIVERED,
@@ -118,6 +124,9 @@ class SubmitResult(str, Enum):
     REJECTED = "rejected"  # a definite, permanent refusal
     NOT_SENT = "not_sent"  # the ledger was away, so the provider was never called
     NOT_ACCEPTED = "not_accepted"  # was unknown; a lookup then proved the provider never took it
+    # Was unknown, and no event carrying its reference came within the evidence window (providers
+    # without lookups): presumed not accepted by a recorded rule, never proven.
+    NO_EVIDENCE = "no_evidence"
 
     @property
     def presumption(self) -> str | None:
@@ -126,7 +135,11 @@ class SubmitResult(str, Enum):
         return _PRESUMPTIONS.get(self)
 
 
-_PRESUMPTIONS = {SubmitResult.RETRYABLE: "submit_refused", SubmitResult.NOT_ACCEPTED: "lookup_not_found"}
+_PRESUMPTIONS = {
+    SubmitResult.RETRYABLE: "submit_refused",
+    SubmitResult.NOT_ACCEPTED: "lookup_not_found",
+    SubmitResult.NO_EVIDENCE: "events_absent",
+}
 
 
 class ObservationKind(str, Enum):
@@ -142,6 +155,8 @@ class ObservationKind(str, Enum):
     FOUND = "found"
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"
+    # The evidence window of a provider without lookups passed with no event about the attempt.
+    NO_EVIDENCE = "no_evidence"
     STATUS = "status"  # a delivery report
     DEFERRED = "deferred"  # a clock held the next attempt back (recipient cooldown)
     KEY_CONFLICT = "key_conflict"  # a client reused the key with another payload

@@ -25,9 +25,9 @@ import httpx
 
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
-from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
-from herald.devstack.processes import free_port
-from herald.devstack.stack import LocalStack
+from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from devstack.processes import free_port
+from devstack.stack import LocalStack
 from herald.intent import workflow_id_for
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.report import ledger_report

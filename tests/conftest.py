@@ -22,26 +22,27 @@ from temporalio.client import Client
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
-from herald.devstack.config import (
+from devstack.config import (
     ONE_PARTITION_PER_TASK_QUEUE,
     AdapterDev,
     EmulatorDev,
+    EspDev,
     ReceiptsDev,
     StackConfig,
     TemporalDev,
 )
-from herald.devstack.processes import free_port
-from herald.devstack.stack import LocalStack
+from devstack.processes import free_port
+from devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
-from herald.providers.twilio import TwilioAdapter
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator
-from worker import build_submit_worker, build_worker, twilio_config
+from worker import build_providers, build_submit_worker, build_worker
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +65,7 @@ def stack() -> Any:
             },
         ),
         emulator=EmulatorDev(port=free_port(), step_ms=60),
+        esp=EspDev(smtp_port=free_port(), admin_port=free_port(), step_ms=60),
         receipts=ReceiptsDev(port=receipts_port),
         adapter=AdapterDev(read_timeout=ADAPTER_READ_TIMEOUT, connect_timeout=1.0),
     )
@@ -73,6 +75,7 @@ def stack() -> Any:
         asyncio.run(apply_migrations(local.database_url))
         local.start_temporal()
         local.start_emulator()
+        local.start_esp()
         yield local
     finally:
         local.stop()
@@ -96,12 +99,13 @@ async def temporal(settings: Any) -> Client:
 
 @pytest.fixture(scope="session")
 async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[None]:
-    adapter = TwilioAdapter(twilio_config(settings.twilio))
-    provider = ProviderActivities(adapter, settings.receipts.public_url, pool)
+    providers = build_providers(settings)
+    provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool))
     running = build_worker(temporal, settings, LedgerActivities(pool), provider)
     async with running, build_submit_worker(temporal, settings, provider):
         yield
-    await adapter.aclose()
+    for adapter in providers.values():
+        await adapter.aclose()
 
 
 @pytest.fixture(scope="session")

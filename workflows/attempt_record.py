@@ -13,8 +13,15 @@ with workflow.unsafe.imports_passed_through():
     from herald.contracts import AttemptStatus
     from herald.lifecycle import AttemptView, Observation, Source, SubmitResult
     from herald.outcomes import Found, ProviderStatus
+    from herald.providers.port import Capabilities
 
-_ENDED_SUBMITS = (SubmitResult.RETRYABLE, SubmitResult.REJECTED, SubmitResult.NOT_ACCEPTED, SubmitResult.NOT_SENT)
+_ENDED_SUBMITS = (
+    SubmitResult.RETRYABLE,
+    SubmitResult.REJECTED,
+    SubmitResult.NOT_ACCEPTED,
+    SubmitResult.NO_EVIDENCE,
+    SubmitResult.NOT_SENT,
+)
 
 
 class AttemptRecord:
@@ -33,6 +40,11 @@ class AttemptRecord:
         self.retry_delay: timedelta | None = None
         self.lookups = 0
         self.seen_after_presumed_absent = False
+        # From the submit's answer: the provider that took it and what it can do (None: no answer).
+        self.provider: str | None = None
+        self.capabilities: Capabilities | None = None
+        # E-mail: the attempt whose Message-ID this copy carries (None: its own).
+        self.message_id_of: str | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
@@ -44,6 +56,9 @@ class AttemptRecord:
         attempt.failure_retryable = status.failure_retryable
         attempt.lookups = status.lookups
         attempt.seen_after_presumed_absent = status.seen_after_presumed_absent
+        attempt.provider = status.provider
+        attempt.capabilities = status.capabilities
+        attempt.message_id_of = status.message_id_of
         if status.retry_hint_seconds is not None:
             attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
         if status.retry_delay_seconds is not None:
@@ -85,6 +100,9 @@ class AttemptRecord:
             retry_hint_seconds=self.retry_hint.total_seconds() if self.retry_hint else None,
             lookups=self.lookups,
             seen_after_presumed_absent=self.seen_after_presumed_absent,
+            provider=self.provider,
+            capabilities=self.capabilities,
+            message_id_of=self.message_id_of,
         )
 
     def fact(

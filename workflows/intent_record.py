@@ -98,6 +98,15 @@ class IntentRecord:
         self.transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
         return attempt
 
+    def message_id_to_reuse(self) -> str | None:
+        """E-mail: the Message-ID a new attempt must carry. After the evidence-window rule presumed
+        the previous attempt absent, the new copy carries that attempt's Message-ID (and it carried
+        its predecessor's), so if both copies arrive the recipient's client shows one message."""
+        earlier = self.attempts[:-1]
+        if not earlier or earlier[-1].submit_result is not SubmitResult.NO_EVIDENCE:
+            return None
+        return earlier[-1].message_id_of or earlier[-1].ref
+
     def open_attempts(self) -> list[AttemptRecord]:
         """The attempts to look up or poll: the latest, and any earlier one still open."""
         latest = self.attempts[-1]

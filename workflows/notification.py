@@ -36,8 +36,6 @@ with workflow.unsafe.imports_passed_through():
         SubmitStep,
     )
     from herald.delivery_policy import (
-        absence_proven,
-        legacy_absence_proven,
         lookup_delay,
         may_retry,
         not_sent_delay,
@@ -47,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.evidence import may_dispatch
     from herald.ledger.records import LedgerBatch
     from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
-    from herald.outcomes import Found, NotFound, SubmitOutcome, Unknown
+    from herald.outcomes import SubmitOutcome, Unknown
     from herald.workflow_api import (
         ATTEMPTS_KEY,
         QUERY_STATUS,
@@ -63,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.durable_clock import DurableClock
     from workflows.evidence_rules import evidence_rules_apply
     from workflows.intent_record import IntentRecord
+    from workflows.reconciliation import Reconciler
 
 _OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
 # The last look at the horizon asks a provider that cannot answer again, 2 s and 4 s later: a
@@ -79,6 +78,7 @@ class NotificationWorkflow:
         self._intent = input.intent
         self._policy = input.policy
         self._record = IntentRecord(input.intent)
+        self._reconciler = Reconciler(self._record, input.intent, input.policy)
         self._reports: deque[DeliveryReport] = deque()
         self._seen_inbox_ids: set[int] = set()
         self._cancel: CancelRequest | None = None
@@ -145,6 +145,7 @@ class NotificationWorkflow:
             self._record.settle("an earlier attempt is accepted or unresolved: no new attempt", Source.CLOCK)
             return
         attempt = self._record.prepare_attempt()
+        attempt.message_id_of = self._record.message_id_to_reuse()
         # The submit activity commits these rows (the attempt row among them) before it calls
         # the provider; if it cannot, it does not call, and the same attempt is prepared again.
         rows = self._record.ledger.take()
@@ -172,8 +173,17 @@ class NotificationWorkflow:
             self._record.suppress(step.recorded)
             return
         assert step.outcome is not None
+        attempt.provider, attempt.capabilities = step.provider, step.capabilities
         self._record.apply_submit(attempt, step.outcome)
         self._drain_reports()
+        if self._state is IntentState.ACCEPTED and self._reconciler.nothing_more_to_learn(attempt):
+            self._record.transition(
+                IntentState.RELAYED,
+                f"handed to the relay ({attempt.provider}), which reports nothing back: nothing more can be known",
+                Source.SUBMIT,
+                attempt=attempt.number,
+                closes=True,
+            )
 
     async def _submit(self, attempt: AttemptRecord, rows: LedgerBatch) -> SubmitStep:
         try:
@@ -229,7 +239,7 @@ class NotificationWorkflow:
             for attempt in open_attempts:
                 by_id = attempt.provider_id is not None
                 if due.get(attempt.number, (None,))[0] is not by_id:
-                    due[attempt.number] = (by_id, workflow.now() + self._look_delay(attempt))
+                    due[attempt.number] = (by_id, workflow.now() + self._reconciler.look_delay(attempt))
             for number in [number for number in due if number not in {a.number for a in open_attempts}]:
                 del due[number]
             if not any(attempt.open for attempt in open_attempts):
@@ -241,7 +251,10 @@ class NotificationWorkflow:
             # Until an accepted attempt's first poll, the ledger and search attributes are not
             # written: on the normal path the final report arrives first and one write at the close
             # records everything. An intent still waiting at its first poll is checkpointed then.
-            lazy = all(attempt.provider_id is not None and attempt.lookups == 0 for attempt in open_attempts)
+            lazy = all(
+                attempt.provider_id is not None and attempt.lookups == 0 and self._reconciler.can_poll(attempt)
+                for attempt in open_attempts
+            )
             waited_in = self._state
             timer_fired = await self._wait_until(until, governing, lazy=lazy)
             if self._state not in _OPEN_STATES:
@@ -260,45 +273,7 @@ class NotificationWorkflow:
             for attempt in open_attempts:
                 if due[attempt.number][1] <= workflow.now() and attempt.open:
                     del due[attempt.number]
-                    await self._look(attempt)
-
-    def _look_delay(self, attempt: AttemptRecord) -> timedelta:
-        if attempt.provider_id is not None:
-            return poll_delay(self._policy, attempt.lookups, workflow.random().random())
-        if attempt.lookups == 0:
-            return self._policy.lookup_first_delay
-        return lookup_delay(self._policy, attempt.lookups, workflow.random().random())
-
-    async def _look(self, attempt: AttemptRecord) -> str | None:
-        """Ask the provider about one open attempt: poll it by id, or look it up by our reference.
-
-        Returns what the provider answered, or None when it could not answer (Unavailable).
-        """
-        if attempt.provider_id is not None:
-            return await self._poll(attempt)
-        result = (await provider_calls.lookup(attempt, self._intent)).result
-        if isinstance(result, Found):
-            self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
-        elif isinstance(result, NotFound):
-            proven = absence_proven(self._policy, attempt.started_at, result)
-            if proven is not legacy_absence_proven(self._policy, attempt.started_at, workflow.now()):
-                proven = proven if evidence_rules_apply() else not proven
-            self._record.observe_fact(
-                attempt,
-                Source.POLL,
-                ObservationKind.NOT_FOUND,
-                proven,
-                "provider has no such message"
-                + (" past the proof window: not accepted" if proven else "; within the proof window, looking again"),
-            )
-            if proven:
-                attempt.submit_result = SubmitResult.NOT_ACCEPTED
-                reason = f"lookup proved attempt {attempt.number} was not accepted"
-                self._record.settle(reason, Source.POLL, attempt=attempt.number, earlier_rules=IntentState.RETRYABLE_FAILURE)
-        else:
-            self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
-            return None
-        return _answer(result)
+                    await self._reconciler.look(attempt)
 
     async def _close_at_horizon(self, reason: str) -> None:
         """The resolution horizon passed: look at every open attempt once more, and close as
@@ -314,7 +289,7 @@ class NotificationWorkflow:
                     break
                 if tries:
                     await workflow.sleep(_LAST_LOOK_BACKOFF * tries)
-                answer = await self._look(attempt)
+                answer = await self._reconciler.look(attempt)
                 if answer is not None:
                     break
             answers.append(f"attempt {attempt.number} {answer or 'unavailable'}")
@@ -331,9 +306,14 @@ class NotificationWorkflow:
         if not self._attempts:
             return
         attempt = self._attempts[-1]
-        polls_allowed = self._record.closed_by != "clock:expiry"
-        if self._state is IntentState.CANCELLED and attempt.provider_id is not None and not attempt.resolved:
-            canceled, why = await provider_calls.ask_to_cancel(attempt)
+        polls_allowed = self._record.closed_by != "clock:expiry" and self._reconciler.can_poll(attempt)
+        if (
+            self._state is IntentState.CANCELLED
+            and attempt.provider_id is not None
+            and not attempt.resolved
+            and self._reconciler.can_poll(attempt)
+        ):
+            canceled, why = await provider_calls.ask_to_cancel(attempt, self._intent)
             self._record.observe_fact(attempt, Source.OPERATOR, ObservationKind.PROVIDER_CANCEL, canceled, why)
         due: datetime | None = None
         while not attempt.resolved and self._within_horizon(attempt):
@@ -348,19 +328,7 @@ class NotificationWorkflow:
             if timer_fired:
                 due = None
                 if polls_allowed and not attempt.resolved and self._within_horizon(attempt):
-                    await self._poll(attempt)
-
-    async def _poll(self, attempt: AttemptRecord) -> str | None:
-        """Poll an attempt by its provider id; what the provider answered, or None if it could not."""
-        result = (await provider_calls.lookup(attempt, self._intent)).result
-        if isinstance(result, Found):
-            self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
-        elif isinstance(result, NotFound):
-            self._record.observe_fact(attempt, Source.POLL, ObservationKind.NOT_FOUND, False, "provider has no such message")
-        else:
-            self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
-            return None
-        return _answer(result)
+                    await self._reconciler.poll(attempt)
 
     # ---- retryable_failure: the next attempt, on a durable timer ------------------------
 
@@ -506,7 +474,3 @@ class NotificationWorkflow:
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> IntentStatus:
         return self._record.status()
-
-
-def _answer(result: Found | NotFound) -> str:
-    return f"found {result.status.value}" if isinstance(result, Found) else "not found"

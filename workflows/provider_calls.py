@@ -50,6 +50,10 @@ async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy,
             body=intent.body,
             ledger=rows,
             validity_seconds=int(policy.provider_queue_validity.total_seconds()),
+            channel=intent.channel,
+            subject=intent.subject,
+            attachment=intent.attachment,
+            message_id_of=attempt.message_id_of,
         ),
         task_queue=submit_task_queue(workflow.info().task_queue),
         start_to_close_timeout=policy.submit_timeout,
@@ -65,6 +69,7 @@ async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
         return await workflow.execute_activity_method(
             ProviderActivities.lookup,
             LookupInput(
+                channel=intent.channel,
                 attempt_ref=attempt.ref,
                 provider_id=attempt.provider_id,
                 to=intent.recipient,
@@ -78,12 +83,12 @@ async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
         return LookupOutcome(result=Unavailable(reason=f"lookup activity failed: {activity_failure(error)}"))
 
 
-async def ask_to_cancel(attempt: AttemptRecord) -> tuple[bool, str]:
+async def ask_to_cancel(attempt: AttemptRecord, intent: Intent) -> tuple[bool, str]:
     """Ask the provider once to drop an accepted attempt: (canceled, reason)."""
     try:
         answer = await workflow.execute_activity_method(
             ProviderActivities.cancel,
-            ProviderCancelInput(provider_id=attempt.provider_id),
+            ProviderCancelInput(channel=intent.channel, provider_id=attempt.provider_id),
             start_to_close_timeout=_READ_TIMEOUT,
             retry_policy=_READ_RETRY,
         )

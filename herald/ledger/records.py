@@ -17,6 +17,8 @@ class AttemptRow(Frozen):
     # The provider the attempt was handed to, set by the submit activity in the transaction that
     # precedes its one provider call; None in a row the workflow writes itself: never handed over.
     provider: str | None = None
+    # Which account and sender, or relay, it went through (set with the provider).
+    route: str | None = None
 
 
 class TransitionRow(Frozen):
@@ -72,11 +74,11 @@ class LedgerBatch(Frozen):
     def is_empty(self) -> bool:
         return not (self.record or self.attempts or self.transitions or self.observations or self.receipt_outcomes)
 
-    def handed_to(self, attempt_ref: str, provider: str) -> LedgerBatch:
+    def handed_to(self, attempt_ref: str, provider: str, route: str | None = None) -> LedgerBatch:
         """This batch with the named attempt's row marked as handed to `provider` (by the submit
         activity, which is about to call it); other attempt rows in the batch stay as they are."""
         attempts = [
-            row.model_copy(update={"provider": provider}) if row.attempt_ref == attempt_ref else row
+            row.model_copy(update={"provider": provider, "route": route}) if row.attempt_ref == attempt_ref else row
             for row in self.attempts
         ]
         return self.model_copy(update={"attempts": attempts})

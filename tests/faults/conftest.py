@@ -17,9 +17,9 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
-from herald.devstack.processes import free_port
-from herald.devstack.stack import LocalStack
+from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from devstack.processes import free_port
+from devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
 from herald.settings import load_settings

@@ -17,8 +17,8 @@ import pytest
 
 from herald.client import HeraldClient
 from herald.contracts import attempt_ref
-from herald.devstack.processes import ManagedProcess, free_port
-from herald.devstack.stack import LocalStack
+from devstack.processes import ManagedProcess, free_port
+from devstack.stack import LocalStack
 from herald.errors import IntentConflict
 from herald.fault_points import FaultPoint
 from herald.intent import workflow_id_for

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from herald.client import HeraldClient
-from herald.devstack.stack import LocalStack
+from devstack.stack import LocalStack
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from tests.faults.test_fault_matrix import worker

@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 
 from bench.actions import billable_actions
 from herald.client import HeraldClient
-from herald.devstack.stack import LocalStack
+from devstack.stack import LocalStack
 from herald.errors import IntentConflict, InvalidIntent
 from herald.intent import workflow_id_for
 from herald.ledger.store import intent_history

@@ -20,8 +20,9 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.devstack.processes import ManagedProcess, free_port, wait_for_port
-from herald.devstack.stack import LocalStack
+from herald.intent import Channel
+from devstack.processes import ManagedProcess, free_port, wait_for_port
+from devstack.stack import LocalStack
 from herald.lifecycle import IntentState
 from herald.providers.twilio import TwilioAdapter
 from herald.task_queues import submit_task_queue
@@ -85,7 +86,7 @@ async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
         }
     )
     adapter = TwilioAdapter(twilio_config(limited.twilio))
-    provider = ProviderActivities(adapter, limited.receipts.public_url, pool)
+    provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool)
     herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
     keys = [fresh_key() for _ in range(INTENTS)]
     try:

@@ -68,7 +68,8 @@ def test_every_state_has_a_transition_entry() -> None:
 
 
 def test_terminal_states_are_the_designed_ones() -> None:
-    """The terminal set is exactly the design's: delivered, undelivered, unknown and the four closers."""
+    """The terminal set is exactly the design's: delivered, undelivered, unknown, the four closers, and
+    relayed (a relay without events accepted it: all that can be known)."""
     assert TERMINAL_STATES == {
         S.DELIVERED,
         S.UNDELIVERED,
@@ -77,6 +78,7 @@ def test_terminal_states_are_the_designed_ones() -> None:
         S.EXPIRED,
         S.CANCELLED,
         S.SUPPRESSED,
+        S.RELAYED,
     }
     assert all(state.is_terminal == (state in TERMINAL_STATES) for state in S)
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from herald.artifacts import ArtifactRef
 from herald.contracts import attempt_number_of, attempt_ref
 from herald.errors import InvalidIntent
 from herald.intent import (
@@ -21,7 +22,15 @@ from herald.intent import (
     parse_request,
     workflow_id_for,
 )
-from herald.templates import MAX_BODY_CHARS, TemplateError, available_templates, load_template, render
+from herald.templates import (
+    MAX_BODY_CHARS,
+    MAX_EMAIL_BODY_CHARS,
+    TemplateError,
+    available_templates,
+    load_template,
+    render,
+    render_message,
+)
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 RECIPIENT = "+15551234567"
@@ -53,7 +62,13 @@ def fields_of(error: InvalidIntent) -> list[str]:
 
 def test_shipped_templates_are_discovered() -> None:
     """The template catalogue lists every shipped template and version (so the per-version tests are not vacuous)."""
-    assert available_templates() == {"class_opening": [1], "order_receipt": [1], "seller_new_order": [1, 2]}
+    assert available_templates() == {
+        "class_opening": [1],
+        "monthly_report": [1],
+        "order_receipt": [1],
+        "order_receipt_email": [1],
+        "seller_new_order": [1, 2],
+    }
 
 
 @pytest.mark.parametrize("template_id,version", SHIPPED)
@@ -62,21 +77,24 @@ def test_every_shipped_template_renders_with_its_declared_fields(template_id: st
     template = load_template(template_id, version)
     assert template.fields, "a template must declare at least one field"
     data = {field: f"<{field}>" for field in sorted(template.fields)}
-    body = render(template_id, version, data)
+    rendered = render_message(template_id, version, data, channel=template.channel)
+    text = rendered.body + (rendered.subject or "")
     for value in data.values():
-        assert value in body
-    assert "$" not in body
-    assert "#" not in body, "comment lines must not leak into the body"
-    assert 0 < len(body) <= MAX_BODY_CHARS
+        assert value in text
+    assert "$" not in text
+    assert "#" not in rendered.body, "comment lines must not leak into the body"
+    assert 0 < len(rendered.body) <= (MAX_BODY_CHARS if template.channel == "sms" else MAX_EMAIL_BODY_CHARS)
+    assert (rendered.subject is not None) is (template.channel == "email")
 
 
 @pytest.mark.parametrize("template_id,version", SHIPPED)
 def test_render_is_deterministic(template_id: str, version: int) -> None:
     """Rendering the same version with the same data gives the same bytes, also after re-reading the file."""
-    data: dict[str, str | int] = {field: f"v_{field}" for field in load_template(template_id, version).fields}
-    first = render(template_id, version, data)
+    template = load_template(template_id, version)
+    data: dict[str, str | int] = {field: f"v_{field}" for field in template.fields}
+    first = render_message(template_id, version, data, channel=template.channel)
     load_template.cache_clear()
-    assert render(template_id, version, dict(reversed(list(data.items())))).encode() == first.encode()
+    assert render_message(template_id, version, dict(reversed(list(data.items()))), channel=template.channel) == first
 
 
 def test_int_and_str_values_render_identically() -> None:
@@ -394,3 +412,76 @@ def test_attempt_number_of_inverts_attempt_ref(workflow_id: str, number: int) ->
 def test_attempt_number_of_returns_none_for_non_refs(ref: str) -> None:
     """Anything that is not one of our refs yields None rather than a number or an exception."""
     assert attempt_number_of(ref) is None
+
+
+# ---- the e-mail channel --------------------------------------------------------------------------
+
+REPORT = {"seller_name": "Acme", "period": "2026-11"}
+ATTACHMENT = ArtifactRef(sha256="ab" * 32, size_bytes=1234, media_type="application/pdf", filename="report.pdf")
+
+
+def email_request(**overrides: Any) -> dict[str, Any]:
+    return {
+        "business_key": "monthly_report:seller_7.2026-11",
+        "channel": "email",
+        "recipient": "Seller.Seven@Example.COM",
+        "template_id": "monthly_report",
+        "template_version": 1,
+        "render_data": REPORT,
+        "attachment": ATTACHMENT.model_dump(),
+        **overrides,
+    }
+
+
+def test_an_email_intent_carries_subject_attachment_and_a_normalised_address() -> None:
+    """An e-mail intent renders its subject and body once, names its attachment by hash, and lower-cases the domain."""
+    intent = build_intent(parse_request(email_request()), NOW)
+    assert intent.workflow_id == "monthly_report:seller_7.2026-11/email"
+    assert intent.recipient == "Seller.Seven@example.com"
+    assert intent.subject == "Your 2026-11 sales report"
+    assert "2026-11" in intent.body and intent.attachment == ATTACHMENT
+    # The content hash covers the attachment: another file is another content revision.
+    other = build_intent(parse_request(email_request(attachment={**ATTACHMENT.model_dump(), "sha256": "cd" * 32})), NOW)
+    assert other.content_sha256 != intent.content_sha256
+    assert other.intent_fingerprint != intent.intent_fingerprint
+
+
+@pytest.mark.parametrize("address", ["not-an-address", "two@@example.com", "+15551234567", "a@b", "x" * 300 + "@example.com"])
+def test_an_invalid_email_recipient_is_refused_without_echoing_it(address: str) -> None:
+    """A refused e-mail address is named by field and rule; the address itself never appears in the error."""
+    with pytest.raises(InvalidIntent) as refused:
+        parse_request(email_request(recipient=address))
+    assert refused.value.problems == [("recipient", "must be an e-mail address (local-part@domain)")]
+    assert address not in str(refused.value)
+
+
+def test_an_sms_recipient_must_still_be_e164() -> None:
+    """An e-mail address on the SMS channel is refused with the E.164 rule, not accepted as text."""
+    with pytest.raises(InvalidIntent) as refused:
+        parse_request(raw_request(recipient="someone@example.com"))
+    assert refused.value.problems == [("recipient", "must be an E.164 number: '+' then 8 to 15 digits, no spaces")]
+    assert "someone" not in str(refused.value)
+
+
+def test_an_attachment_on_an_sms_intent_is_refused() -> None:
+    """Attachments never reach the SMS path: an SMS request naming one is refused before anything starts."""
+    with pytest.raises(InvalidIntent) as refused:
+        parse_request(raw_request(attachment=ATTACHMENT.model_dump()))
+    assert refused.value.problems == [("attachment", "only the email channel carries attachments")]
+
+
+def test_a_template_is_rendered_only_for_its_own_channel() -> None:
+    """An SMS template on the e-mail channel (or the reverse) is refused, naming the template's channel."""
+    with pytest.raises(InvalidIntent) as refused:
+        build_intent(parse_request(email_request(template_id="order_receipt", render_data=RECEIPT_DATA)), NOW)
+    assert refused.value.problems == [("template_id", "order_receipt v1 is for the sms channel, not email")]
+    with pytest.raises(TemplateError):
+        render_message("monthly_report", 1, REPORT, channel="sms")
+
+
+def test_sms_fingerprints_and_content_hashes_are_unchanged_by_the_email_channel() -> None:
+    """An SMS intent hashes exactly as before e-mail existed (body only; no attachment key), so keys
+    recorded earlier still match their payloads."""
+    intent = build_intent(parse_request(raw_request()), NOW)
+    assert intent.content_sha256 == hashlib.sha256(intent.body.encode()).hexdigest()
+    assert intent.subject is None and intent.attachment is None

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import Field
 
 from herald.delivery_policy import DeliveryPolicy
 from herald.outcomes import Frozen
+from herald.providers.sendgrid_signature import new_private_key, public_key_text
 from herald.settings import REPO_ROOT
 
 DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
@@ -59,6 +62,19 @@ class EmulatorDev(Frozen):
     rate_limit_per_sender: float = 0
 
 
+class EspDev(Frozen):
+    """The ESP emulator: an SMTP relay that plays SendGrid and posts signed events (demo and tests only)."""
+
+    host: str = "127.0.0.1"
+    smtp_port: int = 2525
+    admin_port: int = 8237
+    step_ms: int = 150
+    from_address: str = "notifications@herald.test"
+    message_id_domain: str = "herald.test"
+    # Under state_dir; created on first use. The receipt server gets its public half.
+    signing_key_file: str = "esp-signing-key.pem"
+
+
 class ReceiptsDev(Frozen):
     host: str = "127.0.0.1"
     port: int = 8235
@@ -76,6 +92,7 @@ class StackConfig(Frozen):
     temporal: TemporalDev = TemporalDev()
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
+    esp: EspDev = EspDev()
     receipts: ReceiptsDev = ReceiptsDev()
     adapter: AdapterDev = AdapterDev()
     demo_policy: DeliveryPolicy = DeliveryPolicy()
@@ -83,6 +100,25 @@ class StackConfig(Frozen):
     @property
     def state_path(self) -> Path:
         return self.state_dir if self.state_dir.is_absolute() else REPO_ROOT / self.state_dir
+
+    @property
+    def esp_signing_key_path(self) -> Path:
+        return self.state_path / self.esp.signing_key_file
+
+    def esp_public_key(self) -> str:
+        """The ESP emulator's verification key (base64 DER, as SendGrid shows it); the signing key
+        is generated under state_dir on first use, so the emulator and receipt server agree."""
+        path = self.esp_signing_key_path
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pem = new_private_key().private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+            path.write_bytes(pem)
+            path.chmod(0o600)
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        return public_key_text(key)
 
     def service_env(self, database_url: str) -> dict[str, str]:
         """The HERALD_* variables that point the worker and receipt server at this stack."""
@@ -102,6 +138,14 @@ class StackConfig(Frozen):
             "HERALD_RECEIPT_PORT": str(self.receipts.port),
             "HERALD_RECEIPT_PUBLIC_URL": f"http://{self.receipts.host}:{self.receipts.port}",
             "HERALD_STATE_DIR": str(self.state_path),
+            "HERALD_SMTP_HOST": self.esp.host,
+            "HERALD_SMTP_PORT": str(self.esp.smtp_port),
+            "HERALD_SMTP_SECURITY": "none",  # the emulator listens on loopback only
+            "HERALD_EMAIL_FROM": self.esp.from_address,
+            "HERALD_EMAIL_MESSAGE_ID_DOMAIN": self.esp.message_id_domain,
+            "HERALD_SMTP_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
+            "HERALD_SMTP_READ_TIMEOUT": str(self.adapter.read_timeout),
+            "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY": self.esp_public_key(),
         }
 
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from herald.workflow_api import SEARCH_ATTRIBUTES
-from herald.devstack.config import StackConfig
-from herald.devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
+from devstack.config import StackConfig
+from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
 from herald.ledger.embedded import start_embedded_postgres
 
-log = logging.getLogger("herald.devstack")
+log = logging.getLogger("devstack")
 
 START_TIMEOUT_SECONDS = 60.0
 
@@ -38,6 +38,8 @@ class LocalStack:
         require_free(c.temporal.host, c.temporal.ui_port, "temporal.ui_port")
         require_free(c.temporal.host, c.temporal.metrics_port, "temporal.metrics_port")
         require_free(c.emulator.host, c.emulator.port, "emulator.port")
+        require_free(c.esp.host, c.esp.smtp_port, "esp.smtp_port")
+        require_free(c.esp.host, c.esp.admin_port, "esp.admin_port")
         if services:
             require_free(c.receipts.host, c.receipts.port, "receipts.port")
 
@@ -78,6 +80,22 @@ class LocalStack:
         ] + (extra_args or [])  # fmt: skip
         process = self._spawn("emulator", argv)
         wait_for_port(e.host, e.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_esp(self) -> ManagedProcess:
+        """The SMTP relay that plays SendGrid, posting signed events to the receipt server."""
+        c = self.config
+        c.esp_public_key()  # creates the signing key on first use
+        argv = [
+            sys.executable, "-m", "emulator.esp", "--host", c.esp.host,
+            "--smtp-port", str(c.esp.smtp_port), "--admin-port", str(c.esp.admin_port),
+            "--webhook-url", f"http://{c.receipts.host}:{c.receipts.port}/sendgrid/events",
+            "--private-key-file", str(c.esp_signing_key_path), "--step-ms", str(c.esp.step_ms),
+            "--log-level", "warning",
+        ]  # fmt: skip
+        process = self._spawn("esp", argv)
+        wait_for_port(c.esp.host, c.esp.smtp_port, START_TIMEOUT_SECONDS, process.process)
+        wait_for_port(c.esp.host, c.esp.admin_port, START_TIMEOUT_SECONDS, process.process)
         return process
 
     def start_receipts(self) -> ManagedProcess:

@@ -1,6 +1,6 @@
 """`make run`: start the local stack from temporal-dev.yaml, play the demo, print the summary, serve.
 
-    python -m herald.devstack [--exit-when-done] [--config temporal-dev.yaml]
+    python -m devstack [--exit-when-done] [--config temporal-dev.yaml]
 
 Ctrl-C stops every child process it started. A port already in use is reported
 in one line naming the port and the setting that changes it.
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from herald.client import HeraldClient
-from herald.demo import play, refused_input_example, summary
-from herald.devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
-from herald.devstack.processes import PortInUse, wait_for_port
-from herald.devstack.stack import LocalStack
+from devstack.demo import play, refused_input_example, summary
+from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
+from devstack.processes import PortInUse, wait_for_port
+from devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
@@ -50,7 +50,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m herald.devstack", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__.splitlines()[0])
     parser.add_argument("--exit-when-done", action="store_true", help="stop everything after printing the summary")
     parser.add_argument("--config", type=Path, default=DEFAULT_STACK_FILE)
     args = parser.parse_args()

@@ -1,0 +1,140 @@
+"""How an open attempt is resolved, chosen by what its provider can do (``Capabilities``).
+
+    provider id known ─┬─ status lookup ........ poll by id on the poll schedule, reports meanwhile
+                       └─ none (SMTP) .......... wait for events; nothing to ask until the horizon
+    outcome unknown ───┬─ lookup by reference .. look up on the lookup schedule; "not found" proves
+                       │                         absence only past the proof window
+                       └─ none (SMTP) .......... wait for an event carrying our reference; with
+                                                 none within the evidence window, the recorded
+                                                 evidence-window rule presumes "not accepted"
+
+Nothing here resends: a presumption of absence only settles the intent, and the workflow's
+dispatch rules decide whether another attempt may go. Deterministic code only.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from herald.channels import assumed_capabilities
+    from herald.delivery_policy import (
+        DeliveryPolicy,
+        absence_proven,
+        legacy_absence_proven,
+        lookup_delay,
+        poll_delay,
+    )
+    from herald.intent import Intent
+    from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+    from herald.outcomes import Found, NotFound
+    from herald.providers.port import Capabilities
+
+    from workflows import provider_calls
+    from workflows.attempt_record import AttemptRecord
+    from workflows.evidence_rules import evidence_rules_apply
+    from workflows.intent_record import IntentRecord
+
+
+class Reconciler:
+    def __init__(self, record: IntentRecord, intent: Intent, policy: DeliveryPolicy) -> None:
+        self._record = record
+        self._intent = intent
+        self._policy = policy
+
+    def capabilities(self, attempt: AttemptRecord) -> Capabilities:
+        """What the attempt's provider declared; the channel's assumption when its submit never answered."""
+        return attempt.capabilities or assumed_capabilities(self._intent.channel)
+
+    def can_poll(self, attempt: AttemptRecord) -> bool:
+        return self.capabilities(attempt).status_lookup
+
+    def nothing_more_to_learn(self, attempt: AttemptRecord) -> bool:
+        """Accepted by a provider that neither reports nor answers lookups: acceptance is final."""
+        capabilities = self.capabilities(attempt)
+        return attempt.provider_id is not None and not (capabilities.delivery_reports or capabilities.status_lookup)
+
+    def look_delay(self, attempt: AttemptRecord) -> timedelta:
+        """How long until the attempt is next asked about (or its evidence window closes)."""
+        capabilities = self.capabilities(attempt)
+        if attempt.provider_id is not None:
+            if not capabilities.status_lookup:
+                # Nothing to ask: reports arrive or the resolution horizon closes the wait.
+                return self._policy.resolution_horizon
+            return poll_delay(self._policy, attempt.lookups, workflow.random().random())
+        if not capabilities.lookup_by_reference:
+            return max(attempt.started_at + self._policy.event_evidence_window - workflow.now(), timedelta(0))
+        if attempt.lookups == 0:
+            return self._policy.lookup_first_delay
+        return lookup_delay(self._policy, attempt.lookups, workflow.random().random())
+
+    async def look(self, attempt: AttemptRecord) -> str | None:
+        """Ask the provider about one open attempt (poll by id, look up by reference), or apply the
+        evidence-window rule where there is no one to ask.
+
+        Returns what was found, or None when the provider could not answer (Unavailable).
+        """
+        capabilities = self.capabilities(attempt)
+        if attempt.provider_id is not None:
+            if not capabilities.status_lookup:
+                return "no lookup possible; waiting for events"
+            return await self.poll(attempt)
+        if not capabilities.lookup_by_reference:
+            return self._evidence_window_closed(attempt)
+        result = (await provider_calls.lookup(attempt, self._intent)).result
+        if isinstance(result, Found):
+            self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
+        elif isinstance(result, NotFound):
+            proven = absence_proven(self._policy, attempt.started_at, result)
+            if proven is not legacy_absence_proven(self._policy, attempt.started_at, workflow.now()):
+                proven = proven if evidence_rules_apply() else not proven
+            self._record.observe_fact(
+                attempt,
+                Source.POLL,
+                ObservationKind.NOT_FOUND,
+                proven,
+                "provider has no such message"
+                + (" past the proof window: not accepted" if proven else "; within the proof window, looking again"),
+            )
+            if proven:
+                attempt.submit_result = SubmitResult.NOT_ACCEPTED
+                reason = f"lookup proved attempt {attempt.number} was not accepted"
+                self._record.settle(reason, Source.POLL, attempt=attempt.number, earlier_rules=IntentState.RETRYABLE_FAILURE)
+        else:
+            self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
+            return None
+        return _answer(result)
+
+    async def poll(self, attempt: AttemptRecord) -> str | None:
+        """Poll an attempt by its provider id; what the provider answered, or None if it could not."""
+        result = (await provider_calls.lookup(attempt, self._intent)).result
+        if isinstance(result, Found):
+            self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
+        elif isinstance(result, NotFound):
+            self._record.observe_fact(attempt, Source.POLL, ObservationKind.NOT_FOUND, False, "provider has no such message")
+        else:
+            self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
+            return None
+        return _answer(result)
+
+    def _evidence_window_closed(self, attempt: AttemptRecord) -> str:
+        """The evidence-window rule: an unknown submit to a provider without lookups, and no event
+        about it within the window. Presumed (never proven) not accepted, recorded with the rule, so
+        a later event contradicting it is counted as a possible duplicate."""
+        if workflow.now() < attempt.started_at + self._policy.event_evidence_window:
+            return "evidence window still open"
+        window = self._policy.event_evidence_window.total_seconds()
+        reason = (
+            f"rule event_evidence_window: no event carrying attempt {attempt.number}'s reference within {window:g}s "
+            "of its unknown submit; presumed not accepted (a new attempt reuses its Message-ID)"
+        )
+        self._record.observe_fact(attempt, Source.CLOCK, ObservationKind.NO_EVIDENCE, True, reason)
+        attempt.submit_result = SubmitResult.NO_EVIDENCE
+        self._record.settle(reason, Source.CLOCK, attempt=attempt.number)
+        return "no event within the evidence window"
+
+
+def _answer(result: Found | NotFound) -> str:
+    return f"found {result.status.value}" if isinstance(result, Found) else "not found"
