@@ -7,6 +7,7 @@
     python starter.py cancel order_receipt:pay_157 --reason "seat filled" --operator alice
     python starter.py report
     python starter.py demo
+    python starter.py artifact put report.pdf [--media-type application/pdf] [--filename report.pdf]
 
 Connection settings come from HERALD_* variables; when they are unset and the
 local stack is running, from the `.state/stack.env` file it writes.
@@ -149,6 +150,55 @@ async def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# The field names of ArtifactRefused, as the caller of `artifact put` spells them.
+_ARTIFACT_PUT_ARGUMENTS = {"content": "FILE", "media_type": "--media-type", "filename": "--filename"}
+
+
+async def cmd_artifact_put(args: argparse.Namespace) -> int:
+    import mimetypes
+
+    import psycopg
+
+    from herald.artifacts import MAX_ARTIFACT_BYTES, ArtifactRefused, PostgresArtifactStore, artifact_ref
+    from herald.ledger.store import open_pool
+
+    # Checked before connecting, so a mistyped FILE is not reported as a database problem.
+    path = Path(args.file)
+    try:
+        with path.open("rb") as handle:  # noqa: ASYNC230 (nothing else runs on this loop yet)
+            # One byte past the limit is enough to refuse: a huge file is never read whole.
+            content = handle.read(MAX_ARTIFACT_BYTES + 1)
+    except FileNotFoundError:
+        raise HeraldError("FILE: no such file") from None
+    except IsADirectoryError:
+        raise HeraldError("FILE: is a directory, not a file") from None
+    except OSError as error:  # e.g. permission denied; strerror never includes the path
+        raise HeraldError(f"FILE: cannot be read ({error.strerror or type(error).__name__})") from None
+    guessed, encoding = mimetypes.guess_type(path.name)
+    # A compressed file (report.csv.gz) is guessed as what it contains; its bytes are not that type.
+    if args.media_type is not None:
+        media_type = args.media_type
+    else:
+        media_type = guessed if guessed and encoding is None else "application/octet-stream"
+    filename = args.filename if args.filename is not None else path.name
+    try:
+        artifact_ref(content, media_type=media_type, filename=filename)
+    except ArtifactRefused as refused:
+        raise HeraldError(f"{_ARTIFACT_PUT_ARGUMENTS[refused.field]}: {refused.rule}") from None
+
+    settings = _settings()
+    if settings.database_url is None:
+        raise HeraldError("DATABASE_URL: required to store an artifact (artifacts live in the ledger's database)")
+    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+        try:
+            ref = await PostgresArtifactStore(pool).put(content, media_type=media_type, filename=filename)
+        except psycopg.OperationalError as error:
+            # As an OSError, main() reports it in one line as a service it cannot reach.
+            raise ConnectionError(f"the database at DATABASE_URL did not answer ({type(error).__name__})") from None
+    print(ref.model_dump_json())
+    return 0
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python starter.py", description="Send, inspect and cancel Herald intents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -182,6 +232,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     demo = commands.add_parser("demo", help="play the demo scenario against a running local stack")
     demo.add_argument("--emulator-url", help="the emulator's base URL (default: from temporal-dev.yaml)")
     demo.set_defaults(run=cmd_demo)
+
+    artifact = commands.add_parser("artifact", help="immutable attachments, stored by content")
+    artifact_commands = artifact.add_subparsers(dest="artifact_command", required=True)
+    artifact_put = artifact_commands.add_parser("put", help="store a file; prints its ref as JSON")
+    artifact_put.add_argument("file", metavar="FILE")
+    artifact_put.add_argument("--media-type", help="e.g. application/pdf (default: guessed from FILE's name)")
+    artifact_put.add_argument("--filename", help="the name recipients see (default: FILE's name)")
+    artifact_put.set_defaults(run=cmd_artifact_put)
     return parser.parse_args(argv)
 
 
