@@ -31,7 +31,7 @@ from herald.temporal_client import connect
 
 
 def _settings() -> Settings:
-    from herald.devstack.config import load_stack_config
+    from devstack.config import load_stack_config
 
     env_file = load_stack_config().state_path / "stack.env"
     merged: dict[str, str] = {}
@@ -125,8 +125,8 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from herald.demo import play, refused_input_example, summary
-    from herald.devstack.config import load_stack_config
+    from devstack.demo import play, refused_input_example, summary
+    from devstack.config import load_stack_config
 
     stack = load_stack_config()
     settings = _settings()
