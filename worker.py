@@ -14,6 +14,7 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -57,19 +58,35 @@ def smtp_config(settings: EmailSettings) -> SmtpConfig | None:
     """The relay e-mail goes to; None when the e-mail channel is not configured."""
     if settings.smtp_host is None:
         return None
-    return SmtpConfig(
-        host=settings.smtp_host,
-        port=settings.smtp_port,
-        security=settings.smtp_security,
-        username=settings.smtp_username,
-        password=settings.smtp_password,
-        from_address=settings.from_address,
-        message_id_domain=settings.message_id_domain,
-        provider=settings.provider,
-        delivery_events=settings.delivery_events,
-        connect_timeout=settings.connect_timeout,
-        read_timeout=settings.read_timeout,
-    )
+    if settings.from_address is None:
+        raise InvalidSetting("HERALD_EMAIL_FROM", "required when HERALD_SMTP_HOST is set (the sender of every e-mail)")
+    try:
+        return SmtpConfig(
+            host=settings.smtp_host,
+            port=settings.smtp_port,
+            security=settings.smtp_security,
+            username=settings.smtp_username,
+            password=settings.smtp_password,
+            from_address=settings.from_address,
+            message_id_domain=settings.message_id_domain,
+            provider=settings.provider,
+            delivery_events=settings.delivery_events,
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.read_timeout,
+        )
+    except ValidationError as error:
+        field = str(error.errors()[0]["loc"][0])
+        name = _EMAIL_VARIABLES.get(field, "HERALD_SMTP_*")
+        raise InvalidSetting(name, "not a usable value for the e-mail relay (" + error.errors()[0]["msg"].split(":")[0] + ")") from None
+
+
+# Which variable sets each relay setting, so a refused value is reported by the name the operator set.
+_EMAIL_VARIABLES = {
+    "from_address": "HERALD_EMAIL_FROM",
+    "message_id_domain": "HERALD_EMAIL_MESSAGE_ID_DOMAIN",
+    "provider": "HERALD_EMAIL_PROVIDER",
+    "host": "HERALD_SMTP_HOST",
+}
 
 
 def build_providers(settings: Settings) -> dict[Channel, Provider]:
@@ -165,6 +182,7 @@ def main() -> None:
             loop.add_signal_handler(sig, stop.set)
         try:
             settings = load_settings()
+            smtp_config(settings.email)  # a relay setting that cannot work fails here, in one line
         except InvalidSetting as error:
             raise SystemExit(str(error)) from None
         await run_worker(settings, stop)

@@ -75,7 +75,7 @@ class ProviderActivities:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
-            return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=error.rule))})
+            return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=str(error)))})
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
         outcome = await provider.submit(
             OutboundMessage(
@@ -99,7 +99,7 @@ class ProviderActivities:
         if ref is None:
             return []
         if self._artifacts is None:
-            raise ArtifactMismatch("attachment: no artifact store is configured on this worker")
+            raise ArtifactMismatch("no artifact store is configured on this worker")
         content = verify(await self._artifacts.load(ref.sha256), ref)
         return [Attachment(filename=ref.filename, media_type=ref.media_type, content=content)]
 

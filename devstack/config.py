@@ -69,7 +69,8 @@ class EspDev(Frozen):
     smtp_port: int = 2525
     admin_port: int = 8237
     step_ms: int = 150
-    from_address: str = "notifications@herald.test"
+    # example.com: email-validator refuses special-use domains such as .test as a sender.
+    from_address: str = "notifications@example.com"
     message_id_domain: str = "herald.test"
     # Under state_dir; created on first use. The receipt server gets its public half.
     signing_key_file: str = "esp-signing-key.pem"

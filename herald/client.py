@@ -23,6 +23,7 @@ from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConfl
 from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, workflow_id_for
+from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
 from herald.workflow_api import (
     QUERY_STATUS,
@@ -41,6 +42,13 @@ class SendReceipt(Frozen):
     content_sha256: str
 
 
+class NoticeReceipt(Frozen):
+    """One notice's intents, one per channel, in the order the request named them."""
+
+    business_key: str
+    intents: dict[Channel, SendReceipt]
+
+
 class HeraldClient:
     def __init__(self, client: Client, task_queue: str, policy: DeliveryPolicy | None = None) -> None:
         self._client = client
@@ -54,11 +62,13 @@ class HeraldClient:
     async def send(self, request: IntentRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None) -> SendReceipt:
         """Create the intent, or attach to the one this key already names."""
         parsed = request if isinstance(request, IntentRequest) else parse_request(request)
-        intent = build_intent(parsed, datetime.now(UTC))
+        return await self._start(build_intent(parsed, datetime.now(UTC)), policy or self._policy)
+
+    async def _start(self, intent: Intent, policy: DeliveryPolicy) -> SendReceipt:
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
-                NotificationInput(intent=intent, policy=policy or self._policy),
+                NotificationInput(intent=intent, policy=policy),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,
@@ -93,6 +103,35 @@ class HeraldClient:
             except RPCError:
                 pass  # the intent closed meanwhile; the refusal below stands either way
         raise IntentConflict(intent.workflow_id)
+
+    async def send_notice(
+        self, notice: NoticeRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None
+    ) -> NoticeReceipt:
+        """One business event on several channels: one independent intent per channel
+        (``<key>/sms``, ``<key>/email``), sharing nothing at run time but the key.
+
+        Every channel's entry is validated and rendered before any intent starts, so a bad entry
+        starts none (``InvalidIntent`` names ``channels.<i>.<field>``). Starting is idempotent per
+        channel: after a failure part-way (the cluster went away), calling again with the same
+        notice attaches to what started and starts the rest.
+        """
+        parsed = notice if isinstance(notice, NoticeRequest) else parse_notice(notice)
+        now = datetime.now(UTC)
+        intents = [build_intent(request, now) for request in parsed.requests()]
+        receipts: dict[Channel, SendReceipt] = {}
+        for intent in intents:
+            receipts[intent.channel] = await self._start(intent, policy or self._policy)
+        return NoticeReceipt(business_key=parsed.business_key, intents=receipts)
+
+    async def notice_status(self, business_key: str) -> dict[Channel, IntentStatus | None]:
+        """Each channel's live status under this key (None: no intent on that channel)."""
+        found: dict[Channel, IntentStatus | None] = {}
+        for channel in Channel:
+            try:
+                found[channel] = await self.status(business_key, channel)
+            except IntentNotFound:
+                found[channel] = None
+        return found
 
     def handle(self, business_key: str, channel: Channel | str = Channel.SMS) -> WorkflowHandle[Any, IntentStatus]:
         return self._client.get_workflow_handle(workflow_id_for(business_key, channel), result_type=IntentStatus)

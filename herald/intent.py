@@ -162,7 +162,7 @@ def parse_request(raw: dict[str, Any]) -> IntentRequest:
     try:
         return IntentRequest.model_validate(raw)
     except ValidationError as error:
-        raise InvalidIntent([_describe(item) for item in error.errors(include_input=False, include_url=False)])
+        raise InvalidIntent([describe_validation_error(item) for item in error.errors(include_input=False, include_url=False)])
 
 
 def build_intent(request: IntentRequest, now: datetime) -> Intent:
@@ -204,7 +204,7 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
 _SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,4}$")
 
 
-def _describe(item: Any) -> tuple[str, str]:
+def describe_validation_error(item: Any) -> tuple[str, str]:
     # A field name comes from the caller's keys; one that is not an identifier (say, a phone number
     # used as a key) is not echoed back.
     parts = [str(part) if _SAFE_FIELD_PART.match(str(part)) else "<key>" for part in item["loc"]]

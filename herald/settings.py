@@ -62,7 +62,8 @@ class EmailSettings(Frozen):
     smtp_security: str = Field(default="starttls", pattern=r"^(starttls|tls|none)$")
     smtp_username: str | None = None
     smtp_password: SecretStr | None = None
-    from_address: str = "notifications@herald.invalid"
+    # Required with smtp_host: the sender every e-mail carries (an address the relay lets us use).
+    from_address: str | None = None
     # The right-hand side of our Message-IDs: a domain we control.
     message_id_domain: str = "herald.invalid"
     # How the ledger names the ESP whose events report on these messages.
@@ -190,7 +191,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         smtp_security=_choice(env, "HERALD_SMTP_SECURITY", ("starttls", "tls", "none"), "starttls"),
         smtp_username=_opt(env, "HERALD_SMTP_USERNAME"),
         smtp_password=_opt(env, "HERALD_SMTP_PASSWORD"),
-        from_address=env.get("HERALD_EMAIL_FROM", EmailSettings().from_address),
+        from_address=_opt(env, "HERALD_EMAIL_FROM"),
         message_id_domain=env.get("HERALD_EMAIL_MESSAGE_ID_DOMAIN", EmailSettings().message_id_domain),
         provider=env.get("HERALD_EMAIL_PROVIDER", EmailSettings().provider),
         delivery_events=_choice(env, "HERALD_EMAIL_DELIVERY_EVENTS", ("true", "false"), "true") == "true",

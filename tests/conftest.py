@@ -41,7 +41,7 @@ from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator
+from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator, Esp
 from worker import build_providers, build_submit_worker, build_worker
 
 
@@ -138,5 +138,13 @@ async def herald(temporal: Client, settings: Any, worker: None, receipt_server: 
 async def emulator(stack: LocalStack) -> AsyncIterator[Emulator]:
     e = stack.config.emulator
     admin = Emulator(f"http://{e.host}:{e.port}")
+    yield admin
+    await admin.aclose()
+
+
+@pytest.fixture(scope="session")
+async def esp(stack: LocalStack) -> AsyncIterator[Esp]:
+    e = stack.config.esp
+    admin = Esp(f"http://{e.host}:{e.admin_port}")
     yield admin
     await admin.aclose()

@@ -24,6 +24,8 @@ TEST_POLICY = DeliveryPolicy(
     poll_initial=timedelta(seconds=1),
     poll_max=timedelta(seconds=3),
     resolution_horizon=timedelta(seconds=20),
+    # E-mail: with no event about an unknown submit within 4 s, the evidence-window rule may resend.
+    event_evidence_window=timedelta(seconds=4),
 )
 # History length at which the test server suggests continue-as-new (production: thousands).
 CONTINUE_AS_NEW_AFTER_EVENTS = 40
@@ -62,6 +64,33 @@ class Emulator:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+
+
+class Esp:
+    """The ESP emulator's admin API: arm faults, read what the relay really accepted (the oracle)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=5.0)
+
+    async def arm(self, to: str, fault: str, **params: Any) -> None:
+        response = await self._http.put(f"/_esp/faults/{to}", json={"fault": fault, **params})
+        response.raise_for_status()
+
+    async def messages(self, to: str) -> list[dict[str, Any]]:
+        """Every message the relay accepted for `to`, with headers, attachment hashes and events."""
+        response = await self._http.get("/_esp/messages", params={"to": to})
+        response.raise_for_status()
+        body = response.json()
+        return body["messages"] if isinstance(body, dict) else body
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def fresh_address() -> str:
+    """A random address, so each test's faults and messages are its own."""
+    return f"member.{secrets.token_hex(5)}@example.com"
 
 
 def fresh_recipient() -> str:

@@ -34,6 +34,7 @@ from emulator.esp.faults import (
     Bounce,
     DeferredThenDelivered,
     DelayedEvents,
+    DropAfterData,
     Dropped,
     DuplicateEvents,
     Fault,
@@ -52,7 +53,7 @@ _DROPPED_STATUS = "5.0.0"
 
 def event_plan(fault: Fault | None) -> list[tuple[str, dict[str, str]]]:
     """The events one recipient goes through, each with its event-specific fields."""
-    if isinstance(fault, NoEvents):
+    if isinstance(fault, NoEvents) or (isinstance(fault, DropAfterData) and not fault.events):
         return []
     if isinstance(fault, Dropped):
         # Suppressed before processing: SendGrid sends `dropped` instead of `processed`.

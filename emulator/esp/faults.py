@@ -52,9 +52,11 @@ class PermFail(_FaultBase):
 
 
 class DropAfterData(_FaultBase):
-    """Accept and store the message and send its events, but close the connection instead of replying."""
+    """Accept and store the message and send its events (unless ``events`` is false: then none ever
+    comes), but close the connection instead of replying."""
 
     fault: Literal["drop_after_data"]
+    events: bool = True
 
 
 class SlowReply(_FaultBase):

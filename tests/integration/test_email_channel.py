@@ -1,0 +1,293 @@
+"""The e-mail channel for real: Herald's SMTP adapter over TCP to the ESP emulator (an aiosmtpd relay
+that plays SendGrid), signed events posted to the real receipt server, Temporal and PostgreSQL.
+
+Messages are counted at the relay (its admin API), never in Herald's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+from typing import Any
+
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+
+from activities.ledger import LedgerActivities
+from activities.provider import ProviderActivities
+from herald.artifacts import ArtifactRef, PostgresArtifactStore
+from herald.client import HeraldClient
+from herald.contracts import IntentStatus, attempt_ref
+from herald.intent import Channel
+from herald.lifecycle import IntentState, SubmitResult
+from herald.outcomes import ProviderStatus
+from herald.providers.smtp import SmtpAdapter
+from tests.support import TEST_POLICY, Esp, fresh_address, fresh_key
+from worker import build_submit_worker, build_worker, smtp_config
+
+WAIT = 90
+RECEIPT_DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
+
+
+def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "business_key": key,
+        "channel": "email",
+        "recipient": to,
+        "template_id": "order_receipt_email",
+        "template_version": 1,
+        "render_data": RECEIPT_DATA,
+        **overrides,
+    }
+
+
+async def _final(herald: HeraldClient, key: str) -> IntentStatus:
+    return await asyncio.wait_for(herald.wait(key, Channel.EMAIL), WAIT)
+
+
+async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
+
+
+def _message_id(key: str, number: int) -> str:
+    return f"<{attempt_ref(f'{key}/email', number)}@herald.test>"
+
+
+# ---- outcomes --------------------------------------------------------------------------------------
+
+
+async def test_an_email_is_delivered_by_the_esp_events(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    """One message at the relay, its Message-ID and echoed reference from the attempt; delivered by the
+    signed `delivered` event; the attempt row names the provider and the relay it went through."""
+    key, to = fresh_key(), fresh_address()
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    [message] = await esp.messages(to)
+    ref = attempt_ref(f"{key}/email", 1)
+    assert message["message_id"] == _message_id(key, 1)
+    assert message["unique_args"] == {"herald_attempt": ref}
+    assert message["subject"] == "Your receipt for order A-1"
+    [row] = await _rows(pool, "SELECT provider, route FROM attempts WHERE attempt_ref = %s", ref)
+    assert row["provider"] == "sendgrid" and row["route"].startswith("smtp://127.0.0.1:")
+    sources = [(t.to_state, t.source.value) for t in final.transitions]
+    assert (IntentState.ACCEPTED, "submit") in sources and (IntentState.DELIVERED, "report") in sources
+    assert final.attempts[0].provider == "sendgrid" and final.attempts[0].capabilities.status_lookup is False
+
+
+async def test_a_451_is_retried_and_sent_once(herald: HeraldClient, esp: Esp) -> None:
+    """451 at RCPT: a definite "not now" with nothing accepted; the retry is the one message."""
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "temp_fail", code=451, count=1)
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.RETRYABLE, SubmitResult.ACCEPTED]
+    assert len(await esp.messages(to)) == 1
+
+
+async def test_a_550_is_permanent_and_nothing_is_sent(herald: HeraldClient, esp: Esp) -> None:
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "perm_fail")
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.PERMANENT_FAILURE
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.REJECTED]
+    assert "SMTP 550" in final.transitions[-1].reason
+    assert await esp.messages(to) == []
+
+
+async def test_a_bounce_is_undelivered(herald: HeraldClient, esp: Esp) -> None:
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "bounce")
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.UNDELIVERED, final.transitions
+    assert final.attempts[0].provider_status is ProviderStatus.UNDELIVERED
+    assert len(await esp.messages(to)) == 1
+
+
+# ---- unknown submits: evidence or the recorded rule, never a blind resend -------------------------
+
+
+async def test_a_drop_after_data_is_resolved_by_the_delivered_event(herald: HeraldClient, esp: Esp) -> None:
+    """The relay took the message and hung up before its 250: the outcome is unknown, the event
+    carrying our reference settles it, and no second message is sent."""
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "drop_after_data", count=1)
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.UNKNOWN]
+    assert final.attempts[0].provider_id == _message_id(key, 1)
+    assert len(await esp.messages(to)) == 1
+
+
+async def test_a_drop_without_events_resends_under_the_recorded_rule_with_the_same_message_id(
+    herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool
+) -> None:
+    """No event ever comes for the dropped copy: after the evidence window the recorded rule allows
+    a second attempt, which carries the first attempt's Message-ID (so the recipient's client shows
+    one message) and its own reference. The relay really holds two copies: the rule's known cost."""
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "drop_after_data", events=False, count=1)
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.NO_EVIDENCE, SubmitResult.ACCEPTED]
+    assert final.attempts[1].message_id_of == attempt_ref(f"{key}/email", 1)
+    copies = await esp.messages(to)
+    assert [m["message_id"] for m in copies] == [_message_id(key, 1)] * 2
+    assert [m["unique_args"]["herald_attempt"] for m in copies] == [attempt_ref(f"{key}/email", n) for n in (1, 2)]
+    [rule] = await _rows(
+        pool,
+        "SELECT source, applied, reason FROM observations WHERE workflow_id = %s AND kind = 'no_evidence'",
+        f"{key}/email",
+    )
+    assert rule["source"] == "clock" and rule["applied"] and "rule event_evidence_window" in rule["reason"]
+    [presumed] = await _rows(pool, "SELECT cause FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
+    assert presumed["cause"] == "events_absent"
+
+
+# ---- events: duplicates and disorder ----------------------------------------------------------------
+
+
+async def test_duplicate_events_are_stored_and_applied_once(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "duplicate_events", copies=3)
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    ref = attempt_ref(f"{key}/email", 1)
+    rows = await _rows(pool, "SELECT provider_status FROM receipt_inbox WHERE attempt_ref = %s ORDER BY id", ref)
+    assert sorted(r["provider_status"] for r in rows) == ["delivered", "processed"]
+    applied = await _rows(
+        pool,
+        "SELECT provider_status FROM observations WHERE workflow_id = %s AND source = 'report' AND applied",
+        f"{key}/email",
+    )
+    assert [r["provider_status"] for r in applied].count("delivered") == 1
+
+
+async def test_out_of_order_events_never_move_delivered_back(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "out_of_order_events")
+    await herald.send(email_request(key, to))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED
+    # Wait for the late `processed` to be decided too, then check it moved nothing.
+    for _ in range(100):
+        rows = await _rows(
+            pool,
+            "SELECT o.provider_status, o.applied FROM observations o JOIN receipt_inbox r ON r.id = o.inbox_id "
+            "WHERE o.workflow_id = %s",
+            f"{key}/email",
+        )
+        if {r["provider_status"] for r in rows} >= {"queued", "delivered"}:
+            break
+        await asyncio.sleep(0.2)
+    late = [r for r in rows if r["provider_status"] == "queued"]
+    assert late and not any(r["applied"] for r in late), rows
+    assert (await herald.status(key, Channel.EMAIL)).state is IntentState.DELIVERED
+
+
+# ---- a relay that reports nothing ---------------------------------------------------------------------
+
+
+async def test_a_relay_without_events_ends_relayed_never_delivered(
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, esp: Esp
+) -> None:
+    """Configured as a plain relay (no event webhook), an accepted message ends `relayed`: the one
+    thing known is that the relay took it."""
+    task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"
+    plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
+    config = smtp_config(settings.email).model_copy(update={"delivery_events": False})
+    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
+    herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "no_events")
+    async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+        await herald.send(email_request(key, to))
+        final = await _final(herald, key)
+    assert final.state is IntentState.RELAYED
+    assert final.closed_by == "submit:relayed"
+    assert "reports nothing back" in final.transitions[-1].reason
+    assert len(await esp.messages(to)) == 1
+
+
+# ---- the report e-mail with an immutable attachment ---------------------------------------------------
+
+
+async def _stored_report(pool: AsyncConnectionPool) -> ArtifactRef:
+    ref, _ = await _stored_report_and_bytes(pool)
+    return ref
+
+
+async def _stored_report_and_bytes(pool: AsyncConnectionPool) -> tuple[ArtifactRef, bytes]:
+    content = b"%PDF-1.4\n" + secrets.token_bytes(20_000)
+    stored = await PostgresArtifactStore(pool).put(content, media_type="application/pdf", filename="report-2026-11.pdf")
+    return stored, content
+
+
+def _report_request(key: str, to: str, ref: ArtifactRef) -> dict[str, Any]:
+    return email_request(
+        key,
+        to,
+        template_id="monthly_report",
+        render_data={"seller_name": "Acme", "period": "2026-11"},
+        attachment=ref.model_dump(),
+    )
+
+
+async def test_the_attachment_received_hashes_to_the_reference(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    """The relay received the stored bytes exactly; a retry after a 451 at the end of DATA sends them
+    again; the workflow's history holds the reference, never the bytes."""
+    ref, content = await _stored_report_and_bytes(pool)
+    key, to = fresh_key("monthly_report"), fresh_address()
+    await esp.arm(to, "temp_fail", code=451, stage="data", count=1)
+    await herald.send(_report_request(key, to, ref))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.RETRYABLE, SubmitResult.ACCEPTED]
+    [message] = await esp.messages(to)
+    [attachment] = message["attachments"]
+    assert attachment["sha256"] == ref.sha256 and attachment["size"] == ref.size_bytes
+    assert attachment["filename"] == "report-2026-11.pdf" and attachment["content_type"] == "application/pdf"
+    history = b"".join(event.SerializeToString() for event in (await herald.handle(key, Channel.EMAIL).fetch_history()).events)
+    assert ref.sha256.encode() in history
+    sample = content[100:160]
+    for encoded in (sample, base64.b64encode(sample), sample.hex().encode()):
+        assert encoded[8:40] not in history
+
+
+async def test_a_resent_report_carries_byte_identical_attachments(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    ref = await _stored_report(pool)
+    key, to = fresh_key("monthly_report"), fresh_address()
+    await esp.arm(to, "drop_after_data", events=False, count=1)
+    await herald.send(_report_request(key, to, ref))
+    final = await _final(herald, key)
+    assert final.state is IntentState.DELIVERED, final.transitions
+    copies = await esp.messages(to)
+    assert len(copies) == 2
+    assert {m["attachments"][0]["sha256"] for m in copies} == {ref.sha256}
+
+
+async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+    """Someone with database access replaced the stored bytes: the hash check refuses them, the intent
+    ends permanent naming the rule, and the relay never sees a message."""
+    ref = await _stored_report(pool)
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("ALTER TABLE artifacts DISABLE TRIGGER ALL")
+        await conn.execute("UPDATE artifacts SET content = %s WHERE sha256 = %s", (b"%PDF-forged" + b"\0" * (ref.size_bytes - 11), ref.sha256))
+        await conn.execute("ALTER TABLE artifacts ENABLE TRIGGER ALL")
+    key, to = fresh_key("monthly_report"), fresh_address()
+    await herald.send(_report_request(key, to, ref))
+    final = await _final(herald, key)
+    assert final.state is IntentState.PERMANENT_FAILURE
+    assert "artifact" in final.transitions[-1].reason and "tampered" in final.transitions[-1].reason
+    assert await esp.messages(to) == []
