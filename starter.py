@@ -5,6 +5,8 @@
     python starter.py send --file intent.json
     python starter.py status order_receipt:pay_157
     python starter.py cancel order_receipt:pay_157 --reason "seat filled" --operator alice
+    python starter.py send --file notice.json     # {"business_key": ..., "channels": [{...sms}, {...email}]}
+    python starter.py status seller_new_order:ord_1 # every channel side by side
     python starter.py report
     python starter.py demo
     python starter.py artifact put report.pdf [--media-type application/pdf] [--filename report.pdf]
@@ -68,8 +70,11 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def cmd_send(args: argparse.Namespace) -> int:
+    raw = _request_from_args(args)
+    if "channels" in raw:
+        return await _send_notice(raw, args)
     herald = await _client(_settings())
-    receipt = await herald.send(_request_from_args(args))
+    receipt = await herald.send(raw)
     print(f"intent {receipt.workflow_id} started or attached (content sha256 {receipt.content_sha256[:16]}...)")
     if args.wait:
         final = await herald.wait(args.key, args.channel)
@@ -77,7 +82,25 @@ async def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _send_notice(raw: dict[str, Any], args: argparse.Namespace) -> int:
+    """A file naming several channels: one intent per channel, all validated before any starts."""
+    from herald.notice import parse_notice
+
+    notice = parse_notice(raw)  # before connecting: bad input is reported as bad input
+    herald = await _client(_settings())
+    receipt = await herald.send_notice(notice)
+    for channel, sent in receipt.intents.items():
+        print(f"intent {sent.workflow_id} ({channel.value}) started or attached (content sha256 {sent.content_sha256[:16]}...)")
+    if args.wait:
+        for channel in receipt.intents:
+            final = await herald.wait(notice.business_key, channel)
+            print(f"final state ({channel.value}): {final.state.value}")
+    return 0
+
+
 async def cmd_status(args: argparse.Namespace) -> int:
+    if args.channel is None:
+        return await _notice_status(args)
     from herald.intent import workflow_id_for
     from herald.ledger.store import intent_history, open_pool
 
@@ -114,6 +137,18 @@ async def cmd_status(args: argparse.Namespace) -> int:
             f"  {o['seq']:>3} attempt {o['attempt_number'] or '-'} [{o['source']}] {o['kind']} "
             f"{o['provider_status'] or ''} {verdict}: {o['reason']}"
         )
+    return 0
+
+
+async def _notice_status(args: argparse.Namespace) -> int:
+    """Every channel's intent under the key, side by side."""
+    from herald.notice_view import render_notice
+
+    herald = await _client(_settings())
+    found = await herald.notice_status(args.key)
+    if not any(found.values()):
+        raise HeraldError(f"key: no intent on any channel for {args.key}")
+    print(render_notice(args.key, {channel.value: status for channel, status in found.items()}))
     return 0
 
 
@@ -204,7 +239,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
 
     send = commands.add_parser("send", help="create one intent (or attach to the one its key names)")
-    send.add_argument("--file", help="JSON file with the whole request")
+    send.add_argument("--file", help='JSON file with the whole request; with "channels": [...], a notice on several channels')
     send.add_argument("--key", help="business idempotency key, e.g. order_receipt:pay_157")
     send.add_argument("--channel", default="sms")
     send.add_argument("--to", help="recipient, E.164")
@@ -214,9 +249,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     send.add_argument("--wait", action="store_true", help="wait for the final state")
     send.set_defaults(run=cmd_send)
 
-    status = commands.add_parser("status", help="state, attempts, transitions and observations of one intent")
+    status = commands.add_parser(
+        "status", help="a notice's channels side by side; with --channel, one intent with its ledger rows"
+    )
     status.add_argument("key")
-    status.add_argument("--channel", default="sms")
+    status.add_argument("--channel", choices=["sms", "email"], help="one channel's intent in detail")
     status.set_defaults(run=cmd_status)
 
     cancel = commands.add_parser("cancel", help="close an intent's future work")

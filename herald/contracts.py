@@ -122,6 +122,8 @@ class IntentStatus(Frozen):
     attempts: list[AttemptStatus] = []
     transitions: list[TransitionStatus] = []
     observations_recorded: int = 0
+    # SHA-256 (first 16 hex) of the recipient: which destination, without naming it.
+    destination_fingerprint: str | None = None
 
 
 class SubmitInput(Frozen):

@@ -127,6 +127,11 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
     return f"{business_key}/{Channel(channel).value}"
 
 
+def destination_fingerprint(recipient: str) -> str:
+    """Which destination, without naming it: the first 16 hex of the recipient's SHA-256."""
+    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()[:16]
+
+
 def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRef | None = None) -> str:
     """The SHA-256 of what the recipient receives: an SMS's body (what a lookup by reference
     matches), or an e-mail's subject, body and attachment hash together."""

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
         attempt_ref,
     )
     from herald.evidence import next_state, observe_across
-    from herald.intent import Intent
+    from herald.intent import Intent, destination_fingerprint
     from herald.ledger.records import IntentRecorded
     from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
@@ -85,6 +85,7 @@ class IntentRecord:
             attempts=[attempt.status() for attempt in self.attempts],
             transitions=list(self.transitions),
             observations_recorded=self.ledger.observations_recorded,
+            destination_fingerprint=destination_fingerprint(self.intent.recipient),
         )
 
     # ---- attempts ----------------------------------------------------------------------
