@@ -116,6 +116,7 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
         pool=pool,
         client=temporal,
         hold_seconds=settings.receipts.hold_seconds,
+        sendgrid_public_key=settings.receipts.sendgrid_public_key,
     )
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()

@@ -17,14 +17,14 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from devstack.config import AdapterDev, EmulatorDev, EspDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator
+from tests.support import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator, Esp
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,7 @@ def fault_stack() -> Any:
             task_queue="herald-faults",
         ),  # fmt: skip
         emulator=EmulatorDev(port=free_port(), step_ms=60),
+        esp=EspDev(smtp_port=free_port(), admin_port=free_port(), step_ms=60),
         receipts=ReceiptsDev(port=free_port()),
         adapter=AdapterDev(read_timeout=ADAPTER_READ_TIMEOUT, connect_timeout=1.0),
     )
@@ -46,6 +47,7 @@ def fault_stack() -> Any:
         asyncio.run(apply_migrations(stack.database_url))
         stack.start_temporal()
         stack.start_emulator()
+        stack.start_esp()
         stack.start_receipts()
         yield stack
     finally:
@@ -68,5 +70,13 @@ async def fault_pool(fault_stack: LocalStack) -> AsyncIterator[AsyncConnectionPo
 async def fault_emulator(fault_stack: LocalStack) -> AsyncIterator[Emulator]:
     e = fault_stack.config.emulator
     admin = Emulator(f"http://{e.host}:{e.port}")
+    yield admin
+    await admin.aclose()
+
+
+@pytest.fixture(scope="module")
+async def fault_esp(fault_stack: LocalStack) -> AsyncIterator[Esp]:
+    e = fault_stack.config.esp
+    admin = Esp(f"http://{e.host}:{e.admin_port}")
     yield admin
     await admin.aclose()

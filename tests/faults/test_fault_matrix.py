@@ -357,3 +357,58 @@ async def test_hangs_rate_limits_and_late_reports_with_a_real_worker(
         await asyncio.sleep(0.2)
     assert late and late[0][0] is False and "closed" in late[0][1]
     await check_invariants(fault_pool, fault_emulator, intents)
+
+
+async def test_seed_003_notice_race_email_delivered_sms_in_flight_worker_killed(
+    fault_stack, fault_herald, fault_emulator, fault_esp, fault_pool
+) -> None:
+    """Seed 003's worked example. One notice, two channels: the e-mail is delivered within seconds
+    while the SMS submit hangs after Twilio accepted it; the worker is SIGKILLed; a new worker sends
+    nothing new on e-mail and only resolves the pending SMS under the same key. Counted at the SMS
+    emulator and at the SMTP relay; the e-mail's ledger rows are untouched by the restart."""
+    key, phone, address = fresh_key("seller_new_order"), fresh_recipient(), f"seller.{fresh_key()[-8:]}@example.com"
+    # Accepted at once, then the answer is held past the adapter's read timeout; queued 3 s first.
+    await fault_emulator.arm(phone, "accept_then_hang", hang_seconds=8, queue_seconds=3)
+    data = {"order_ref": "ord_n1", "amount": "9.00", "currency": "EUR", "merchant": "N1"}
+    notice = {
+        "business_key": key,
+        "channels": [
+            {"channel": "sms", "recipient": phone, "template_id": "order_receipt", "template_version": 1, "render_data": data},
+            {"channel": "email", "recipient": address, "template_id": "order_receipt_email", "template_version": 1, "render_data": data},
+        ],
+    }
+    email_id, sms_id = workflow_id_for(key, "email"), workflow_id_for(key, "sms")
+    with worker(fault_stack, "worker-notice") as first:
+        await fault_herald.send_notice(notice)
+        deadline = time.monotonic() + 30
+        while True:
+            email, sms = await fault_herald.status(key, "email"), await fault_herald.status(key, "sms")
+            if email.state is IntentState.DELIVERED:
+                break
+            assert time.monotonic() < deadline, f"e-mail not delivered: {email.transitions}"
+            await asyncio.sleep(0.05)
+        # The seed's moment: e-mail delivered, the SMS attempt still unresolved.
+        assert sms.state in (IntentState.SUBMITTING, IntentState.ACCEPTED), sms.transitions
+        first.kill()
+    async with fault_pool.connection() as conn:
+        before = await (await conn.execute(
+            "SELECT seq, from_state, to_state, reason, source, at FROM transitions WHERE workflow_id = %s ORDER BY seq",
+            (email_id,))).fetchall()  # fmt: skip
+    assert [row[2] for row in before] == ["submitting", "accepted", "delivered"]
+    with worker(fault_stack, "worker-notice-recovery"):
+        sms_final = await _final(fault_herald, key)
+        email_final = await asyncio.wait_for(fault_herald.wait(key, "email"), WAIT)
+    assert sms_final.state is IntentState.DELIVERED, sms_final.transitions
+    assert len(sms_final.attempts) == 1  # resolved, never resent
+    assert email_final.state is IntentState.DELIVERED and len(email_final.attempts) == 1
+    assert len(await fault_emulator.messages(phone)) == 1
+    assert len(await fault_esp.messages(address)) == 1
+    async with fault_pool.connection() as conn:
+        after = await (await conn.execute(
+            "SELECT seq, from_state, to_state, reason, source, at FROM transitions WHERE workflow_id = %s ORDER BY seq",
+            (email_id,))).fetchall()  # fmt: skip
+        accepted_row = await (await conn.execute(
+            "SELECT count(*) FROM observations WHERE workflow_id = %s AND kind = 'accepted'", (email_id,))).fetchone()  # fmt: skip
+    assert after == before  # the restart changed nothing on the e-mail channel
+    assert accepted_row == (1,)
+    await check_invariants(fault_pool, fault_emulator, {sms_id: phone})
