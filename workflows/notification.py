@@ -306,7 +306,9 @@ class NotificationWorkflow:
         if not self._attempts:
             return
         attempt = self._attempts[-1]
-        polls_allowed = self._record.closed_by != "clock:expiry" and self._reconciler.can_poll(attempt)
+        if self._reconciler.nothing_more_to_learn(attempt):
+            return  # accepted by a provider that neither reports nor answers: nothing to wait for
+        polls_allowed = self._record.closed_by != "clock:expiry"
         if (
             self._state is IntentState.CANCELLED
             and attempt.provider_id is not None
@@ -320,14 +322,18 @@ class NotificationWorkflow:
             await self._continue_as_new_if_suggested()
             if attempt.submit_result is None:
                 return  # never reached the provider
-            if due is None:
+            if due is None and not self._reconciler.can_ask(attempt):
+                # No one to ask (SMTP): reports alone can resolve it, so one wait to the horizon.
+                due = attempt.started_at + self._policy.resolution_horizon
+            elif due is None:
                 # An attempt still without a provider id is looked up on the lookup schedule, a known one polled.
                 schedule = lookup_delay if attempt.provider_id is None else poll_delay
                 due = workflow.now() + schedule(self._policy, attempt.lookups, workflow.random().random())
             timer_fired = await self._wait_until(due, attempt, closing_clocks=False)
             if timer_fired:
                 due = None
-                if polls_allowed and not attempt.resolved and self._within_horizon(attempt):
+                asking = polls_allowed and self._reconciler.can_ask(attempt)
+                if asking and not attempt.resolved and self._within_horizon(attempt):
                     await self._reconciler.poll(attempt)
 
     # ---- retryable_failure: the next attempt, on a durable timer ------------------------

@@ -51,6 +51,11 @@ class Reconciler:
     def can_poll(self, attempt: AttemptRecord) -> bool:
         return self.capabilities(attempt).status_lookup
 
+    def can_ask(self, attempt: AttemptRecord) -> bool:
+        """Whether the provider can be asked about this attempt as it stands (by id, or by reference)."""
+        capabilities = self.capabilities(attempt)
+        return capabilities.status_lookup if attempt.provider_id is not None else capabilities.lookup_by_reference
+
     def nothing_more_to_learn(self, attempt: AttemptRecord) -> bool:
         """Accepted by a provider that neither reports nor answers lookups: acceptance is final."""
         capabilities = self.capabilities(attempt)

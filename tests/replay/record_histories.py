@@ -19,9 +19,21 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import secrets
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+
+from activities.ledger import LedgerActivities
+from activities.provider import ProviderActivities
+from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
+from herald.intent import Channel
 from herald.lifecycle import IntentState
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from herald.providers.smtp import SmtpAdapter
+from tests.support import TEST_POLICY, Emulator, Esp, fresh_address, fresh_key, fresh_recipient, receipt_request
+from worker import build_submit_worker, build_worker, smtp_config
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -54,14 +66,41 @@ SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
 }
 
 
+# E-mail paths: name -> (fault at the relay, fault parameters). Recorded with the e-mail channel.
+EMAIL_SCENARIOS: dict[str, tuple[str | None, dict]] = {
+    "email_delivered_by_event": (None, {}),
+    "email_unknown_submit_resolved_by_event": ("drop_after_data", {}),
+    "email_resent_after_evidence_window": ("drop_after_data", {"events": False}),
+    "email_retry_after_451": ("temp_fail", {"code": 451}),
+    "email_permanent_550": ("perm_fail", {}),
+    "email_bounced": ("bounce", {}),
+    "email_unknown_at_horizon_without_events": ("no_events", {}),
+}
+EMAIL_DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
+
+
+def _email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "business_key": key,
+        "channel": "email",
+        "recipient": to,
+        "template_id": "order_receipt_email",
+        "template_version": 1,
+        "render_data": EMAIL_DATA,
+        **overrides,
+    }
+
+
 def _recorded(name: str) -> bool:
     if os.environ.get("HERALD_RERECORD") == "1":
         return False
     return any(HISTORIES.glob(f"{name}.json")) or any(HISTORIES.glob(f"{name}.run*.json"))
 
 
-async def _save(herald: HeraldClient, name: str, key: str, first_run_id: str | None) -> None:
-    handle = herald.handle(key)
+async def _save(
+    herald: HeraldClient, name: str, key: str, first_run_id: str | None, channel: Channel = Channel.SMS
+) -> None:
+    handle = herald.handle(key, channel)
     runs = []
     latest = await handle.describe()
     if first_run_id and first_run_id != latest.run_id:
@@ -131,3 +170,46 @@ async def test_record_every_path(herald: HeraldClient, emulator: Emulator) -> No
     await herald.cancel(cancelled, reason="seat filled", operator="recorder")
     await asyncio.wait_for(herald.wait(cancelled), 60)
     await _save(herald, "cancelled_while_deferred", cancelled, receipt.run_id)
+
+
+async def test_record_every_email_path(
+    herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool, temporal: Client, settings: Any
+) -> None:
+    """Writes one committed history per e-mail path: the relay's answers and its events."""
+    HISTORIES.mkdir(exist_ok=True)
+    short_horizon = {"resolution_horizon": timedelta(seconds=8)}
+    for name, (fault, params) in EMAIL_SCENARIOS.items():
+        if _recorded(name):
+            continue
+        key, to = fresh_key(), fresh_address()
+        if fault:
+            await esp.arm(to, fault, count=1, **params)
+        policy = TEST_POLICY.model_copy(update=short_horizon if fault == "no_events" else {})
+        receipt = await herald.send(_email_request(key, to), policy=policy)
+        await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 60)
+        await _save(herald, name, key, receipt.run_id, Channel.EMAIL)
+    if not _recorded("email_report_with_attachment"):
+        ref = await PostgresArtifactStore(pool).put(
+            b"%PDF-1.4 recorder " + secrets.token_bytes(64), media_type="application/pdf", filename="report.pdf"
+        )
+        key, to = fresh_key("monthly_report"), fresh_address()
+        request = _email_request(
+            key, to, template_id="monthly_report", render_data={"seller_name": "Acme", "period": "2026-11"},
+            attachment=ref.model_dump(),
+        )  # fmt: skip
+        receipt = await herald.send(request)
+        await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 60)
+        await _save(herald, "email_report_with_attachment", key, receipt.run_id, Channel.EMAIL)
+    if not _recorded("email_relayed_without_events"):
+        # A plain relay: its own worker, configured without delivery events.
+        task_queue = f"herald-record-relay-{secrets.token_hex(4)}"
+        plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
+        config = smtp_config(settings.email).model_copy(update={"delivery_events": False})
+        provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
+        relay_herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+        key, to = fresh_key(), fresh_address()
+        await esp.arm(to, "no_events")
+        async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+            receipt = await relay_herald.send(_email_request(key, to))
+            await asyncio.wait_for(relay_herald.wait(key, Channel.EMAIL), 60)
+        await _save(relay_herald, "email_relayed_without_events", key, receipt.run_id, Channel.EMAIL)
