@@ -147,7 +147,9 @@ async def _insert_receipt_outcomes(cursor: Any, rows: list[ReceiptOutcomeRow]) -
     )
 
 
-_INBOX_COLUMNS = "id, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, received_at"
+_INBOX_COLUMNS = (
+    "id, provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, received_at"
+)
 # The intent an inbox row's attempt belongs to, read with the row (None while our attempt row is unknown).
 _WORKFLOW_OF_ATTEMPT = "(SELECT a.workflow_id FROM attempts a WHERE a.attempt_ref = receipt_inbox.attempt_ref) AS workflow_id"
 
@@ -173,7 +175,7 @@ async def store_report(
             f"""INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
                     error_code, provider_event_at, payload)
                 VALUES (%s, %s, %s, %s, %s, %s, %s)
-                ON CONFLICT ON CONSTRAINT receipt_inbox_one_per_fact DO NOTHING
+                ON CONFLICT (provider, provider_message_id, provider_status, attempt_ref) DO NOTHING
                 RETURNING {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT}""",
             (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
         )
@@ -182,8 +184,9 @@ async def store_report(
         if row is None:
             await cursor.execute(
                 f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM receipt_inbox
-                     WHERE provider = %s AND provider_message_id = %s AND provider_status = %s""",
-                (provider, provider_message_id, provider_status),
+                     WHERE provider = %s AND provider_message_id = %s AND provider_status = %s
+                       AND attempt_ref IS NOT DISTINCT FROM %s""",
+                (provider, provider_message_id, provider_status, attempt_ref),
             )
             row = await cursor.fetchone()
     return {**row, "new": new}
@@ -269,7 +272,7 @@ async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: fl
     # Row factories are set per cursor: a pooled connection must come back as it was lent.
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
-            """SELECT r.id, r.provider_message_id, r.provider_status, r.attempt_ref, r.error_code,
+            """SELECT r.id, r.provider, r.provider_message_id, r.provider_status, r.attempt_ref, r.error_code,
                       r.provider_event_at, r.received_at, coalesce(d.tries, 0) AS tries
                  FROM receipt_inbox r
                  LEFT JOIN receipt_outcomes o ON o.inbox_id = r.id

@@ -22,13 +22,20 @@ async def serve() -> None:
     # A short wait for a connection: with the database down, answer 503 fast so the provider redelivers.
     async with open_pool(settings.database_url.get_secret_value(), timeout=1.0) as pool:
         client = await connect(settings.temporal)
-        endpoint = ReceiptEndpoint(
-            auth_token=settings.twilio.auth_token.get_secret_value(),
-            public_url=settings.receipts.public_url,
-            pool=pool,
-            client=client,
-            hold_seconds=settings.receipts.hold_seconds,
-        )
+        try:
+            endpoint = ReceiptEndpoint(
+                auth_token=settings.twilio.auth_token.get_secret_value(),
+                public_url=settings.receipts.public_url,
+                pool=pool,
+                client=client,
+                hold_seconds=settings.receipts.hold_seconds,
+                sendgrid_public_key=settings.receipts.sendgrid_public_key,
+            )
+        except ValueError as error:
+            raise SystemExit(
+                f"HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY: {error}; expected SendGrid's verification key "
+                "(ECDSA P-256, base64 DER or PEM, from the Signed Event Webhook settings)"
+            ) from None
         server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
         drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
         try:

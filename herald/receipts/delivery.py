@@ -19,7 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
 from herald.lifecycle import ObservationKind, Source
-from herald.providers.twilio_codes import is_retryable, map_status
+from herald.providers.report_vocabularies import ReportVocabulary, vocabulary_for
 from herald.workflow_api import SIGNAL_DELIVERY_REPORTS
 
 log = logging.getLogger("herald.receipts")
@@ -34,11 +34,20 @@ REDELIVERY_BACKOFF = (1, 5, 15, 60, 300, 1800, 7200, 21600)
 VERDICT_GRACE_SECONDS = 120
 
 
+class UnknownProviderError(LookupError):
+    """An inbox row whose provider Herald has no report vocabulary for: it cannot be classified."""
+
+
 class StoredReport:
-    """An inbox row as the delivery path needs it."""
+    """An inbox row as the delivery path needs it, read in its provider's vocabulary."""
 
     def __init__(self, row: dict[str, Any]) -> None:
         self.inbox_id: int = row["id"]
+        # Rows read from the ledger always carry their provider (the column is NOT NULL). A row
+        # built without the key comes from code written when every report was Twilio's.
+        self.provider: str = row.get("provider", "twilio")
+        # None for a provider without a vocabulary: such a row is never signalled (see deliver()).
+        self.vocabulary: ReportVocabulary | None = vocabulary_for(self.provider)
         self.provider_message_id: str = row["provider_message_id"]
         self.provider_status: str = row["provider_status"]
         self.attempt_ref: str | None = row["attempt_ref"]
@@ -50,17 +59,25 @@ class StoredReport:
 
     @property
     def is_final(self) -> bool:
-        return map_status(self.provider_status).is_final
+        """Whether the report ends its attempt; one that cannot be read is never final."""
+        return self.vocabulary is not None and self.vocabulary.map_status(self.provider_status).is_final
 
     def signal(self) -> DeliveryReport:
+        """The report as its workflow receives it, classified in its provider's vocabulary.
+
+        Raises:
+            UnknownProviderError: Herald has no vocabulary for the row's provider.
+        """
         assert self.attempt_ref is not None
+        if self.vocabulary is None:
+            raise UnknownProviderError(f"no report vocabulary for provider {self.provider!r}")
         return DeliveryReport(
             inbox_id=self.inbox_id,
             attempt_ref=self.attempt_ref,
             provider_id=self.provider_message_id,
-            status=map_status(self.provider_status),
+            status=self.vocabulary.map_status(self.provider_status),
             error_code=self.error_code,
-            failure_retryable=is_retryable(self.error_code),
+            failure_retryable=self.vocabulary.is_retryable(self.provider_status, self.error_code),
             provider_event_at=self.provider_event_at,
             received_at=self.received_at,
         )
@@ -79,6 +96,12 @@ async def deliver(
     if len(refs) != 1:
         raise ValueError("deliver() takes the reports of exactly one attempt")
     ref = refs.pop()
+    unreadable = [report for report in reports if report.vocabulary is None]
+    if unreadable:
+        await _leave_for_an_operator(pool, unreadable)
+        reports = [report for report in reports if report.vocabulary is not None]
+        if not reports:
+            return "unclassified"
     workflow_id = next((r.workflow_id for r in reports if r.workflow_id), None)
     if workflow_id is None and ref:
         workflow_id = await store.workflow_for_attempt(pool, ref)
@@ -99,6 +122,21 @@ async def deliver(
     if not first_delivery:
         await _later(pool, reports, None)
     return "signalled"
+
+
+async def _leave_for_an_operator(pool: AsyncConnectionPool, reports: list[StoredReport]) -> None:
+    """Neither signal nor decide rows Herald cannot read: guessing a vocabulary could end an intent
+    on a misread status, and a verdict ('ignored') cannot be taken back (receipt_outcomes is
+    append-only). The row stays undecided, so it counts in the ledger's undecided reports; its
+    redelivery row names the cause for an operator, and the growing backoff keeps it from crowding
+    the drainer's batch while still offering it again once a release adds the vocabulary."""
+    providers = sorted({report.provider for report in reports})
+    log.warning(
+        "inbox rows %s: no report vocabulary for provider(s) %s; left undecided for an operator",
+        [report.inbox_id for report in reports],
+        providers,
+    )
+    await _later(pool, reports, f"no report vocabulary for provider {', '.join(map(repr, providers))}")
 
 
 async def _record_for_closed_intent(

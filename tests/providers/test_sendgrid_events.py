@@ -1,0 +1,299 @@
+"""SendGrid's event vocabulary: which posted events are Herald's, what each means, and the registry that picks a vocabulary per provider."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from herald.outcomes import ProviderStatus
+from herald.providers import twilio_codes
+from herald.providers.report_vocabularies import (
+    REPORT_VOCABULARIES,
+    SendGridVocabulary,
+    TwilioVocabulary,
+    vocabulary_for,
+)
+from herald.providers.sendgrid_events import (
+    EVENT_STATUSES,
+    MAX_EVENTS,
+    BodyRule,
+    EventBodyError,
+    error_code_of,
+    is_retryable,
+    map_status,
+    parse_events,
+)
+
+REF = "att_0123456789abcdef01234567_1"
+MESSAGE_ID = f"<{REF}@herald.test>"
+ADDRESS = "member.4f2a@example.com"
+
+
+def event(name: str = "delivered", **fields: Any) -> dict[str, Any]:
+    """One event as SendGrid posts it for a message the SMTP adapter sent."""
+    body: dict[str, Any] = {
+        "email": ADDRESS, "timestamp": 1_767_225_600, "event": name, "sg_event_id": "ZGVsaXZlcmVkLTAtMQ",
+        "sg_message_id": "14c5d75ce93.dfd.64b469.filter0001.16648.5515E0B88.0", "smtp-id": MESSAGE_ID,
+        "herald_attempt": REF,
+    }  # fmt: skip
+    body.update(fields)
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def body(*events: dict[str, Any]) -> bytes:
+    """The bytes of one POST: a JSON array, compact, then CRLF (as SendGrid and the emulator send it)."""
+    return json.dumps(list(events), separators=(",", ":")).encode() + b"\r\n"
+
+
+# ---- event names ------------------------------------------------------------------------------
+
+EXPECTED_STATUSES = {
+    "processed": ProviderStatus.QUEUED,
+    "deferred": ProviderStatus.QUEUED,
+    "delivered": ProviderStatus.DELIVERED,
+    "open": ProviderStatus.DELIVERED,
+    "click": ProviderStatus.DELIVERED,
+    "spamreport": ProviderStatus.DELIVERED,
+    "unsubscribe": ProviderStatus.DELIVERED,
+    "group_unsubscribe": ProviderStatus.DELIVERED,
+    "group_resubscribe": ProviderStatus.DELIVERED,
+    "bounce": ProviderStatus.UNDELIVERED,
+    "dropped": ProviderStatus.FAILED,
+}
+
+
+@pytest.mark.parametrize(("name", "status"), EXPECTED_STATUSES.items())
+def test_every_sendgrid_event_maps_to_its_status_and_is_kept(name: str, status: ProviderStatus) -> None:
+    """Each of SendGrid's eleven delivery and engagement events is ours to store, with the status of the table."""
+    batch = parse_events(body(event(name)))
+    (parsed,) = batch.events
+    assert (parsed.event, map_status(name), batch.not_ours, batch.not_applicable) == (name, status, 0, 0)
+
+
+def test_the_table_is_exactly_sendgrids_eleven_events() -> None:
+    """No event name is mapped that the table in the docstring does not list."""
+    assert dict(EVENT_STATUSES) == EXPECTED_STATUSES
+
+
+@pytest.mark.parametrize("name", ["group_resubscribed", "machine_open", "account_status_change", "Delivered", 7, None])
+def test_an_event_name_outside_the_table_is_skipped_as_not_applicable(name: Any) -> None:
+    """An unknown or malformed event name is counted and skipped, never an error and never stored."""
+    batch = parse_events(body(event("processed"), {**event(), "event": name}))
+    assert [e.event for e in batch.events] == ["processed"]
+    assert (batch.not_applicable, batch.not_ours) == (1, 0)
+
+
+def test_an_unknown_label_in_the_inbox_reads_as_the_non_final_floor() -> None:
+    """A stored label outside the table can neither end an attempt nor move a status back."""
+    assert map_status("machine_open") is ProviderStatus.QUEUED and map_status(None) is ProviderStatus.QUEUED
+
+
+# ---- what Herald keeps of an event ------------------------------------------------------------
+
+
+def test_an_event_keeps_our_message_id_with_its_brackets_our_reference_and_an_aware_time() -> None:
+    """smtp-id is kept exactly as the adapter's message_id() wrote it; the timestamp becomes UTC."""
+    (parsed,) = parse_events(body(event("delivered", response="250 OK"))).events
+    assert parsed.message_id == MESSAGE_ID and parsed.attempt_ref == REF
+    assert parsed.occurred_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert parsed.sg_event_id == "ZGVsaXZlcmVkLTAtMQ"
+    assert (parsed.error_code, parsed.enhanced_status, parsed.bounce_type) == (None, None, None)
+
+
+def test_the_stored_payload_drops_every_personal_field_and_anything_quoting_an_address() -> None:
+    """email, ip, useragent, url and every value holding an '@' (even nested) stay out of the inbox."""
+    posted = event(
+        "click", ip="203.0.113.7", useragent="Mozilla/5.0", url="https://example.com/r/abc", url_offset={"index": 0},
+        reason=f"550 5.1.1 <{ADDRESS}>: unknown", note=["x", {"y": "forwarded to a@b.example"}], category="receipts",
+    )  # fmt: skip
+    (parsed,) = parse_events(body(posted)).events
+    assert parsed.payload == {
+        "timestamp": 1_767_225_600, "event": "click", "sg_event_id": "ZGVsaXZlcmVkLTAtMQ",
+        "sg_message_id": "14c5d75ce93.dfd.64b469.filter0001.16648.5515E0B88.0", "herald_attempt": REF,
+        "url_offset": {"index": 0}, "category": "receipts",
+    }  # fmt: skip
+    assert "@" not in json.dumps(parsed.payload)
+
+
+@pytest.mark.parametrize("value", [True, 1.5, "1767225600", 10**20, -(10**20)])
+def test_a_timestamp_that_is_not_whole_seconds_in_range_is_left_out(value: Any) -> None:
+    """The event is still stored; only a time nobody could order by is dropped."""
+    (parsed,) = parse_events(body(event(timestamp=value))).events
+    assert parsed.occurred_at is None
+
+
+# ---- not ours -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"herald_attempt": None}, id="no-reference"),
+        pytest.param({"smtp-id": None}, id="no-smtp-id"),
+        pytest.param({"smtp-id": ""}, id="empty-smtp-id"),
+        pytest.param({"smtp-id": 42}, id="smtp-id-not-a-string"),
+        pytest.param({"herald_attempt": "a" * 65}, id="reference-too-long"),
+        pytest.param({"herald_attempt": "att 1"}, id="reference-with-a-space"),
+        pytest.param({"herald_attempt": "att_1\n"}, id="reference-with-a-newline"),
+        pytest.param({"herald_attempt": ["att_1"]}, id="reference-not-a-string"),
+    ],
+)
+def test_an_event_without_a_usable_reference_or_message_id_is_not_ours(change: dict[str, Any]) -> None:
+    """SendGrid posts every event of the account: one Herald cannot attribute is counted and skipped, never an error."""
+    batch = parse_events(body(event("processed"), event("delivered", **change)))
+    assert [e.event for e in batch.events] == ["processed"]
+    assert (batch.not_ours, batch.not_applicable, batch.unstorable_event_ids) == (1, 0, ())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"smtp-id": "<" + "a" * 997 + ">"}, id="smtp-id-longer-than-a-header-line"),
+        pytest.param({"smtp-id": "<att_1\x00@herald.test>"}, id="nul-in-smtp-id"),
+        pytest.param({"response": "250 OK\x00"}, id="nul-in-a-stored-field"),
+        pytest.param({"categories": {"a\x00": "b"}}, id="nul-in-a-nested-key"),
+    ],
+)
+def test_an_event_the_ledger_cannot_hold_is_skipped_as_not_ours_and_named_by_its_event_id(
+    change: dict[str, Any],
+) -> None:
+    """A value PostgreSQL cannot store (NUL) or a Message-ID longer than 998 characters skips that event only."""
+    batch = parse_events(body(event("processed"), event("delivered", sg_event_id="dW5zdG9yYWJsZQ", **change)))
+    assert [e.event for e in batch.events] == ["processed"]
+    assert (batch.not_ours, batch.unstorable_event_ids) == (1, ("dW5zdG9yYWJsZQ",))
+
+
+def test_a_nul_in_a_field_that_is_never_stored_does_not_skip_the_event() -> None:
+    """The address is dropped before storing, so what it holds cannot make the event unstorable."""
+    (parsed,) = parse_events(body(event("delivered", email="a\x00@example.com"))).events
+    assert "email" not in parsed.payload
+
+
+def test_a_message_id_of_exactly_998_characters_is_kept() -> None:
+    """The bound is RFC 5322's line length, inclusive."""
+    message_id = "<" + "a" * 996 + ">"
+    (parsed,) = parse_events(body(event(**{"smtp-id": message_id}))).events
+    assert parsed.message_id == message_id
+
+
+# ---- malformed bodies -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "rule"),
+    [
+        pytest.param(b"", BodyRule.NOT_JSON, id="empty"),
+        pytest.param(b"email=a@example.com&event=delivered", BodyRule.NOT_JSON, id="form-encoded"),
+        pytest.param(b'[{"event": "delivered"}', BodyRule.NOT_JSON, id="truncated"),
+        pytest.param(b'[{"event": "\xff"}]', BodyRule.NOT_JSON, id="not-utf8"),
+        pytest.param(b'[{"timestamp": NaN}]', BodyRule.NOT_JSON, id="nan"),
+        pytest.param(b'[{"timestamp": 1e400}]', BodyRule.NOT_JSON, id="overflowing-float"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, BodyRule.NOT_JSON, id="nested-too-deep"),
+        pytest.param(b'{"event": "delivered"}', BodyRule.NOT_AN_ARRAY, id="object"),
+        pytest.param(b'"delivered"', BodyRule.NOT_AN_ARRAY, id="string"),
+        pytest.param(b"null", BodyRule.NOT_AN_ARRAY, id="null"),
+        pytest.param(b'[{"event": "delivered"}, "delivered"]', BodyRule.EVENT_NOT_AN_OBJECT, id="string-element"),
+        pytest.param(b"[[]]", BodyRule.EVENT_NOT_AN_OBJECT, id="array-element"),
+        pytest.param(b"[null]", BodyRule.EVENT_NOT_AN_OBJECT, id="null-element"),
+    ],
+)
+def test_a_malformed_body_is_refused_naming_the_rule(raw: bytes, rule: BodyRule) -> None:
+    """Each broken rule raises one typed error whose message names the rule and quotes nothing of the body."""
+    with pytest.raises(EventBodyError) as caught:
+        parse_events(raw)
+    assert caught.value.rule is rule
+    assert rule.value in str(caught.value)
+    assert "@" not in str(caught.value) and "delivered" not in str(caught.value)
+
+
+def test_more_than_max_events_is_refused_and_max_events_is_read() -> None:
+    """The count bound refuses MAX_EVENTS + 1 events and reads a batch of exactly MAX_EVENTS."""
+    with pytest.raises(EventBodyError) as caught:
+        parse_events(body(*[{}] * (MAX_EVENTS + 1)))
+    assert caught.value.rule is BodyRule.TOO_MANY_EVENTS
+    batch = parse_events(body(*[event("processed")] * MAX_EVENTS))
+    assert len(batch.events) == MAX_EVENTS
+
+
+def test_an_empty_array_is_a_valid_post_with_nothing_in_it() -> None:
+    """SendGrid's test button can post an empty batch: nothing to store, nothing refused."""
+    assert parse_events(b"[]").events == []
+
+
+# ---- error codes and retryability -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        ("5.1.1", 511), ("4.2.2", 422), ("5.0.0", 500), ("2.0.0", 200), ("4.7.0", 470),
+        ("5.7.26", None), ("5.1", None), ("5.1.1.1", None), ("3.1.1", None), ("511", None),
+        (" 5.1.1", None), ("5.1.1\n", None), ("5.1.1 ", None), ("", None), (None, None), ("٥.1.1", None),
+    ],
+)  # fmt: skip
+def test_an_enhanced_status_is_encoded_only_when_each_part_is_one_digit(status: str | None, code: int | None) -> None:
+    """C.S.D becomes C*100 + S*10 + D for RFC 3463 classes with one-digit parts; anything else is None."""
+    assert error_code_of(status) == code
+
+
+def test_a_bounce_carries_its_status_type_and_encoded_code() -> None:
+    """bounce's status and type are read; the code is the encoding of the status."""
+    (parsed,) = parse_events(body(event("bounce", status="5.1.1", type="bounce", reason="550 unknown user"))).events
+    assert (parsed.enhanced_status, parsed.error_code, parsed.bounce_type) == ("5.1.1", 511, "bounce")
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "bounce_type", "retryable"),
+    [
+        ("bounce", "4.2.2", "bounce", True),  # mailbox full: transient in the server's own words
+        ("bounce", "5.1.1", "bounce", False),  # no such user
+        ("bounce", "4.7.0", "blocked", True),  # a temporary block (rate, reputation): the class decides
+        ("bounce", "5.7.1", "blocked", False),  # refused by policy: the same copy would be refused again
+        ("bounce", None, "blocked", False),  # no status: nothing says it is transient
+        ("bounce", "4.7.26", "blocked", False),  # a status we cannot encode loses its class
+        ("dropped", "4.0.0", None, True),
+        ("dropped", "5.0.0", None, False),
+        ("deferred", "4.2.2", None, False),  # not a failure: SendGrid is still trying
+        ("delivered", None, None, False),
+    ],
+)
+def test_only_a_bounce_or_drop_with_a_transient_status_is_retryable(
+    name: str, status: str | None, bounce_type: str | None, retryable: bool
+) -> None:
+    """The receipt edge classifies: class 4 on a bounce or drop may be retried, blocked or not; nothing else may."""
+    (parsed,) = parse_events(body(event(name, status=status, type=bounce_type))).events
+    assert is_retryable(parsed.event, parsed.error_code) is retryable
+    assert REPORT_VOCABULARIES["sendgrid"].is_retryable(parsed.event, parsed.error_code) is retryable
+
+
+# ---- the registry -----------------------------------------------------------------------------
+
+
+def test_the_registry_holds_twilio_and_sendgrid_and_nothing_else() -> None:
+    """Each provider the receipt routes write to the inbox has a vocabulary; an unknown or missing one has none."""
+    assert isinstance(REPORT_VOCABULARIES["twilio"], TwilioVocabulary)
+    assert isinstance(REPORT_VOCABULARIES["sendgrid"], SendGridVocabulary)
+    assert set(REPORT_VOCABULARIES) == {"twilio", "sendgrid"}
+    assert vocabulary_for("mailgun") is None and vocabulary_for(None) is None and vocabulary_for("Twilio") is None
+
+
+@pytest.mark.parametrize("label", [*twilio_codes.STATUS_LABELS, "a_label_twilio_adds_later"])
+def test_the_twilio_entry_maps_every_label_as_twilio_codes_does(label: str) -> None:
+    """Wrapping Twilio's table changes no status Herald derives from a Twilio report."""
+    assert vocabulary_for("twilio").map_status(label) is twilio_codes.map_status(label)
+
+
+@pytest.mark.parametrize("code", [*twilio_codes.ERROR_CODES, None, 99999])
+@pytest.mark.parametrize("label", ["undelivered", "failed", "delivered"])
+def test_the_twilio_entry_classifies_every_code_as_twilio_codes_does(label: str, code: int | None) -> None:
+    """For Twilio the error code alone decides, whatever the label: the old answer, unchanged."""
+    assert vocabulary_for("twilio").is_retryable(label, code) is twilio_codes.is_retryable(code)
+
+
+@pytest.mark.parametrize(("name", "status"), EXPECTED_STATUSES.items())
+def test_the_sendgrid_entry_maps_with_the_sendgrid_table(name: str, status: ProviderStatus) -> None:
+    """The registry's SendGrid entry is the table above."""
+    assert vocabulary_for("sendgrid").map_status(name) is status
