@@ -53,9 +53,9 @@ async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout:
                     return recorded
             if batch.attempts:
                 await cursor.executemany(
-                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider)
-                       VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider) for a in batch.attempts],
+                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route)
+                       VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route) for a in batch.attempts],
                 )
             if batch.transitions:
                 await cursor.executemany(
@@ -79,8 +79,8 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
     await cursor.execute(
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
-               created_at, expires_at, first_run_id)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT DO NOTHING
            RETURNING workflow_id""",
         (
@@ -97,6 +97,9 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
             intent.created_at,
             intent.expires_at,
             run_id,
+            intent.subject,
+            intent.attachment.sha256 if intent.attachment else None,
+            intent.attachment.size_bytes if intent.attachment else None,
         ),
     )
     created = await cursor.fetchone() is not None
