@@ -55,6 +55,9 @@ TERMINAL_STATES = frozenset(
     }
 )
 
+# An attempt is out at the provider and not resolved: looked up or polled, never resent.
+OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
+
 # Declared transitions; anything else is a bug in the caller, not a judgement call.
 ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
     # Beyond submitting: late evidence about an earlier attempt (herald.evidence), arriving while

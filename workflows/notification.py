@@ -44,30 +44,24 @@ with workflow.unsafe.imports_passed_through():
     )
     from herald.evidence import may_dispatch
     from herald.ledger.records import LedgerBatch
-    from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+    from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
     from herald.outcomes import SubmitOutcome, Unknown
     from herald.workflow_api import (
-        ATTEMPTS_KEY,
         QUERY_STATUS,
         SIGNAL_DELIVERY_REPORTS,
         SIGNAL_KEY_CONFLICT,
-        STATE_KEY,
         UPDATE_CANCEL,
         WORKFLOW_TYPE,
     )
 
     from workflows import provider_calls
     from workflows.attempt_record import AttemptRecord
+    from workflows.checkpoints import Checkpoints
     from workflows.durable_clock import DurableClock
     from workflows.evidence_rules import evidence_rules_apply
     from workflows.intent_record import IntentRecord
     from workflows.reconciliation import Reconciler
 
-_OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
-# The last look at the horizon asks a provider that cannot answer again, 2 s and 4 s later: a
-# passing outage must not turn into `unknown`, and a lasting one must not hold the verdict forever.
-_LAST_LOOK_TRIES = 3
-_LAST_LOOK_BACKOFF = timedelta(seconds=2)
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -82,15 +76,16 @@ class NotificationWorkflow:
         self._reports: deque[DeliveryReport] = deque()
         self._seen_inbox_ids: set[int] = set()
         self._cancel: CancelRequest | None = None
-        # What the Web UI's search attributes say now: set by the client's start request.
-        self._published: tuple[IntentState, int] = (IntentState.PENDING, 0)
         self._clock = DurableClock()
         if input.carried is not None:
             self._record.restore(input.carried)
             self._seen_inbox_ids = set(input.carried.seen_inbox_ids)
             self._cancel = input.carried.cancel
-            # The run checkpointed before continuing as new, and search attributes carry over.
-            self._published = (input.carried.state, len(input.carried.attempts))
+        # The run checkpointed before continuing as new, and search attributes carry over.
+        carried = input.carried
+        self._checkpoints = Checkpoints(
+            self._record, (carried.state, len(carried.attempts)) if carried else (IntentState.PENDING, 0)
+        )
 
     @property
     def _state(self) -> IntentState:
@@ -105,10 +100,10 @@ class NotificationWorkflow:
         if not workflow.info().is_continue_as_new_suggested():
             return
         self._drain_reports()
-        await self._checkpoint()
+        await self._checkpoints.checkpoint()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._drain_reports()
-        await self._checkpoint()
+        await self._checkpoints.checkpoint()
         self._clock.disarm()
         carried = self._record.carry(seen_inbox_ids=self._seen_inbox_ids, cancel=self._cancel)
         workflow.continue_as_new(NotificationInput(intent=self._intent, policy=self._policy, carried=carried))
@@ -120,16 +115,16 @@ class NotificationWorkflow:
         while not self._state.is_terminal:
             if self._state is IntentState.PENDING:
                 await self._dispatch()
-            elif self._state in _OPEN_STATES:
+            elif self._state in OPEN_STATES:
                 await self._resolve_open_attempts()
             elif self._state is IntentState.RETRYABLE_FAILURE:
                 await self._wait_for_retry()
         await self._follow_open_attempt()
         self._drain_reports()
-        await self._checkpoint()
+        await self._checkpoints.checkpoint()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._drain_reports()
-        await self._checkpoint()
+        await self._checkpoints.checkpoint()
         self._clock.disarm()
         return self.status()
 
@@ -233,7 +228,7 @@ class NotificationWorkflow:
 
     async def _resolve_open_attempts(self) -> None:
         due: dict[int, tuple[bool, datetime]] = {}  # attempt number -> (polled by id, when)
-        while self._state in _OPEN_STATES:
+        while self._state in OPEN_STATES:
             await self._continue_as_new_if_suggested()
             open_attempts = self._record.open_attempts()
             for attempt in open_attempts:
@@ -257,14 +252,14 @@ class NotificationWorkflow:
             )
             waited_in = self._state
             timer_fired = await self._wait_until(until, governing, lazy=lazy)
-            if self._state not in _OPEN_STATES:
+            if self._state not in OPEN_STATES:
                 return
             if self._state is not waited_in:
                 continue  # submitting <-> accepted: the schedules change before anything else is judged
             closing = self._closing(governing)
             if closing is not None:
                 if closing.state is IntentState.UNKNOWN and evidence_rules_apply():
-                    await self._close_at_horizon(closing.reason)
+                    await self._reconciler.last_look(closing.reason)
                 else:
                     self._close_if(closing)
                 return
@@ -274,28 +269,6 @@ class NotificationWorkflow:
                 if due[attempt.number][1] <= workflow.now() and attempt.open:
                     del due[attempt.number]
                     await self._reconciler.look(attempt)
-
-    async def _close_at_horizon(self, reason: str) -> None:
-        """The resolution horizon passed: look at every open attempt once more, and close as
-        `unknown` only if that last look found nothing conclusive. A worker running late delays
-        this verdict; it cannot manufacture it, since the look runs after the horizon."""
-        looked_at = workflow.now()
-        answers: list[str] = []
-        for attempt in self._record.open_attempts():
-            answer = None
-            # A provider that cannot answer right now is asked again, a bounded number of times.
-            for tries in range(_LAST_LOOK_TRIES):
-                if not attempt.open:
-                    break
-                if tries:
-                    await workflow.sleep(_LAST_LOOK_BACKOFF * tries)
-                answer = await self._reconciler.look(attempt)
-                if answer is not None:
-                    break
-            answers.append(f"attempt {attempt.number} {answer or 'unavailable'}")
-        if self._state in _OPEN_STATES:
-            summary = ", ".join(answers)
-            self._record.close(IntentState.UNKNOWN, f"{reason}; last lookup at {looked_at.isoformat()}: {summary}", Source.CLOCK)
 
     async def _follow_open_attempt(self) -> None:
         """After a cancel or expiry closed the intent, keep recording what its attempt does.
@@ -376,7 +349,7 @@ class NotificationWorkflow:
         Returns True when `until` has passed (the caller's own clock fired).
         """
         if not lazy:
-            await self._checkpoint()
+            await self._checkpoints.checkpoint()
         limit = until
         if closing_clocks:
             limit = min(limit, self._intent.expires_at)
@@ -407,31 +380,6 @@ class NotificationWorkflow:
     def _drain_reports(self) -> None:
         while self._reports:
             self._record.observe_report(self._reports.popleft())
-
-    # ---- checkpoints: the ledger and the Web UI catch up ---------------------------------
-
-    async def _flush(self) -> None:
-        batch = self._record.ledger.take()
-        if not (batch.attempts or batch.transitions or batch.observations or batch.receipt_outcomes):
-            # Only the intent row is pending: it is written with the first real rows.
-            return
-        recorded = await provider_calls.append_ledger(batch)
-        if batch.record is None:
-            return
-        self._record.ledger.intent_recorded = True
-        if recorded is not None and recorded.first_run_id != batch.record.run_id:
-            self._record.suppress(recorded)
-            await self._flush()
-
-    async def _checkpoint(self) -> None:
-        """Write the buffered rows, then tell the Web UI the state if it changed (one upsert)."""
-        await self._flush()
-        published = (self._state, len(self._attempts))
-        if published != self._published:
-            workflow.upsert_search_attributes(
-                [STATE_KEY.value_set(self._state.value), ATTEMPTS_KEY.value_set(len(self._attempts))]
-            )
-            self._published = published
 
     # ---- handlers ----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         poll_delay,
     )
     from herald.intent import Intent
-    from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+    from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
     from herald.outcomes import Found, NotFound
     from herald.providers.port import Capabilities
 
@@ -36,6 +36,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.attempt_record import AttemptRecord
     from workflows.evidence_rules import evidence_rules_apply
     from workflows.intent_record import IntentRecord
+
+
+# The last look at the horizon asks a provider that cannot answer again, 2 s and 4 s later: a
+# passing outage must not turn into `unknown`, and a lasting one must not hold the verdict forever.
+_LAST_LOOK_TRIES = 3
+_LAST_LOOK_BACKOFF = timedelta(seconds=2)
 
 
 class Reconciler:
@@ -111,6 +117,28 @@ class Reconciler:
             self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
             return None
         return _answer(result)
+
+    async def last_look(self, reason: str) -> None:
+        """The resolution horizon passed: look at every open attempt once more, and close as
+        `unknown` only if that last look found nothing conclusive. A worker running late delays
+        this verdict; it cannot manufacture it, since the look runs after the horizon."""
+        looked_at = workflow.now()
+        answers: list[str] = []
+        for attempt in self._record.open_attempts():
+            answer = None
+            # A provider that cannot answer right now is asked again, a bounded number of times.
+            for tries in range(_LAST_LOOK_TRIES):
+                if not attempt.open:
+                    break
+                if tries:
+                    await workflow.sleep(_LAST_LOOK_BACKOFF * tries)
+                answer = await self.look(attempt)
+                if answer is not None:
+                    break
+            answers.append(f"attempt {attempt.number} {answer or 'unavailable'}")
+        if self._record.state in OPEN_STATES:
+            summary = ", ".join(answers)
+            self._record.close(IntentState.UNKNOWN, f"{reason}; last lookup at {looked_at.isoformat()}: {summary}", Source.CLOCK)
 
     async def poll(self, attempt: AttemptRecord) -> str | None:
         """Poll an attempt by its provider id; what the provider answered, or None if it could not."""
