@@ -167,7 +167,15 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     settings = _settings()
     herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=stack.demo_policy)
     emulator_url = args.emulator_url or f"http://{stack.emulator.host}:{stack.emulator.port}"
-    rows = await play(herald, emulator_url)
+    esp_url = f"http://{stack.esp.host}:{stack.esp.admin_port}"
+    if settings.database_url is None:
+        rows = await play(herald, emulator_url, esp_url=esp_url)
+    else:
+        from herald.artifacts import PostgresArtifactStore
+        from herald.ledger.store import open_pool
+
+        async with open_pool(settings.database_url.get_secret_value(), max_size=2) as pool:
+            rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool))
     print(summary(rows))
     print(f"refused input, as a caller sees it: {refused_input_example()}")
     return 0

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from devstack.demo import play, refused_input_example, summary
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
@@ -38,9 +39,14 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
     client = await connect(settings.temporal)
     herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy)
     started = time.monotonic()
-    rows = await play(herald, f"http://{config.emulator.host}:{config.emulator.port}")
-    elapsed = time.monotonic() - started
-    async with open_pool(stack.database_url, max_size=1) as pool:
+    async with open_pool(stack.database_url, max_size=2) as pool:
+        rows = await play(
+            herald,
+            f"http://{config.emulator.host}:{config.emulator.port}",
+            esp_url=f"http://{config.esp.host}:{config.esp.admin_port}",
+            artifacts=PostgresArtifactStore(pool),
+        )
+        elapsed = time.monotonic() - started
         report = await ledger_report(pool)
     return (
         f"{summary(rows)}\ndemo time: {elapsed:.1f}s\n"
@@ -69,8 +75,11 @@ def main() -> int:
         print(f"Temporal          {config.temporal.host}:{config.temporal.port} namespace {config.temporal.namespace}")
         stack.start_emulator()
         print(f"emulator          http://{config.emulator.host}:{config.emulator.port}")
+        stack.start_esp()
+        print(f"ESP emulator      smtp://{config.esp.host}:{config.esp.smtp_port}; received mail: http://{config.esp.host}:{config.esp.admin_port}/")
         stack.start_receipts()
-        print(f"receipt server    http://{config.receipts.host}:{config.receipts.port}/twilio/status")
+        receipts = f"http://{config.receipts.host}:{config.receipts.port}"
+        print(f"receipt server    {receipts}/twilio/status and {receipts}/sendgrid/events")
         stack.start_worker()
         print(f"worker            task queue {config.temporal.task_queue}; logs in {stack.log_dir}")
         _write_env_file(stack)

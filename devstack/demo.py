@@ -1,8 +1,9 @@
-"""The demo scenario `make run` plays: intents over the three seed templates, some with emulator faults.
+"""The demo scenario `make run` plays: SMS intents over the seed templates, some with emulator
+faults; two-channel notices (SMS and e-mail under one key); and a report e-mail with an attachment.
 
-Each fault is armed for one recipient at the emulator, so its intent meets that
-fault for real; the summary then counts messages at the emulator (the oracle
-for duplicates) and outcomes in Temporal.
+Each fault is armed for one recipient at its emulator, so its intent meets that fault for real;
+the summary then counts messages at the emulators (the oracles for duplicates) and outcomes in
+Temporal.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any
 
 import httpx
 
+from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
+from herald.intent import Channel
 from herald.lifecycle import IntentState
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
@@ -59,6 +62,14 @@ _TEMPLATES = [
 _DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})
 
 
+# Two-channel notices: (fault armed at the relay for the e-mail, or None, what it shows).
+NOTICES: list[tuple[str | None, dict[str, Any], str]] = [
+    (None, {}, "notice: SMS and e-mail, independent intents"),
+    ("drop_after_data", {"count": 1}, "notice: relay hung up after DATA; its event proves acceptance"),
+]
+_NOTICE_DATA = {"order_ref": "ord_{n}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
+
+
 @dataclass
 class DemoRow:
     key: str
@@ -66,18 +77,31 @@ class DemoRow:
     fault: str | None
     expectation: str
     recipient: str
+    channel: Channel = Channel.SMS
     state: IntentState | None = None
     attempts: int = 0
     messages_at_provider: int = 0
     # Messages not ended failed/undelivered: more than one of these for an intent is a duplicate.
     live_messages: int = 0
     closed_by: str | None = None
+    # A report e-mail: whether the attachment the relay received hashes to the stored artifact.
+    attachment_verified: bool | None = None
 
 
-async def play(herald: HeraldClient, emulator_url: str, *, timeout: float = 120.0) -> list[DemoRow]:
-    """Send the scenario's intents concurrently and wait for every one to close."""
+async def play(
+    herald: HeraldClient,
+    emulator_url: str,
+    *,
+    esp_url: str | None = None,
+    artifacts: ArtifactStore | None = None,
+    timeout: float = 120.0,
+) -> list[DemoRow]:
+    """Send the scenario's intents (and, with a relay, its notices and report e-mail) concurrently
+    and wait for every one to close."""
     run_tag = datetime.now(UTC).strftime("%H%M%S") + secrets.token_hex(2)
     rows: list[DemoRow] = []
+    email_rows: list[DemoRow] = []
+    report_sha256: str | None = None
     async with httpx.AsyncClient(base_url=emulator_url, timeout=10) as admin:
         for n, (fault, params, expectation) in enumerate(SCENARIO):
             template_id, version, key_pattern, data = _TEMPLATES[n % len(_TEMPLATES)]
@@ -90,13 +114,61 @@ async def play(herald: HeraldClient, emulator_url: str, *, timeout: float = 120.
                 {"business_key": key, "recipient": recipient, "template_id": template_id,
                  "template_version": version, "render_data": data(n)}
             )  # fmt: skip
-        finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key) for row in rows)), timeout)
-        for row, final in zip(rows, finals, strict=True):
-            row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by
+        if esp_url is not None:
+            async with httpx.AsyncClient(base_url=esp_url, timeout=10) as relay:
+                for n, (fault, params, expectation) in enumerate(NOTICES):
+                    phone = "+1555" + f"{secrets.randbelow(10**7):07d}"
+                    address = f"buyer.{run_tag}.{n}@example.com"
+                    if fault:
+                        (await relay.put(f"/_esp/faults/{address}", json={"fault": fault, **params})).raise_for_status()
+                    key = f"order_receipt:notice_{run_tag}_{n}"
+                    data = {name: value.format(n=n) for name, value in _NOTICE_DATA.items()}
+                    await herald.send_notice({"business_key": key, "channels": [
+                        {"channel": "sms", "recipient": phone, "template_id": "order_receipt", "template_version": 1,
+                         "render_data": data},
+                        {"channel": "email", "recipient": address, "template_id": "order_receipt_email",
+                         "template_version": 1, "render_data": data},
+                    ]})  # fmt: skip
+                    rows.append(DemoRow(key, "order_receipt.v1", None, expectation, phone))
+                    email_rows.append(DemoRow(key, "order_receipt_email.v1", fault, expectation, address, Channel.EMAIL))
+                if artifacts is not None:
+                    report = _report_csv(run_tag).encode()
+                    ref = await artifacts.put(report, media_type="text/csv", filename=f"sales-{run_tag}.csv")
+                    report_sha256 = ref.sha256
+                    key, address = f"monthly_report:seller_{run_tag}", f"seller.{run_tag}@example.com"
+                    await herald.send({
+                        "business_key": key, "channel": "email", "recipient": address, "template_id": "monthly_report",
+                        "template_version": 1, "render_data": {"seller_name": "Herald Shop", "period": "2026-11"},
+                        "attachment": ref.model_dump(),
+                    })  # fmt: skip
+                    email_rows.append(
+                        DemoRow(key, "monthly_report.v1", None, "report e-mail with a CSV attachment", address, Channel.EMAIL)
+                    )
+                await _settle(herald, email_rows, timeout)
+                for row in email_rows:
+                    listed = (await relay.get("/_esp/messages", params={"to": row.recipient})).json()["messages"]
+                    row.messages_at_provider = row.live_messages = len(listed)
+                    if row.template == "monthly_report.v1":
+                        hashes = [a["sha256"] for message in listed for a in message["attachments"]]
+                        row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
+        await _settle(herald, rows, timeout)
+        for row in rows:
             listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
             row.messages_at_provider = len(listed)
             row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
-    return rows
+    return rows + email_rows
+
+
+async def _settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
+    finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key, row.channel) for row in rows)), timeout)
+    for row, final in zip(rows, finals, strict=True):
+        row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by
+
+
+def _report_csv(run_tag: str) -> str:
+    """A small generated sales report: the artifact the report e-mail attaches."""
+    lines = ["order_ref,amount,currency"] + [f"ord_{run_tag}_{n},{10 + n}.00,EUR" for n in range(20)]
+    return "\n".join(lines) + "\n"
 
 
 def refused_input_example() -> str:
@@ -119,19 +191,23 @@ def summary(rows: list[DemoRow]) -> str:
     delivered = [r for r in rows if r.state is IntentState.DELIVERED]
     duplicates = sum(max(0, r.live_messages - 1) for r in rows)
     lines = [
-        f"{'business key':<40} {'template':<20} {'fault':<26} {'state':<18} {'att':>3} {'msgs':>4}",
-        "-" * 116,
+        f"{'business key':<40} {'ch':<5} {'template':<22} {'fault':<24} {'state':<18} {'att':>3} {'msgs':>4}",
+        "-" * 121,
     ]
     for r in rows:
+        attachment = {None: "", True: "  attachment sha256 verified", False: "  ATTACHMENT MISMATCH"}[r.attachment_verified]
         lines.append(
-            f"{r.key:<40} {r.template:<20} {r.fault or '-':<26} {r.state.value if r.state else '?':<18} "
-            f"{r.attempts:>3} {r.messages_at_provider:>4}"
+            f"{r.key:<40} {r.channel.value:<5} {r.template:<22} {r.fault or '-':<24} "
+            f"{r.state.value if r.state else '?':<18} {r.attempts:>3} {r.messages_at_provider:>4}{attachment}"
         )
     total = len(rows)
+    sms = [r for r in rows if r.channel is Channel.SMS]
+    emails = [r for r in rows if r.channel is Channel.EMAIL]
     lines += [
-        "-" * 116,
-        f"intents: {total}   messages accepted at the emulator: {sum(r.messages_at_provider for r in rows)}   "
-        f"duplicates: {duplicates}",
+        "-" * 121,
+        f"intents: {total} ({len(sms)} SMS, {len(emails)} e-mail)   messages accepted: "
+        f"{sum(r.messages_at_provider for r in sms)} at the SMS emulator, "
+        f"{sum(r.messages_at_provider for r in emails)} at the SMTP relay   duplicates: {duplicates}",
         f"coverage (known terminal outcome): {100 * len(known_terminal) / total:.1f}%   "
         f"delivered: {100 * len(delivered) / total:.1f}%   unknown: "
         f"{100 * sum(r.state is IntentState.UNKNOWN for r in rows) / total:.1f}%",
