@@ -88,6 +88,22 @@ class Esp:
         await self._http.aclose()
 
 
+ORDER_DATA: dict[str, str | int] = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
+
+
+def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
+    """An order-receipt e-mail intent request for `key` and `to`; overrides replace its fields."""
+    return {
+        "business_key": key,
+        "channel": "email",
+        "recipient": to,
+        "template_id": "order_receipt_email",
+        "template_version": 1,
+        "render_data": ORDER_DATA,
+        **overrides,
+    }
+
+
 def fresh_address() -> str:
     """A random address, so each test's faults and messages are its own."""
     return f"member.{secrets.token_hex(5)}@example.com"

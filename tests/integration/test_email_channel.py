@@ -25,23 +25,10 @@ from herald.intent import Channel
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
 from herald.providers.smtp import SmtpAdapter
-from tests.support import TEST_POLICY, Esp, fresh_address, fresh_key
+from tests.support import TEST_POLICY, Esp, email_request, fresh_address, fresh_key
 from worker import build_submit_worker, build_worker, smtp_config
 
 WAIT = 90
-RECEIPT_DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
-
-
-def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "business_key": key,
-        "channel": "email",
-        "recipient": to,
-        "template_id": "order_receipt_email",
-        "template_version": 1,
-        "render_data": RECEIPT_DATA,
-        **overrides,
-    }
 
 
 async def _final(herald: HeraldClient, key: str) -> IntentStatus:

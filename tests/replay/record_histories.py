@@ -32,7 +32,16 @@ from herald.client import HeraldClient
 from herald.intent import Channel
 from herald.lifecycle import IntentState
 from herald.providers.smtp import SmtpAdapter
-from tests.support import TEST_POLICY, Emulator, Esp, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.support import (
+    TEST_POLICY,
+    Emulator,
+    Esp,
+    email_request,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+    receipt_request,
+)
 from worker import build_submit_worker, build_worker, smtp_config
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -76,19 +85,6 @@ EMAIL_SCENARIOS: dict[str, tuple[str | None, dict]] = {
     "email_bounced": ("bounce", {}),
     "email_unknown_at_horizon_without_events": ("no_events", {}),
 }
-EMAIL_DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
-
-
-def _email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
-    return {
-        "business_key": key,
-        "channel": "email",
-        "recipient": to,
-        "template_id": "order_receipt_email",
-        "template_version": 1,
-        "render_data": EMAIL_DATA,
-        **overrides,
-    }
 
 
 def _recorded(name: str) -> bool:
@@ -185,7 +181,7 @@ async def test_record_every_email_path(
         if fault:
             await esp.arm(to, fault, count=1, **params)
         policy = TEST_POLICY.model_copy(update=short_horizon if fault == "no_events" else {})
-        receipt = await herald.send(_email_request(key, to), policy=policy)
+        receipt = await herald.send(email_request(key, to), policy=policy)
         await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 60)
         await _save(herald, name, key, receipt.run_id, Channel.EMAIL)
     if not _recorded("email_report_with_attachment"):
@@ -193,7 +189,7 @@ async def test_record_every_email_path(
             b"%PDF-1.4 recorder " + secrets.token_bytes(64), media_type="application/pdf", filename="report.pdf"
         )
         key, to = fresh_key("monthly_report"), fresh_address()
-        request = _email_request(
+        request = email_request(
             key, to, template_id="monthly_report", render_data={"seller_name": "Acme", "period": "2026-11"},
             attachment=ref.model_dump(),
         )  # fmt: skip
@@ -210,6 +206,6 @@ async def test_record_every_email_path(
         key, to = fresh_key(), fresh_address()
         await esp.arm(to, "no_events")
         async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
-            receipt = await relay_herald.send(_email_request(key, to))
+            receipt = await relay_herald.send(email_request(key, to))
             await asyncio.wait_for(relay_herald.wait(key, Channel.EMAIL), 60)
         await _save(relay_herald, "email_relayed_without_events", key, receipt.run_id, Channel.EMAIL)
