@@ -25,7 +25,8 @@ from herald.intent import Channel
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
 from herald.providers.smtp import SmtpAdapter
-from tests.support import TEST_POLICY, Esp, email_request, fresh_address, fresh_key
+from herald.notice_view import render_notice
+from tests.support import ORDER_DATA, TEST_POLICY, Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient
 from worker import build_submit_worker, build_worker, smtp_config
 
 WAIT = 90
@@ -278,3 +279,48 @@ async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(herald: Hera
     assert final.state is IntentState.PERMANENT_FAILURE
     assert "artifact" in final.transitions[-1].reason and "tampered" in final.transitions[-1].reason
     assert await esp.messages(to) == []
+
+
+# ---- a notice on two channels ----------------------------------------------------------------------
+
+
+async def test_a_two_channel_notice_is_two_independent_intents(
+    herald: HeraldClient, esp: Esp, emulator: Emulator, pool: AsyncConnectionPool
+) -> None:
+    """Both channels delivered, each with its own attempts and transitions in the ledger and the
+    status view; one message at each emulator."""
+    key, phone, address = fresh_key("seller_new_order"), fresh_recipient(), fresh_address()
+    receipt = await herald.send_notice(
+        {
+            "business_key": key,
+            "channels": [
+                {"channel": "sms", "recipient": phone, "template_id": "order_receipt", "template_version": 1,
+                 "render_data": ORDER_DATA},
+                {"channel": "email", "recipient": address, "template_id": "order_receipt_email",
+                 "template_version": 1, "render_data": ORDER_DATA},
+            ],
+        }
+    )  # fmt: skip
+    assert {channel: sent.workflow_id for channel, sent in receipt.intents.items()} == {
+        Channel.SMS: f"{key}/sms",
+        Channel.EMAIL: f"{key}/email",
+    }
+    sms = await asyncio.wait_for(herald.wait(key, Channel.SMS), WAIT)
+    email = await _final(herald, key)
+    assert sms.state is IntentState.DELIVERED and email.state is IntentState.DELIVERED
+    assert sms.destination_fingerprint != email.destination_fingerprint
+    assert sms.content_sha256 != email.content_sha256
+    assert len(await emulator.messages(phone)) == 1 and len(await esp.messages(address)) == 1
+    rows = await _rows(
+        pool,
+        "SELECT workflow_id, count(*) AS attempts, min(provider) AS provider FROM attempts "
+        "WHERE workflow_id IN (%s, %s) GROUP BY workflow_id ORDER BY workflow_id",
+        f"{key}/email",
+        f"{key}/sms",
+    )
+    assert [(r["workflow_id"], r["attempts"], r["provider"]) for r in rows] == [
+        (f"{key}/email", 1, "sendgrid"),
+        (f"{key}/sms", 1, "twilio"),
+    ]
+    view = render_notice(key, {c.value: s for c, s in (await herald.notice_status(key)).items()})
+    assert f"{key}/sms" in view and f"{key}/email" in view and view.count("delivered") >= 2
