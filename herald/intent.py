@@ -178,6 +178,9 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
     recipient_digits = request.recipient.lstrip("+")
     if request.channel is Channel.SMS and recipient_digits in re.sub(r"[^0-9]", "", request.business_key):
         problems.append(("business_key", "must not contain the recipient's number (it is stored in plain text)"))
+    for key, item in request.render_data.items():
+        if problem := _unsendable(item):
+            problems.append((f"render_data.{key}", problem))
     expires_at = request.expires_at or now + DEFAULT_LIFETIME
     if expires_at <= now:
         problems.append(("expires_at", "must be in the future"))
@@ -204,6 +207,25 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         subject=rendered.subject,
         attachment=request.attachment,
     )
+
+
+# What no provider can send and the ledger cannot store: control characters (except newline and
+# tab) and unpaired surrogates. PostgreSQL refuses NUL in text and jsonb; an unpaired surrogate
+# has no UTF-8 form. Refused at the door, so no intent retries a write that can never succeed.
+_UNSENDABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+# Integers the ledger's jsonb and every JSON reader round-trip exactly.
+_MAX_RENDER_INT = 2**53
+
+
+def _unsendable(item: str | int) -> str | None:
+    """Why a render value can never be sent or stored, or None."""
+    if isinstance(item, str):
+        if _UNSENDABLE.search(item):
+            return "must not contain control characters (other than newline and tab) or unpaired surrogates"
+        return None
+    if abs(item) > _MAX_RENDER_INT:
+        return f"whole numbers must be within ±2^53 ({_MAX_RENDER_INT})"
+    return None
 
 
 _SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,4}$")

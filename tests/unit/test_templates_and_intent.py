@@ -485,3 +485,35 @@ def test_sms_fingerprints_and_content_hashes_are_unchanged_by_the_email_channel(
     intent = build_intent(parse_request(raw_request()), NOW)
     assert intent.content_sha256 == hashlib.sha256(intent.body.encode()).hexdigest()
     assert intent.subject is None and intent.attachment is None
+
+
+# ---- input that can never be sent is refused at the door -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Acme\x00Ltd", "Acme\x1b[31m", "bell\x07", "del\x7f", "lone \ud800 surrogate", "\udfff"],
+    ids=["nul", "escape", "bell", "del", "high-surrogate", "low-surrogate"],
+)
+def test_unsendable_characters_are_refused_naming_the_field(value: str) -> None:
+    """NUL, other control characters and unpaired surrogates can be neither sent nor stored: the
+    intent is refused before anything starts, naming the field, without echoing the value."""
+    with pytest.raises(InvalidIntent) as refused:
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": value})), NOW)
+    assert refused.value.problems == [
+        ("render_data.merchant", "must not contain control characters (other than newline and tab) or unpaired surrogates")
+    ]
+    assert value not in str(refused.value)
+
+
+def test_newline_tab_and_template_syntax_in_data_render_literally() -> None:
+    """Newline and tab are text; `${...}` and SQL in data are rendered as the characters they are."""
+    data = {**RECEIPT_DATA, "merchant": "A\tB\n${order_ref}'; DROP TABLE intents;--"}
+    intent = build_intent(parse_request(raw_request(render_data=data)), NOW)
+    assert "A\tB\n${order_ref}'; DROP TABLE intents;--" in intent.body
+
+
+def test_a_huge_number_is_refused() -> None:
+    with pytest.raises(InvalidIntent) as refused:
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "amount": 10**30})), NOW)
+    assert refused.value.problems == [("render_data.amount", "whole numbers must be within ±2^53 (9007199254740992)")]
