@@ -9,6 +9,8 @@
     python starter.py status seller_new_order:ord_1 # every channel side by side
     python starter.py report
     python starter.py demo
+    python starter.py template preview order_receipt latest --data order_ref=A-1 --data amount=12.50 ...
+    python starter.py template publish order_receipt 2 order_receipt_v2.txt
     python starter.py artifact put report.pdf [--media-type application/pdf] [--filename report.pdf]
 
 Connection settings come from HERALD_* variables; when they are unset and the
@@ -242,6 +244,57 @@ async def cmd_artifact_put(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_template_preview(args: argparse.Namespace) -> int:
+    """Render a version with data, and say what it costs: no service is contacted."""
+    from herald.templates import TemplateError, load_template, render_message, resolve_version
+
+    data = _render_data(args.data)
+    try:
+        version = resolve_version(args.template_id, args.version)
+        template = load_template(args.template_id, version)
+        rendered = render_message(args.template_id, version, data, channel=template.channel)
+    except TemplateError as error:
+        raise HeraldError("; ".join(f"{field}: {rule}" for field, rule in error.problems)) from None
+    print(f"template    {args.template_id} v{version} ({template.channel})")
+    print("fields      " + ", ".join(spec.describe() for spec in template.field_specs))
+    if rendered.subject is not None:
+        print(f"subject     {rendered.subject}")
+    if rendered.segments is not None:
+        print(f"cost        {rendered.segments.describe()}; the template allows {template.segment_limit}")
+    print("body:")
+    print(rendered.body)
+    return 0
+
+
+async def cmd_template_publish(args: argparse.Namespace) -> int:
+    """Publish FILE as a template version in this checkout (a published version never changes)."""
+    from herald.templates import PublishRefused, publish
+
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HeraldError("FILE: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise HeraldError(f"FILE: cannot be read as UTF-8 text ({type(error).__name__})") from None
+    root = Path(__file__).resolve().parent / "herald" / "templates"
+    try:
+        added = publish(args.template_id, args.version, text, root=root)
+    except PublishRefused as refused:
+        raise HeraldError(f"{args.template_id} v{args.version}: {refused}") from None
+    print(f"{args.template_id} v{args.version} " + ("published" if added else "already published with this content"))
+    return 0
+
+
+def _render_data(items: list[str] | None) -> dict[str, str | int]:
+    data: dict[str, str | int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise HeraldError(f"--data {name!r}: must be NAME=VALUE")
+        data[name] = int(value) if value.isascii() and value.isdigit() and not value.startswith("0") else value
+    return data
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python starter.py", description="Send, inspect and cancel Herald intents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -285,6 +338,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     artifact_put.add_argument("--media-type", help="e.g. application/pdf (default: guessed from FILE's name)")
     artifact_put.add_argument("--filename", help="the name recipients see (default: FILE's name)")
     artifact_put.set_defaults(run=cmd_artifact_put)
+
+    template = commands.add_parser("template", help="versioned templates: preview a rendering, publish a version")
+    template_commands = template.add_subparsers(dest="template_command", required=True)
+    preview = template_commands.add_parser("preview", help="render with data; print subject, body, encoding, segments")
+    preview.add_argument("template_id")
+    preview.add_argument("version", help="a version number or 'latest'", type=lambda v: int(v) if v.isdigit() else v)
+    preview.add_argument("--data", action="append", metavar="NAME=VALUE")
+    preview.set_defaults(run=cmd_template_preview)
+    publish_cmd = template_commands.add_parser("publish", help="add FILE as a new version (refused if the version exists with other content)")
+    publish_cmd.add_argument("template_id")
+    publish_cmd.add_argument("version", type=int)
+    publish_cmd.add_argument("file", metavar="FILE")
+    publish_cmd.set_defaults(run=cmd_template_publish)
     return parser.parse_args(argv)
 
 

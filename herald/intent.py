@@ -21,7 +21,8 @@ from pydantic_core import PydanticCustomError
 from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
-from herald.templates import TemplateError, render_message
+from herald.segments import Encoding
+from herald.templates import LATEST, TemplateError, render_message, resolve_version
 
 # `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
 # workflow id, which Temporal stores and shows in plain text, so the alphabet has
@@ -49,13 +50,22 @@ class IntentRequest(Frozen):
     # E.164 for SMS; an e-mail address for e-mail (normalised: the domain lower-cased).
     recipient: str
     template_id: str
-    template_version: int = Field(ge=1)
+    # A published version, or "latest": resolved to the highest published version when the intent
+    # is created; the intent records the concrete number, never the alias.
+    template_version: int | str
     render_data: dict[str, str | int]
     # When the message stops being worth sending (a seat offer lapses); None means the default lifetime.
     expires_at: datetime | None = None
     # E-mail only: a stored artifact (herald.artifacts) sent as an attachment. The intent names it
     # by content hash and size; the bytes never enter the workflow or its history.
     attachment: ArtifactRef | None = None
+
+    @field_validator("template_version")
+    @classmethod
+    def _a_version_or_latest(cls, value: int | str) -> int | str:
+        if value == LATEST or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise PydanticCustomError("template_version", "must be a published version number (1 or more) or 'latest'")
 
     @field_validator("recipient")
     @classmethod
@@ -83,8 +93,6 @@ class IntentRequest(Frozen):
         for key, item in value.items():
             if not _RENDER_KEY.match(key):
                 raise ValueError("keys must be lower-case identifiers")
-            if isinstance(item, str) and len(item) > _MAX_RENDER_VALUE_CHARS:
-                raise ValueError(f"values must be at most {_MAX_RENDER_VALUE_CHARS} characters")
         return value
 
     @field_validator("expires_at")
@@ -116,6 +124,9 @@ class Intent(Frozen):
     # E-mail only (None for SMS, and in intents recorded before the e-mail channel).
     subject: str | None = None
     attachment: ArtifactRef | None = None
+    # SMS only: how carriers will bill the body (None for e-mail, and in intents recorded before).
+    encoding: Encoding | None = None
+    segments: int | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -145,13 +156,13 @@ def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRe
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def intent_fingerprint(request: IntentRequest) -> str:
+def intent_fingerprint(request: IntentRequest, version: int | None = None) -> str:
     """SHA-256 over everything that makes the message what it is (not its expiry)."""
     fields: dict[str, Any] = {
         "channel": request.channel.value,
         "recipient": request.recipient,
         "template_id": request.template_id,
-        "template_version": request.template_version,
+        "template_version": version if version is not None else request.template_version,
         # As rendered: 15 and "15" make the same message, so they are the same intent.
         "render_data": {key: str(value) for key, value in request.render_data.items()},
     }
@@ -178,18 +189,17 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
     recipient_digits = request.recipient.lstrip("+")
     if request.channel is Channel.SMS and recipient_digits in re.sub(r"[^0-9]", "", request.business_key):
         problems.append(("business_key", "must not contain the recipient's number (it is stored in plain text)"))
-    for key, item in request.render_data.items():
-        if problem := _unsendable(item):
-            problems.append((f"render_data.{key}", problem))
+    unsendable = [(f"render_data.{key}", problem) for key, item in request.render_data.items() if (problem := _unsendable(item))]
     expires_at = request.expires_at or now + DEFAULT_LIFETIME
     if expires_at <= now:
         problems.append(("expires_at", "must be in the future"))
     try:
-        rendered = render_message(
-            request.template_id, request.template_version, request.render_data, channel=request.channel.value
-        )
+        version = resolve_version(request.template_id, request.template_version)
+        if unsendable:  # nothing is rendered from values that can never be sent
+            raise TemplateError(unsendable[0][0], unsendable[0][1], unsendable)
+        rendered = render_message(request.template_id, version, request.render_data, channel=request.channel.value)
     except TemplateError as error:
-        problems.append((error.field, error.rule))
+        problems += error.problems
     if problems:
         raise InvalidIntent(problems)
     return Intent(
@@ -197,15 +207,17 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         channel=request.channel,
         recipient=request.recipient,
         template_id=request.template_id,
-        template_version=request.template_version,
+        template_version=version,
         render_data=request.render_data,
         body=rendered.body,
         content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment),
-        intent_fingerprint=intent_fingerprint(request),
+        intent_fingerprint=intent_fingerprint(request, version),
         created_at=now,
         expires_at=expires_at,
         subject=rendered.subject,
         attachment=request.attachment,
+        encoding=rendered.segments.encoding if rendered.segments else None,
+        segments=rendered.segments.segments if rendered.segments else None,
     )
 
 
@@ -218,8 +230,10 @@ _MAX_RENDER_INT = 2**53
 
 
 def _unsendable(item: str | int) -> str | None:
-    """Why a render value can never be sent or stored, or None."""
+    """Why a render value can never be sent or stored (or would bloat every history), or None."""
     if isinstance(item, str):
+        if len(item) > _MAX_RENDER_VALUE_CHARS:
+            return f"must be at most {_MAX_RENDER_VALUE_CHARS} characters"
         if _UNSENDABLE.search(item):
             return "must not contain control characters (other than newline and tab) or unpaired surrogates"
         return None

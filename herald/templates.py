@@ -1,28 +1,52 @@
-"""Versioned message templates and the pure render function.
+"""Versioned message templates: immutable, published contracts, and the pure render function.
 
-A template version is an immutable file ``templates/<template_id>/v<N>.txt``:
-comment lines, one ``# fields:`` line naming every placeholder, then the body in
-``string.Template`` syntax. An e-mail template says so (``# channel: email``) and
-carries its subject line (``# subject: ...``, same syntax); a template without a
-channel line is an SMS template. Versions are never edited in place: a changed
-wording is a new file, so an intent queued under v1 renders the same bytes on
-its tenth retry as on its first.
+A template version is a file ``templates/<template_id>/v<N>.txt``: comment lines, the contract,
+then the body in ``string.Template`` syntax::
+
+    # Order receipt: proof that a payment settled. Owned by the checkout team.
+    # segments: 1                      (SMS: the most segments one rendered body may cost)
+    # field order_ref: text max=40     (one typed line per placeholder: herald/template_fields.py)
+    # field amount: decimal
+    ${merchant}: payment of ${amount} ...
+
+An e-mail template says so (``# channel: email``) and carries its subject (``# subject: ...``).
+
+Published means recorded in ``templates/published.json`` with the SHA-256 of the file: a version
+never changes once published, so an intent queued under v1 renders the same bytes on its tenth
+retry as on its first, and a file whose bytes differ from its record is refused, not rendered.
+``publish`` adds a version (refusing other content under an existing one); the alias ``latest``
+resolves to the highest published version when an intent is created, and is never stored.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import re
 import string
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from herald.segments import SegmentCount, count_segments
+from herald.template_fields import FieldSpec, FieldSpecError, contract_model, parse_field_line, validate_render_data
 
 _ID_RULE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _FIELDS_PREFIX = "# fields:"
+_FIELD_PREFIX = "# field "
 _CHANNEL_PREFIX = "# channel:"
 _SUBJECT_PREFIX = "# subject:"
+_SEGMENTS_PREFIX = "# segments:"
+LATEST = "latest"
+PUBLISHED_FILE = "published.json"
 # Provider limit territory: Twilio accepts up to 1,600 characters per message body.
 MAX_BODY_CHARS = 1600
+# Twilio's advice: keep a message under 10 segments. A template says less where it can.
+DEFAULT_SEGMENT_LIMIT = 10
 # An e-mail's text part: generous, but bounded (it is rendered into workflow history).
 MAX_EMAIL_BODY_CHARS = 100_000
 # RFC 5322 caps a header line at 998 characters; a subject needs far less.
@@ -32,9 +56,11 @@ MAX_SUBJECT_CHARS = 200
 class TemplateError(ValueError):
     """A template or its data broke a rule; ``field`` names the request field at fault."""
 
-    def __init__(self, field: str, rule: str) -> None:
+    def __init__(self, field: str, rule: str, problems: list[tuple[str, str]] | None = None) -> None:
         self.field = field
         self.rule = rule
+        # Every problem found (render data can break several rules at once); the first is field/rule.
+        self.problems = problems or [(field, rule)]
         super().__init__(f"{field}: {rule}")
 
 
@@ -46,6 +72,9 @@ class Template:
     body: string.Template
     channel: str = "sms"
     subject: string.Template | None = None
+    field_specs: tuple[FieldSpec, ...] = ()
+    segment_limit: int | None = None  # SMS only
+    contract: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,38 +83,92 @@ class Rendered:
 
     body: str
     subject: str | None = None
+    segments: SegmentCount | None = None  # SMS only
+
+
+def _root() -> Any:
+    return resources.files("herald") / "templates"
+
+
+@functools.lru_cache(maxsize=1)
+def published() -> dict[str, str]:
+    """``<template_id>/v<N>`` -> SHA-256 of the file as published."""
+    return dict(json.loads((_root() / PUBLISHED_FILE).read_text(encoding="utf-8")))
+
+
+def resolve_version(template_id: str, version: int | str) -> int:
+    """A concrete version: ``latest`` becomes the highest published version of `template_id`."""
+    if version != LATEST:
+        return int(version)
+    versions = available_templates().get(template_id)
+    if not versions:
+        raise TemplateError("template_id", f"unknown template {template_id!r}")
+    return versions[-1]
 
 
 @functools.lru_cache(maxsize=256)
 def load_template(template_id: str, version: int) -> Template:
-    """Read one immutable template version shipped with Herald."""
+    """Read one published template version; a file that differs from its published hash is refused."""
     if not _ID_RULE.match(template_id):
         raise TemplateError("template_id", "must be lower-case letters, digits and underscores")
     if version < 1:
         raise TemplateError("template_version", "must be a whole number of at least 1")
-    resource = resources.files("herald") / "templates" / template_id / f"v{version}.txt"
+    resource = _root() / template_id / f"v{version}.txt"
     if not resource.is_file():
-        if not (resources.files("herald") / "templates" / template_id).is_dir():
+        if not (_root() / template_id).is_dir():
             raise TemplateError("template_id", f"unknown template {template_id!r}")
         raise TemplateError("template_version", f"template {template_id!r} has no version {version}")
-    lines = resource.read_text(encoding="utf-8").splitlines()
+    raw = resource.read_bytes()
+    recorded = published().get(f"{template_id}/v{version}")
+    if recorded != hashlib.sha256(raw).hexdigest():
+        rule = "is not published" if recorded is None else "differs from its published content (versions never change)"
+        raise TemplateError("template_version", f"{template_id} v{version} {rule}")
+    return parse_template(template_id, version, raw.decode("utf-8"))
+
+
+def parse_template(template_id: str, version: int, text: str) -> Template:
+    """A template version from its file's text (the contract checked, nothing rendered)."""
+    lines = text.splitlines()
+    where = f"{template_id} v{version}"
+    try:
+        specs = tuple(parse_field_line(line) for line in lines if line.startswith(_FIELD_PREFIX))
+    except FieldSpecError as error:
+        raise TemplateError("template_id", f"{where}: {error}") from None
     fields_lines = [line for line in lines if line.startswith(_FIELDS_PREFIX)]
-    if len(fields_lines) != 1:
-        raise TemplateError("template_id", f"template {template_id!r} v{version} must declare its fields once")
-    fields = frozenset(fields_lines[0][len(_FIELDS_PREFIX) :].split())
+    if specs and fields_lines:
+        raise TemplateError("template_id", f"{where}: declare fields either typed (# field) or listed (# fields:), not both")
+    if not specs:
+        if len(fields_lines) != 1:
+            raise TemplateError("template_id", f"{where} must declare its fields once")
+        # A bare list: each field is text of at most 500 characters.
+        specs = tuple(FieldSpec(name, "text") for name in fields_lines[0][len(_FIELDS_PREFIX) :].split())
     channel = _header(lines, _CHANNEL_PREFIX) or "sms"
     subject = _header(lines, _SUBJECT_PREFIX)
     if (channel == "email") != (subject is not None):
-        raise TemplateError("template_id", f"template {template_id!r} v{version}: an e-mail template, and only one, has a subject")
+        raise TemplateError("template_id", f"{where}: an e-mail template, and only one, has a subject")
+    segments = _header(lines, _SEGMENTS_PREFIX)
+    if segments is not None and (channel != "sms" or not segments.isdigit() or int(segments) < 1):
+        raise TemplateError("template_id", f"{where}: '# segments:' is a whole number of at least 1, for SMS only")
     body = "\n".join(line for line in lines if not line.startswith("#")).strip()
+    names = frozenset(spec.name for spec in specs)
+    placeholders = _placeholders(body) | (_placeholders(subject) if subject else set())
+    if placeholders != names:
+        raise TemplateError("template_id", f"{where}: placeholders {sorted(placeholders)} and declared fields {sorted(names)} differ")
     return Template(
         template_id=template_id,
         version=version,
-        fields=fields,
+        fields=names,
         body=string.Template(body),
         channel=channel,
         subject=string.Template(subject) if subject is not None else None,
+        field_specs=specs,
+        segment_limit=(int(segments) if segments else DEFAULT_SEGMENT_LIMIT) if channel == "sms" else None,
+        contract=contract_model(f"{template_id}_v{version}", list(specs)),
     )
+
+
+def _placeholders(text: str) -> set[str]:
+    return {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text) if m.group("named") or m.group("braced")}
 
 
 def _header(lines: list[str], prefix: str) -> str | None:
@@ -99,23 +182,33 @@ def render(template_id: str, version: int, data: dict[str, str | int]) -> str:
 
 
 def render_message(template_id: str, version: int, data: dict[str, str | int], *, channel: str) -> Rendered:
-    """Render a template version for `channel`: the body, and the subject of an e-mail."""
+    """Render a template version for `channel`: the body, the subject of an e-mail, an SMS's segments.
+
+    Raises:
+        TemplateError: the template is for another channel, the data breaks its contract (every
+            problem in ``problems``, by field path, never the value), or the body is over its limits.
+    """
     template = load_template(template_id, version)
     if template.channel != channel:
         raise TemplateError("template_id", f"{template_id} v{version} is for the {template.channel} channel, not {channel}")
-    missing = sorted(template.fields - data.keys())
-    if missing:
-        raise TemplateError(f"render_data.{missing[0]}", f"required by {template_id} v{version}")
-    unexpected = sorted(data.keys() - template.fields)
-    if unexpected:
-        raise TemplateError(f"render_data.{unexpected[0]}", f"not a field of {template_id} v{version}")
+    if template.contract is not None:
+        problems = validate_render_data(template.contract, data)
+        if problems:
+            raise TemplateError(problems[0][0], problems[0][1], problems)
+    # Substituted values are inserted as they are: `${...}` or SQL inside data renders literally.
     values = {key: str(value) for key, value in data.items()}
     body = template.body.substitute(values)
     limit = MAX_EMAIL_BODY_CHARS if channel == "email" else MAX_BODY_CHARS
     if len(body) > limit:
         raise TemplateError("render_data", f"rendered body exceeds {limit} characters")
     if template.subject is None:
-        return Rendered(body=body)
+        segments = count_segments(body)
+        if template.segment_limit is not None and segments.segments > template.segment_limit:
+            raise TemplateError(
+                "render_data",
+                f"renders to {segments.describe()}; {template_id} v{version} allows at most {template.segment_limit}",
+            )
+        return Rendered(body=body, segments=segments)
     subject = template.subject.substitute(values)
     if len(subject) > MAX_SUBJECT_CHARS or "\n" in subject or "\r" in subject:
         raise TemplateError("render_data", f"rendered subject must be one line of at most {MAX_SUBJECT_CHARS} characters")
@@ -123,14 +216,43 @@ def render_message(template_id: str, version: int, data: dict[str, str | int], *
 
 
 def available_templates() -> dict[str, list[int]]:
-    """Every template id with its versions, for operators and the demo."""
-    root = resources.files("herald") / "templates"
+    """Every published template id with its versions, for operators, `latest` and the demo."""
     found: dict[str, list[int]] = {}
-    for directory in root.iterdir():
-        if directory.is_dir() and _ID_RULE.match(directory.name):
-            versions = sorted(
-                int(item.name[1:-4]) for item in directory.iterdir() if re.fullmatch(r"v\d+\.txt", item.name)
-            )
-            if versions:
-                found[directory.name] = versions
-    return dict(sorted(found.items()))
+    for key in published():
+        template_id, _, version = key.partition("/v")
+        found.setdefault(template_id, []).append(int(version))
+    return {template_id: sorted(versions) for template_id, versions in sorted(found.items())}
+
+
+class PublishRefused(ValueError):
+    pass
+
+
+def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
+    """Record `text` as `template_id` v`version` under `root` (a checkout's herald/templates).
+
+    Returns False when that exact content is already published (nothing changes). Raises
+    PublishRefused for other content under an existing version, or a contract that does not parse.
+    """
+    key = f"{template_id}/v{version}"
+    record_path = root / PUBLISHED_FILE
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if key in record:
+        if record[key] != digest:
+            raise PublishRefused(f"{key} is published with other content; a published version never changes: publish v{_next(record, template_id)}")
+        return False
+    try:
+        parse_template(template_id, version, text)
+    except TemplateError as error:
+        raise PublishRefused(str(error)) from None
+    path = root / template_id / f"v{version}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+    record[key] = digest
+    record_path.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n", encoding="utf-8")
+    return True
+
+
+def _next(record: dict[str, str], template_id: str) -> int:
+    return 1 + max((int(k.partition("/v")[2]) for k in record if k.startswith(f"{template_id}/v")), default=0)

@@ -79,8 +79,9 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
     await cursor.execute(
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
-               created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size,
+               encoding, segments)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT DO NOTHING
            RETURNING workflow_id""",
         (
@@ -100,6 +101,8 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
             intent.subject,
             intent.attachment.sha256 if intent.attachment else None,
             intent.attachment.size_bytes if intent.attachment else None,
+            intent.encoding.value if intent.encoding else None,
+            intent.segments,
         ),
     )
     created = await cursor.fetchone() is not None

@@ -71,16 +71,32 @@ def test_shipped_templates_are_discovered() -> None:
     }
 
 
+def sample_data(template_id: str, version: int) -> dict[str, str | int]:
+    """Valid render data for a template version, one value per declared field, from its contract."""
+    data: dict[str, str | int] = {}
+    for spec in load_template(template_id, version).field_specs:
+        if spec.kind == "int":
+            data[spec.name] = int(spec.option("min") or 1) + 1
+        elif spec.kind == "decimal":
+            data[spec.name] = "12.50"
+        elif spec.kind == "code":
+            pattern = re.compile(spec.option("pattern") or "")
+            data[spec.name] = next(c for c in ("A-1", "EUR", "2026-11", "ord_1") if pattern.fullmatch(c))
+        else:
+            data[spec.name] = f"<{spec.name}>"
+    return data
+
+
 @pytest.mark.parametrize("template_id,version", SHIPPED)
 def test_every_shipped_template_renders_with_its_declared_fields(template_id: str, version: int) -> None:
     """Each shipped version renders with exactly its declared fields, every value appears, and no placeholder is left."""
     template = load_template(template_id, version)
     assert template.fields, "a template must declare at least one field"
-    data = {field: f"<{field}>" for field in sorted(template.fields)}
+    data = sample_data(template_id, version)
     rendered = render_message(template_id, version, data, channel=template.channel)
     text = rendered.body + (rendered.subject or "")
     for value in data.values():
-        assert value in text
+        assert str(value) in text
     assert "$" not in text
     assert "#" not in rendered.body, "comment lines must not leak into the body"
     assert 0 < len(rendered.body) <= (MAX_BODY_CHARS if template.channel == "sms" else MAX_EMAIL_BODY_CHARS)
@@ -91,7 +107,7 @@ def test_every_shipped_template_renders_with_its_declared_fields(template_id: st
 def test_render_is_deterministic(template_id: str, version: int) -> None:
     """Rendering the same version with the same data gives the same bytes, also after re-reading the file."""
     template = load_template(template_id, version)
-    data: dict[str, str | int] = {field: f"v_{field}" for field in template.fields}
+    data = sample_data(template_id, version)
     first = render_message(template_id, version, data, channel=template.channel)
     load_template.cache_clear()
     assert render_message(template_id, version, dict(reversed(list(data.items()))), channel=template.channel) == first
@@ -116,8 +132,8 @@ def test_a_new_version_renders_different_bytes() -> None:
 
 def test_dollar_signs_in_data_are_not_interpreted() -> None:
     """A value containing template syntax is inserted literally, not expanded."""
-    body = render("seller_new_order", 1, {"order_ref": "${order_total}", "order_total": "$$5"})
-    assert body.startswith("New order ${order_total} for $$5.")
+    body = render("seller_new_order", 1, {"order_ref": "A-1", "order_total": "${order_ref} $$5"})
+    assert body.startswith("New order A-1 for ${order_ref} $$5.")
 
 
 @pytest.mark.parametrize("missing", sorted(RECEIPT_DATA))
@@ -160,12 +176,21 @@ def test_unknown_version_names_template_version(version: int) -> None:
     assert caught.value.field == "template_version"
 
 
-def test_overlong_body_is_refused() -> None:
-    """A body longer than the provider's 1,600-character limit is refused, naming render_data."""
-    data = {key: "x" * 500 for key in RECEIPT_DATA}
+def test_a_body_over_its_segment_limit_is_refused_with_the_count() -> None:
+    """Emoji force UCS-2: 30 of them and a 40-character order ref push seller_new_order v2 to 3
+    segments, over its limit of 2."""
+    data = {"order_ref": "A" * 40, "order_total": "😀" * 30, "item_count": 2}
     with pytest.raises(TemplateError) as caught:
-        render("order_receipt", 1, data)
+        render("seller_new_order", 2, data)
     assert caught.value.field == "render_data"
+    assert caught.value.rule.startswith("renders to 3 segments (UCS-2, ")
+    assert caught.value.rule.endswith("seller_new_order v2 allows at most 2")
+
+
+def test_a_value_longer_than_its_field_allows_is_refused() -> None:
+    with pytest.raises(TemplateError) as caught:
+        render("order_receipt", 1, {**RECEIPT_DATA, "merchant": "x" * 61})
+    assert caught.value.problems == [("render_data.merchant", "String should have at most 60 characters")]
 
 
 # ---- parse_request -------------------------------------------------------------------------------
@@ -226,12 +251,18 @@ def test_several_problems_are_reported_together() -> None:
     assert set(fields_of(caught.value)) == {"recipient", "business_key", "template_version"}
 
 
-@pytest.mark.parametrize("render_data", [{"Bad-Key": "x"}, {"ok": "x" * 501}])
-def test_render_data_must_be_small_and_flat(render_data: dict[str, str]) -> None:
-    """Render data with a non-identifier key or an over-long value is refused naming render_data."""
+def test_render_data_keys_must_be_identifiers() -> None:
+    """A non-identifier key is refused naming render_data (the key itself is not echoed)."""
     with pytest.raises(InvalidIntent) as caught:
-        parse_request(raw_request(render_data=render_data))
+        parse_request(raw_request(render_data={"Bad-Key": "x"}))
     assert fields_of(caught.value) == ["render_data"]
+
+
+def test_an_overlong_value_is_refused_naming_its_field() -> None:
+    """A value over 500 characters is refused before any template sees it, naming render_data.<field>."""
+    with pytest.raises(InvalidIntent) as caught:
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": "x" * 501})), NOW)
+    assert caught.value.problems == [("render_data.merchant", "must be at most 500 characters")]
     assert "x" * 501 not in str(caught.value)
 
 
