@@ -1,0 +1,166 @@
+"""The send policy: versioned rules operations publish, and the pure decision taken before every attempt.
+
+A policy version is data (``policy_versions`` in PostgreSQL, published with ``starter.py policy
+publish``): it never changes once published, and the version in force at an instant is the one
+with the latest ``effective_from`` at or before it. Before every attempt an activity gathers what
+is known about the recipient (``RecipientFacts``) and ``decide`` returns one decision:
+
+    allow ..... send now; the attempt row records the version and the decision
+    defer ..... not before a named time (quiet hours, recipient cooldown), with the rule; the intent
+                waits on a durable timer and is evaluated again, or expires first
+    suppress .. never (no consent for a category that needs it, a suppressed recipient, a refused
+                destination country): terminal, naming the rule and the version
+
+Rules are checked in that order of severity: anything that suppresses wins over a deferral, so an
+opted-out recipient is not kept waiting for quiet hours to end only to be refused then.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from enum import Enum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
+
+from herald.outcomes import Frozen
+
+
+class Category(str, Enum):
+    """What a message is for; consent, quiet hours and suppression are decided per category."""
+
+    TRANSACTIONAL = "transactional"  # a receipt, a seat offer: the recipient is waiting for it
+    ACCOUNT = "account"  # security and account notices
+    MARKETING = "marketing"  # needs consent evidence
+
+
+class Decision(str, Enum):
+    ALLOW = "allow"
+    DEFER = "defer"
+    SUPPRESS = "suppress"
+
+
+class CategoryRules(Frozen):
+    consent_required: bool = False
+    # Urgent categories are never deferred by quiet hours.
+    urgent: bool = False
+    # ISO 3166 regions this category may go to ("*": any, the default); a number whose region
+    # cannot be told is allowed only under "*".
+    countries: list[str] = ["*"]
+
+
+class QuietHours(Frozen):
+    """Local time in the recipient's zone during which non-urgent messages wait."""
+
+    start: time
+    end: time
+
+    def window_end(self, local: datetime) -> datetime | None:
+        """When the quiet window that `local` falls in ends (local time), or None outside it."""
+        clock = local.time().replace(tzinfo=None)
+        overnight = self.start > self.end
+        inside = (clock >= self.start or clock < self.end) if overnight else (self.start <= clock < self.end)
+        if not inside:
+            return None
+        end = local.replace(hour=self.end.hour, minute=self.end.minute, second=0, microsecond=0)
+        return end + timedelta(days=1) if end <= local else end
+
+
+class PolicyRules(Frozen):
+    """One published rule set (``policy_versions.rules``)."""
+
+    categories: dict[Category, CategoryRules] = Field(
+        default_factory=lambda: {
+            Category.TRANSACTIONAL: CategoryRules(urgent=True),
+            Category.ACCOUNT: CategoryRules(urgent=True),
+            Category.MARKETING: CategoryRules(consent_required=True),
+        }
+    )
+    quiet_hours: QuietHours | None = None
+    # Zone for quiet hours when neither the intent nor the number tells one (e-mail, unknown ranges).
+    default_time_zone: str | None = None
+    # Minimum gap between two submits to one recipient on one channel, across intents and workers
+    # (enforced in the submit transaction, so racing workers cannot both pass). 0: off.
+    cooldown_seconds: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("default_time_zone")
+    @classmethod
+    def _a_real_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            zone(value)
+        return value
+
+    @field_validator("cooldown_seconds")
+    @classmethod
+    def _sane_cooldowns(cls, value: dict[str, int]) -> dict[str, int]:
+        for channel, seconds in value.items():
+            if channel not in ("sms", "email") or not 0 <= seconds <= 86_400:
+                raise ValueError("cooldown_seconds: channel sms or email, 0 to 86400 seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _every_category(self) -> PolicyRules:
+        missing = set(Category) - set(self.categories)
+        if missing:
+            raise ValueError(f"categories: rules for every category are required (missing {sorted(c.value for c in missing)})")
+        return self
+
+    def cooldown(self, channel: str) -> timedelta:
+        return timedelta(seconds=self.cooldown_seconds.get(channel, 0))
+
+
+class RecipientFacts(Frozen):
+    """What the evaluation activity found about one recipient, for one attempt."""
+
+    channel: str
+    category: Category
+    region: str | None  # from the E.164 number (phonenumbers); None for e-mail or unknown ranges
+    time_zones: list[str]  # the recipient's zones: the intent's, else the number's, else the policy default
+    consent: bool  # consent evidence exists for this recipient and category
+    suppressed_because: str | None  # e.g. "opt_out (Twilio 21610) at 2026-12-01T09:00Z"
+    cooldown_until: datetime | None  # the channel's last submit to this recipient plus the cooldown
+
+
+class PolicyDecision(Frozen):
+    version: int
+    decision: Decision
+    rule: str  # which rule decided: consent, suppression, country, quiet_hours, cooldown, allow
+    reason: str
+    not_before: datetime | None = None
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"not an IANA time zone name: {name!r}") from None
+
+
+def decide(rules: PolicyRules, version: int, facts: RecipientFacts, now: datetime) -> PolicyDecision:
+    """The decision for one attempt at `now` under one policy version (pure)."""
+    category = rules.categories[facts.category]
+    if category.consent_required and not facts.consent:
+        return _suppress(version, "consent", f"{facts.category.value} needs consent evidence; none is recorded")
+    if facts.suppressed_because is not None:
+        return _suppress(version, "suppression", f"recipient suppressed: {facts.suppressed_because}")
+    if "*" not in category.countries:
+        if facts.region is None and facts.channel == "sms":
+            return _suppress(version, "country", f"{facts.category.value} goes only to {category.countries}; the number's region is unknown")
+        if facts.region is not None and facts.region not in category.countries:
+            return _suppress(version, "country", f"{facts.category.value} may not go to {facts.region}")
+    waits: list[tuple[datetime, str, str]] = []
+    if rules.quiet_hours is not None and not category.urgent:
+        for name in facts.time_zones:
+            end = rules.quiet_hours.window_end(now.astimezone(zone(name)))
+            if end is not None:
+                waits.append((end, "quiet_hours", f"quiet hours in {name} until {end.isoformat()}"))
+    if facts.cooldown_until is not None and facts.cooldown_until > now:
+        waits.append((facts.cooldown_until, "cooldown", f"recipient cooldown until {facts.cooldown_until.isoformat()}"))
+    if waits:
+        until, rule, reason = max(waits)
+        return PolicyDecision(version=version, decision=Decision.DEFER, rule=rule, reason=reason, not_before=until)
+    return PolicyDecision(version=version, decision=Decision.ALLOW, rule="allow", reason=f"allowed by policy v{version}")
+
+
+def _suppress(version: int, rule: str, reason: str) -> PolicyDecision:
+    return PolicyDecision(version=version, decision=Decision.SUPPRESS, rule=rule, reason=f"{reason} (policy v{version})")

@@ -1,0 +1,103 @@
+"""The send policy's pure decision: consent, suppression, country, quiet hours and cooldown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+
+from herald.send_policy import (
+    Category,
+    CategoryRules,
+    Decision,
+    PolicyRules,
+    QuietHours,
+    RecipientFacts,
+    decide,
+)
+
+QUIET = QuietHours(start=time(21, 0), end=time(8, 0))
+RULES = PolicyRules(quiet_hours=QUIET)
+# 22:30 in Los Angeles (UTC-8 in December) is 06:30 UTC the next day.
+LATE_IN_LA = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)
+NOON_IN_LA = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
+
+
+def facts(**overrides: object) -> RecipientFacts:
+    base = {"channel": "sms", "category": Category.ACCOUNT, "region": "US", "time_zones": ["America/Los_Angeles"],
+            "consent": False, "suppressed_because": None, "cooldown_until": None}  # fmt: skip
+    return RecipientFacts.model_validate({**base, **overrides})
+
+
+def rules_with(category: Category, **changes: object) -> PolicyRules:
+    categories = dict(RULES.categories)
+    categories[category] = categories[category].model_copy(update=changes)
+    return RULES.model_copy(update={"categories": categories})
+
+
+def test_a_non_urgent_message_at_2230_recipient_time_waits_for_the_window_end() -> None:
+    decision = decide(rules_with(Category.ACCOUNT, urgent=False), 3, facts(), LATE_IN_LA)
+    assert decision.decision is Decision.DEFER and decision.rule == "quiet_hours" and decision.version == 3
+    # 08:00 in Los Angeles on 2 December is 16:00 UTC.
+    assert decision.not_before == datetime(2026, 12, 2, 16, 0, tzinfo=UTC)
+
+
+def test_an_urgent_category_is_never_deferred_by_quiet_hours() -> None:
+    assert decide(RULES, 3, facts(category=Category.TRANSACTIONAL), LATE_IN_LA).decision is Decision.ALLOW
+
+
+def test_outside_quiet_hours_it_is_allowed_and_names_the_version() -> None:
+    decision = decide(rules_with(Category.ACCOUNT, urgent=False), 7, facts(), NOON_IN_LA)
+    assert (decision.decision, decision.rule, decision.reason) == (Decision.ALLOW, "allow", "allowed by policy v7")
+
+
+@pytest.mark.parametrize(
+    "start,end,local,inside",
+    [
+        (time(21), time(8), datetime(2026, 12, 1, 20, 59), False),
+        (time(21), time(8), datetime(2026, 12, 1, 21, 0), True),
+        (time(21), time(8), datetime(2026, 12, 2, 7, 59), True),
+        (time(21), time(8), datetime(2026, 12, 2, 8, 0), False),
+        (time(12), time(14), datetime(2026, 12, 2, 13, 0), True),
+        (time(12), time(14), datetime(2026, 12, 2, 14, 0), False),
+    ],
+)
+def test_quiet_window_edges(start: time, end: time, local: datetime, inside: bool) -> None:
+    assert (QuietHours(start=start, end=end).window_end(local) is not None) is inside
+
+
+def test_marketing_without_consent_is_suppressed_and_with_it_allowed() -> None:
+    refused = decide(RULES, 2, facts(category=Category.MARKETING), NOON_IN_LA)
+    assert (refused.decision, refused.rule) == (Decision.SUPPRESS, "consent")
+    assert refused.reason.endswith("(policy v2)")
+    assert decide(RULES, 2, facts(category=Category.MARKETING, consent=True), NOON_IN_LA).decision is Decision.ALLOW
+
+
+def test_a_suppressed_recipient_is_suppressed_before_any_deferral() -> None:
+    decision = decide(rules_with(Category.ACCOUNT, urgent=False), 1, facts(suppressed_because="opt_out (Twilio 21610)"), LATE_IN_LA)
+    assert (decision.decision, decision.rule) == (Decision.SUPPRESS, "suppression")
+    assert "21610" in decision.reason
+
+
+def test_destination_countries_per_category() -> None:
+    only_gb = rules_with(Category.ACCOUNT, countries=["GB"])
+    assert decide(only_gb, 1, facts(), NOON_IN_LA).rule == "country"
+    assert decide(only_gb, 1, facts(region="GB", time_zones=["Europe/London"]), NOON_IN_LA).decision is Decision.ALLOW
+    assert decide(only_gb, 1, facts(region=None, time_zones=[]), NOON_IN_LA).decision is Decision.SUPPRESS
+
+
+def test_the_cooldown_defers_to_its_end_and_the_later_of_two_waits_wins() -> None:
+    until = NOON_IN_LA + timedelta(seconds=30)
+    decision = decide(RULES, 1, facts(cooldown_until=until), NOON_IN_LA)
+    assert (decision.decision, decision.rule, decision.not_before) == (Decision.DEFER, "cooldown", until)
+    both = decide(rules_with(Category.ACCOUNT, urgent=False), 1, facts(cooldown_until=LATE_IN_LA + timedelta(minutes=5)), LATE_IN_LA)
+    assert both.rule == "quiet_hours"
+
+
+def test_rules_are_validated_when_published() -> None:
+    with pytest.raises(ValueError, match="every category"):
+        PolicyRules(categories={Category.TRANSACTIONAL: CategoryRules()})
+    with pytest.raises(ValueError, match="IANA"):
+        PolicyRules(default_time_zone="Mars/Olympus")
+    with pytest.raises(ValueError, match="cooldown_seconds"):
+        PolicyRules(cooldown_seconds={"fax": 10})
