@@ -11,6 +11,9 @@
     python starter.py demo
     python starter.py template preview order_receipt latest --data order_ref=A-1 --data amount=12.50 ...
     python starter.py template publish order_receipt 2 order_receipt_v2.txt
+    python starter.py policy list | show 2 | publish rules.json --owner ops-team --note "quiet hours"
+    python starter.py consent grant +15551230001 marketing --source signup-form
+    python starter.py suppression lift +15551230001 --channel sms --operator alice --reason "resubscribed"
     python starter.py artifact put report.pdf [--media-type application/pdf] [--filename report.pdf]
 
 Connection settings come from HERALD_* variables; when they are unset and the
@@ -285,6 +288,99 @@ async def cmd_template_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _ledger_pool():  # type: ignore[no-untyped-def]
+    from herald.ledger.store import open_pool
+
+    settings = _settings()
+    if settings.database_url is None:
+        raise HeraldError("DATABASE_URL: required (the send policy lives in the ledger's database)")
+    return open_pool(settings.database_url.get_secret_value(), max_size=1)
+
+
+async def cmd_policy_list(args: argparse.Namespace) -> int:
+    from herald.ledger.policy_store import policy_versions
+
+    async with await _ledger_pool() as pool:
+        for row in await policy_versions(pool):
+            print(f"v{row['version']:<4} effective from {row['effective_from']}   owner {row['owner']}   {row['note']}")
+    return 0
+
+
+async def cmd_policy_show(args: argparse.Namespace) -> int:
+    from herald.ledger.policy_store import policy_version
+    from herald.send_policy import PolicyRules
+
+    async with await _ledger_pool() as pool:
+        row = await policy_version(pool, args.version)
+    if row is None:
+        raise HeraldError(f"version: no policy version {args.version}")
+    rules = PolicyRules.model_validate(row["rules"])
+    print(f"v{row['version']} effective from {row['effective_from']}, owner {row['owner']}: {row['note']}")
+    print(rules.model_dump_json(indent=2))
+    return 0
+
+
+async def cmd_policy_publish(args: argparse.Namespace) -> int:
+    """Publish FILE (JSON rules) as the next version; validated before connecting."""
+    from datetime import UTC, datetime
+
+    from pydantic import ValidationError
+
+    from herald.ledger.policy_store import publish_policy
+    from herald.send_policy import PolicyRules
+
+    try:
+        raw = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HeraldError("FILE: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise HeraldError(f"FILE: not readable JSON ({type(error).__name__})") from None
+    try:
+        rules = PolicyRules.model_validate(raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            ".".join(str(p) for p in item["loc"]) + f": {item['msg']}" for item in error.errors(include_input=False)
+        )
+        raise HeraldError(f"FILE: {problems}") from None
+    try:
+        effective = datetime.fromisoformat(args.effective_from) if args.effective_from else datetime.now(UTC)
+    except ValueError:
+        raise HeraldError("--effective-from: must be an ISO 8601 time with a zone, e.g. 2026-12-02T08:00:00+00:00") from None
+    if effective.tzinfo is None:
+        raise HeraldError("--effective-from: must carry a time zone")
+    async with await _ledger_pool() as pool:
+        version = await publish_policy(pool, rules, effective_from=effective, owner=args.owner, note=args.note)
+    print(f"published policy v{version}, effective from {effective.isoformat()}")
+    return 0
+
+
+async def cmd_consent_grant(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from herald.ledger.policy_store import grant_consent, recipient_fingerprint
+    from herald.send_policy import Category
+
+    async with await _ledger_pool() as pool:
+        await grant_consent(
+            pool, fingerprint=recipient_fingerprint(args.recipient), category=Category(args.category),
+            source=args.source, granted_at=datetime.now(UTC),
+        )  # fmt: skip
+    print(f"consent recorded for {args.category} (recipient fingerprint {recipient_fingerprint(args.recipient)[:16]})")
+    return 0
+
+
+async def cmd_suppression_lift(args: argparse.Namespace) -> int:
+    from herald.ledger.policy_store import lift_suppression, recipient_fingerprint
+
+    async with await _ledger_pool() as pool:
+        at = await lift_suppression(
+            pool, fingerprint=recipient_fingerprint(args.recipient), channel=args.channel,
+            operator=args.operator, reason=args.reason,
+        )  # fmt: skip
+    print(f"suppression lifted at {at.isoformat()} (evidence before it no longer suppresses)")
+    return 0
+
+
 def _render_data(items: list[str] | None) -> dict[str, str | int]:
     data: dict[str, str | int] = {}
     for item in items or []:
@@ -338,6 +434,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     artifact_put.add_argument("--media-type", help="e.g. application/pdf (default: guessed from FILE's name)")
     artifact_put.add_argument("--filename", help="the name recipients see (default: FILE's name)")
     artifact_put.set_defaults(run=cmd_artifact_put)
+
+    policy = commands.add_parser("policy", help="the send policy: list, show, publish a new version")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    policy_commands.add_parser("list", help="every published version").set_defaults(run=cmd_policy_list)
+    show = policy_commands.add_parser("show", help="one version's rules")
+    show.add_argument("version", type=int)
+    show.set_defaults(run=cmd_policy_show)
+    publish_policy_cmd = policy_commands.add_parser("publish", help="publish FILE (JSON rules) as the next version")
+    publish_policy_cmd.add_argument("file", metavar="FILE")
+    publish_policy_cmd.add_argument("--owner", required=True, help="who owns this version (a team or a person)")
+    publish_policy_cmd.add_argument("--note", default="", help="why it changed")
+    publish_policy_cmd.add_argument("--effective-from", help="ISO 8601 with a zone (default: now)")
+    publish_policy_cmd.set_defaults(run=cmd_policy_publish)
+
+    consent = commands.add_parser("consent", help="record consent evidence for a recipient and category")
+    consent_commands = consent.add_subparsers(dest="consent_command", required=True)
+    grant = consent_commands.add_parser("grant")
+    grant.add_argument("recipient")
+    grant.add_argument("category", choices=["transactional", "account", "marketing"])
+    grant.add_argument("--source", required=True, help="where the evidence is (a form, a checkbox id)")
+    grant.set_defaults(run=cmd_consent_grant)
+
+    suppression = commands.add_parser("suppression", help="lift a recipient's suppression, with a recorded reason")
+    suppression_commands = suppression.add_subparsers(dest="suppression_command", required=True)
+    lift = suppression_commands.add_parser("lift")
+    lift.add_argument("recipient")
+    lift.add_argument("--channel", choices=["sms", "email"], required=True)
+    lift.add_argument("--operator", required=True)
+    lift.add_argument("--reason", required=True)
+    lift.set_defaults(run=cmd_suppression_lift)
 
     template = commands.add_parser("template", help="versioned templates: preview a rendering, publish a version")
     template_commands = template.add_subparsers(dest="template_command", required=True)

@@ -15,6 +15,7 @@ from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
+from activities.policy_gate import PolicyGate
 from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
 from herald.contracts import (
     LookupInput,
@@ -60,7 +61,11 @@ class ProviderActivities:
         # The attempt row says which provider and route it was handed to, committed before the call.
         rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
         try:
-            recorded = await store.write_batch(self._ledger, rows, timeout=budget.total_seconds() / 4 if budget else None)
+            recorded = await store.write_batch(
+                self._ledger, rows, timeout=budget.total_seconds() / 4 if budget else None, admit=_gate(input)
+            )
+        except store.NotAdmitted as held:
+            return SubmitStep(held=held.decision)
         except (DatabaseError, PoolTimeout, OSError) as error:
             return SubmitStep(not_sent=f"ledger unavailable before the provider call ({type(error).__name__})")
         record = input.ledger.record
@@ -121,3 +126,18 @@ class ProviderActivities:
             return ProviderCancelResult(canceled=False, reason=f"channel {input.channel.value}: no provider configured")
         outcome = await provider.cancel(input.provider_id)
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
+
+
+def _gate(input: SubmitInput) -> tuple[str, PolicyGate] | None:
+    """The send-policy gate for this attempt; None for runs recorded before the policy existed."""
+    if input.workflow_id is None or input.policy_at is None:
+        return None
+    gate = PolicyGate(
+        channel=input.channel.value,
+        recipient=input.to,
+        category=input.category,
+        time_zone=input.time_zone,
+        workflow_id=input.workflow_id,
+        at=input.policy_at,
+    )
+    return input.attempt_ref, gate

@@ -17,6 +17,7 @@ from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 from herald.providers.port import Capabilities
+from herald.send_policy import Category, PolicyDecision
 
 def attempt_ref(workflow_id: str, number: int) -> str:
     """Our reference for one attempt, carried in the status callback URL.
@@ -137,6 +138,12 @@ class SubmitInput(Frozen):
     attachment: ArtifactRef | None = None
     # E-mail: the attempt whose Message-ID this copy carries (the evidence-window rule's resend).
     message_id_of: str | None = None
+    # The send policy's inputs (issue 10): None in runs recorded before it, which skip the gate.
+    workflow_id: str | None = None
+    category: Category = Category.TRANSACTIONAL
+    time_zone: str | None = None
+    # The workflow's clock when it prepared the attempt: the instant the policy is evaluated at.
+    policy_at: datetime | None = None
     # The longest the provider may hold the message in its queue (Twilio: ValidityPeriod), in
     # whole seconds; None for runs started before the queue bound, which sent none.
     validity_seconds: int | None = None
@@ -162,6 +169,8 @@ class SubmitStep(Frozen):
     # With an outcome: the provider that was called, and what it declares it can do.
     provider: str | None = None
     capabilities: Capabilities | None = None
+    # The send policy deferred or suppressed the attempt: nothing was written or sent.
+    held: PolicyDecision | None = None
 
 
 class LookupInput(Frozen):

@@ -22,6 +22,7 @@ from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
 from herald.segments import Encoding
+from herald.send_policy import Category, zone
 from herald.templates import LATEST, TemplateError, render_message, resolve_version
 
 # `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
@@ -56,9 +57,21 @@ class IntentRequest(Frozen):
     render_data: dict[str, str | int]
     # When the message stops being worth sending (a seat offer lapses); None means the default lifetime.
     expires_at: datetime | None = None
+    # The recipient's IANA time zone for quiet hours; None: from the number's region, else the policy's default.
+    time_zone: str | None = None
     # E-mail only: a stored artifact (herald.artifacts) sent as an attachment. The intent names it
     # by content hash and size; the bytes never enter the workflow or its history.
     attachment: ArtifactRef | None = None
+
+    @field_validator("time_zone")
+    @classmethod
+    def _an_iana_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                zone(value)
+            except ValueError:
+                raise PydanticCustomError("time_zone", "must be an IANA time zone name, e.g. Europe/Paris") from None
+        return value
 
     @field_validator("template_version")
     @classmethod
@@ -127,6 +140,9 @@ class Intent(Frozen):
     # SMS only: how carriers will bill the body (None for e-mail, and in intents recorded before).
     encoding: Encoding | None = None
     segments: int | None = None
+    # From the template: what consent, quiet hours and suppression are decided on.
+    category: Category = Category.TRANSACTIONAL
+    time_zone: str | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -218,6 +234,8 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         attachment=request.attachment,
         encoding=rendered.segments.encoding if rendered.segments else None,
         segments=rendered.segments.segments if rendered.segments else None,
+        category=Category(rendered.category),
+        time_zone=request.time_zone,
     )
 
 

@@ -161,7 +161,8 @@ class ObservationKind(str, Enum):
     # The evidence window of a provider without lookups passed with no event about the attempt.
     NO_EVIDENCE = "no_evidence"
     STATUS = "status"  # a delivery report
-    DEFERRED = "deferred"  # a clock held the next attempt back (recipient cooldown)
+    DEFERRED = "deferred"  # a clock or the send policy held the next attempt back
+    POLICY_SUPPRESSED = "policy_suppressed"  # the send policy refused the intent for good
     KEY_CONFLICT = "key_conflict"  # a client reused the key with another payload
     PROVIDER_CANCEL = "provider_cancel"  # the answer to asking the provider to drop an attempt
     # Evidence that the provider had an attempt Herald had concluded it never took: a duplicate
@@ -179,6 +180,7 @@ class Source(str, Enum):
     CLOCK = "clock"
     LEDGER = "ledger"
     CLIENT = "client"
+    POLICY = "policy"  # the send policy deferred or suppressed an attempt before it was sent
 
 
 class AttemptView(Frozen):

@@ -79,6 +79,12 @@ class PolicyRules(Frozen):
     quiet_hours: QuietHours | None = None
     # Zone for quiet hours when neither the intent nor the number tells one (e-mail, unknown ranges).
     default_time_zone: str | None = None
+    # Which categories each kind of suppression evidence stops (opt_out: Twilio 21610; hard_bounce
+    # and complaint: the ESP's events). By default every category: the recipient asked for none,
+    # or the address cannot receive.
+    suppression_applies_to: dict[str, list[Category]] = Field(
+        default_factory=lambda: {cause: list(Category) for cause in ("opt_out", "hard_bounce", "complaint")}
+    )
     # Minimum gap between two submits to one recipient on one channel, across intents and workers
     # (enforced in the submit transaction, so racing workers cannot both pass). 0: off.
     cooldown_seconds: dict[str, int] = Field(default_factory=dict)
@@ -104,6 +110,9 @@ class PolicyRules(Frozen):
         if missing:
             raise ValueError(f"categories: rules for every category are required (missing {sorted(c.value for c in missing)})")
         return self
+
+    def suppressing_causes(self, category: Category) -> list[str]:
+        return sorted(cause for cause, categories in self.suppression_applies_to.items() if category in categories)
 
     def cooldown(self, channel: str) -> timedelta:
         return timedelta(seconds=self.cooldown_seconds.get(channel, 0))

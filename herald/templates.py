@@ -41,6 +41,8 @@ _FIELD_PREFIX = "# field "
 _CHANNEL_PREFIX = "# channel:"
 _SUBJECT_PREFIX = "# subject:"
 _SEGMENTS_PREFIX = "# segments:"
+_CATEGORY_PREFIX = "# category:"
+CATEGORIES = ("transactional", "account", "marketing")
 LATEST = "latest"
 PUBLISHED_FILE = "published.json"
 # Provider limit territory: Twilio accepts up to 1,600 characters per message body.
@@ -75,6 +77,9 @@ class Template:
     field_specs: tuple[FieldSpec, ...] = ()
     segment_limit: int | None = None  # SMS only
     contract: type[BaseModel] | None = None
+    # What the message is for (herald.send_policy.Category): consent, quiet hours and suppression
+    # are decided per category. A template without the line is transactional.
+    category: str = "transactional"
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ class Rendered:
     body: str
     subject: str | None = None
     segments: SegmentCount | None = None  # SMS only
+    category: str = "transactional"
 
 
 def _root() -> Any:
@@ -149,6 +155,9 @@ def parse_template(template_id: str, version: int, text: str) -> Template:
     segments = _header(lines, _SEGMENTS_PREFIX)
     if segments is not None and (channel != "sms" or not segments.isdigit() or int(segments) < 1):
         raise TemplateError("template_id", f"{where}: '# segments:' is a whole number of at least 1, for SMS only")
+    category = _header(lines, _CATEGORY_PREFIX) or "transactional"
+    if category not in CATEGORIES:
+        raise TemplateError("template_id", f"{where}: '# category:' is one of {', '.join(CATEGORIES)}")
     body = "\n".join(line for line in lines if not line.startswith("#")).strip()
     names = frozenset(spec.name for spec in specs)
     placeholders = _placeholders(body) | (_placeholders(subject) if subject else set())
@@ -164,6 +173,7 @@ def parse_template(template_id: str, version: int, text: str) -> Template:
         field_specs=specs,
         segment_limit=(int(segments) if segments else DEFAULT_SEGMENT_LIMIT) if channel == "sms" else None,
         contract=contract_model(f"{template_id}_v{version}", list(specs)),
+        category=category,
     )
 
 
@@ -208,11 +218,11 @@ def render_message(template_id: str, version: int, data: dict[str, str | int], *
                 "render_data",
                 f"renders to {segments.describe()}; {template_id} v{version} allows at most {template.segment_limit}",
             )
-        return Rendered(body=body, segments=segments)
+        return Rendered(body=body, segments=segments, category=template.category)
     subject = template.subject.substitute(values)
     if len(subject) > MAX_SUBJECT_CHARS or "\n" in subject or "\r" in subject:
         raise TemplateError("render_data", f"rendered subject must be one line of at most {MAX_SUBJECT_CHARS} characters")
-    return Rendered(body=body, subject=subject)
+    return Rendered(body=body, subject=subject, category=template.category)
 
 
 def available_templates() -> dict[str, list[int]]:

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from herald.evidence import next_state, observe_across
     from herald.intent import Intent, destination_fingerprint
-    from herald.ledger.records import IntentRecorded
+    from herald.ledger.records import IntentRecorded, LedgerBatch
     from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
     # Facts recorded before adapters classified failures at the edge carry no classification; they
@@ -98,6 +98,25 @@ class IntentRecord:
         self.ledger.add_attempt(number, attempt.ref, attempt.started_at)
         self.transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
         return attempt
+
+    def withdraw_attempt(self, attempt: AttemptRecord, rows: LedgerBatch) -> bool:
+        """The send policy held a prepared attempt before anything was written or sent: undo its
+        preparation (the intent is pending again, the number is free). False, and nothing undone,
+        when something moved the intent meanwhile (a late report), so the seq cannot be given back."""
+        prepared = rows.transitions[-1] if rows.transitions else None
+        if (
+            self.attempts[-1] is not attempt
+            or self.state is not IntentState.SUBMITTING
+            or prepared is None
+            or prepared.to_state is not IntentState.SUBMITTING
+            or self.ledger.next_transition_seq != prepared.seq + 1
+        ):
+            return False
+        self.attempts.pop()
+        self.transitions.pop()
+        self.state = prepared.from_state
+        self.ledger.withdraw(rows, attempt.ref, prepared.seq)
+        return True
 
     def message_id_to_reuse(self) -> str | None:
         """E-mail: the Message-ID a new attempt must carry. After the evidence-window rule presumed

@@ -128,6 +128,19 @@ class LedgerBuffer:
         self.observations = [*batch.observations, *self.observations]
         self.outcomes = [*batch.receipt_outcomes, *self.outcomes]
 
+    def withdraw(self, batch: LedgerBatch, attempt_ref: str, transition_seq: int) -> None:
+        """Put back a batch the send policy held (none of it was written), without the held
+        attempt's own row and its "prepared" transition, whose number is given back."""
+        self.requeue(
+            batch.model_copy(
+                update={
+                    "attempts": [row for row in batch.attempts if row.attempt_ref != attempt_ref],
+                    "transitions": [row for row in batch.transitions if row.seq != transition_seq],
+                }
+            )
+        )
+        self.next_transition_seq = transition_seq
+
     def continue_after(self, recorded: IntentRecorded) -> None:
         """The ledger already holds this key from an earlier run: drop this run's unwritten rows
         (none was written) and number new rows after that run's."""

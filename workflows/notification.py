@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         retry_delay,
     )
     from herald.evidence import may_dispatch
+    from herald.send_policy import Decision, PolicyDecision
     from herald.ledger.records import LedgerBatch
     from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
     from herald.outcomes import SubmitOutcome, Unknown
@@ -164,6 +165,9 @@ class NotificationWorkflow:
                 self._record.observe_fact(attempt, Source.SUBMIT, ObservationKind.NOT_SENT, True, step.not_sent)
                 self._close_if(closing)
                 return
+        if step.held is not None:
+            await self._held_by_policy(attempt, rows, step.held)
+            return
         if step.recorded is not None and step.outcome is None:
             self._record.suppress(step.recorded)
             return
@@ -190,9 +194,36 @@ class NotificationWorkflow:
             self._record.ledger.requeue(rows)
             reason = f"submit activity did not finish: {provider_calls.activity_failure(error)}"
             return SubmitStep(outcome=SubmitOutcome(result=Unknown(reason=reason)))
-        if step.not_sent is None and rows.record is not None:
+        if step.not_sent is None and step.held is None and rows.record is not None:
             self._record.ledger.intent_recorded = True
         return step
+
+    async def _held_by_policy(self, attempt: AttemptRecord, rows: LedgerBatch, decision: PolicyDecision) -> None:
+        """The send policy held the attempt before anything was written or sent: suppress for good,
+        or wait (pending, on a durable timer) until the named time and let dispatch evaluate again."""
+        if not self._record.withdraw_attempt(attempt, rows):
+            # A late report moved the intent while the submit ran: keep the attempt, never sent.
+            self._record.ledger.requeue(rows)
+            attempt.submit_result = SubmitResult.NOT_SENT
+            self._record.observe_fact(attempt, Source.POLICY, ObservationKind.DEFERRED, True, decision.reason)
+            self._record.settle(decision.reason, Source.POLICY, attempt=attempt.number)
+            return
+        if decision.decision is Decision.SUPPRESS:
+            self._record.ledger.add_observation(None, Source.POLICY, ObservationKind.POLICY_SUPPRESSED, True, decision.reason)
+            self._record.transition(IntentState.SUPPRESSED, f"{decision.rule}: {decision.reason}", Source.POLICY, closes=True)
+            self._record.closed_by = f"policy:{decision.rule}"
+            return
+        not_before = decision.not_before or workflow.now() + timedelta(minutes=1)
+        self._record.ledger.add_observation(
+            None, Source.POLICY, ObservationKind.DEFERRED, True, f"{decision.rule} (policy v{decision.version}): {decision.reason}"
+        )
+        while workflow.now() < not_before and self._state is IntentState.PENDING:
+            await self._wait_until(not_before, None)
+            closing = self._closing() if self._state is IntentState.PENDING else None
+            if closing is not None:
+                # Both reasons: the clock that closed it, and the policy that held it until then.
+                both = f"{closing.reason}; held by policy v{decision.version} ({decision.rule}): {decision.reason}"
+                self._record.close(closing.state, both, closing.source)
 
     async def _recipient_cooldown_passed(self) -> bool:
         """Defer (never drop) while another intent's attempt to this recipient is too recent.

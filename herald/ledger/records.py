@@ -19,6 +19,9 @@ class AttemptRow(Frozen):
     provider: str | None = None
     # Which account and sender, or relay, it went through (set with the provider).
     route: str | None = None
+    # The send-policy version and decision that admitted it, in the same transaction.
+    policy_version: int | None = None
+    policy_decision: str | None = None
 
 
 class TransitionRow(Frozen):
@@ -81,6 +84,12 @@ class LedgerBatch(Frozen):
             row.model_copy(update={"provider": provider, "route": route}) if row.attempt_ref == attempt_ref else row
             for row in self.attempts
         ]
+        return self.model_copy(update={"attempts": attempts})
+
+    def admitted(self, attempt_ref: str, policy_version: int, decision: str) -> LedgerBatch:
+        """This batch with the named attempt's row stamped with the policy decision that admitted it."""
+        update = {"policy_version": policy_version, "policy_decision": decision}
+        attempts = [row.model_copy(update=update) if row.attempt_ref == attempt_ref else row for row in self.attempts]
         return self.model_copy(update={"attempts": attempts})
 
     def merged_with(self, later: LedgerBatch) -> LedgerBatch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald.intent import Intent
 from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
 from herald.lifecycle import IntentState, ObservationKind
+from herald.send_policy import Decision, PolicyDecision
 
 
 def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 5.0) -> AsyncConnectionPool:
@@ -33,7 +35,26 @@ def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: f
     )
 
 
-async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout: float | None = None) -> IntentRecorded | None:
+class NotAdmitted(Exception):
+    """The send policy deferred or suppressed the attempt: the transaction was rolled back, so
+    nothing of the batch was written and the provider must not be called."""
+
+    def __init__(self, decision: PolicyDecision) -> None:
+        self.decision = decision
+        super().__init__(decision.reason)
+
+
+# Decides, inside the submit's transaction, whether the attempt may go (policy and cooldown claim).
+Admission = Callable[[Any], Awaitable[PolicyDecision]]
+
+
+async def write_batch(
+    pool: AsyncConnectionPool,
+    batch: LedgerBatch,
+    *,
+    timeout: float | None = None,
+    admit: tuple[str, Admission] | None = None,
+) -> IntentRecorded | None:
     """Write one batch of workflow rows in one transaction; a repeated batch inserts nothing new.
 
     With ``batch.record``, the intent row is inserted first (a no-op when it exists) and what the
@@ -41,6 +62,10 @@ async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout:
     retention forgot an earlier run of this key, the ledger did not), nothing else is written:
     the caller's sequence numbers would collide with that run's rows. ``timeout`` bounds the
     wait for a connection (the pool's own timeout otherwise).
+
+    With ``admit`` (an attempt reference and its admission), the send policy is evaluated in the
+    same transaction before any row is written: allowed, the attempt row records the version and
+    decision; deferred or suppressed, everything rolls back and ``NotAdmitted`` is raised.
     """
     if batch.is_empty():
         return None
@@ -51,11 +76,22 @@ async def write_batch(pool: AsyncConnectionPool, batch: LedgerBatch, *, timeout:
                 recorded = await _record_intent(cursor, batch.record.intent, batch.record.run_id)
                 if recorded.first_run_id != batch.record.run_id:
                     return recorded
+            if admit is not None:
+                attempt_ref, admission = admit
+                decision = await admission(cursor)
+                if decision.decision is not Decision.ALLOW:
+                    raise NotAdmitted(decision)  # leaves the transaction: nothing is written
+                batch = batch.admitted(attempt_ref, decision.version, decision.decision.value)
             if batch.attempts:
                 await cursor.executemany(
-                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route)
-                       VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                    [(a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route) for a in batch.attempts],
+                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
+                           policy_version, policy_decision)
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [
+                        (a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route,
+                         a.policy_version, a.policy_decision)
+                        for a in batch.attempts
+                    ],  # fmt: skip
                 )
             if batch.transitions:
                 await cursor.executemany(
@@ -80,8 +116,8 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
                created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size,
-               encoding, segments)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               encoding, segments, category)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT DO NOTHING
            RETURNING workflow_id""",
         (
@@ -103,6 +139,7 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
             intent.attachment.size_bytes if intent.attachment else None,
             intent.encoding.value if intent.encoding else None,
             intent.segments,
+            intent.category.value,
         ),
     )
     created = await cursor.fetchone() is not None

@@ -64,6 +64,8 @@ def test_shipped_templates_are_discovered() -> None:
     """The template catalogue lists every shipped template and version (so the per-version tests are not vacuous)."""
     assert available_templates() == {
         "class_opening": [1],
+        "class_promotion": [1],
+        "class_reminder": [1],
         "monthly_report": [1],
         "order_receipt": [1],
         "order_receipt_email": [1],

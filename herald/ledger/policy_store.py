@@ -1,0 +1,146 @@
+"""The send policy's tables: published versions, consent evidence, suppression and its lifts, and
+the strict recipient cooldown claimed in the submit transaction (migration 009)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from herald.send_policy import Category, PolicyRules
+
+
+def recipient_fingerprint(recipient: str) -> str:
+    """SHA-256 hex of a recipient: how policy tables name a person without naming them."""
+    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()
+
+
+async def publish_policy(
+    pool: AsyncConnectionPool, rules: PolicyRules, *, effective_from: datetime, owner: str, note: str
+) -> int:
+    """Add the next version; returns its number. Earlier versions never change."""
+    async with pool.connection() as conn, conn.transaction():
+        # One publisher at a time, so two publishes cannot take the same number.
+        await conn.execute("LOCK TABLE policy_versions IN SHARE ROW EXCLUSIVE MODE")
+        cursor = await conn.execute(
+            """INSERT INTO policy_versions (version, effective_from, owner, note, rules)
+               SELECT coalesce(max(version), 0) + 1, %s, %s, %s, %s FROM policy_versions
+               RETURNING version""",
+            (effective_from, owner, note, Jsonb(rules.model_dump(mode="json", exclude_defaults=True))),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def policy_versions(pool: AsyncConnectionPool) -> list[dict[str, Any]]:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(
+            "SELECT version, effective_from, owner, note, published_at FROM policy_versions ORDER BY version"
+        )
+        return await cursor.fetchall()
+
+
+async def policy_version(pool: AsyncConnectionPool, version: int) -> dict[str, Any] | None:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute("SELECT * FROM policy_versions WHERE version = %s", (version,))
+        return await cursor.fetchone()
+
+
+async def policy_in_force(conn: AsyncConnection, at: datetime) -> tuple[int, PolicyRules]:
+    """The version in force at `at`: the latest effective_from at or before it (version 1, the
+    built-in defaults, is in force from the beginning of time)."""
+    cursor = await conn.execute(
+        """SELECT version, rules FROM policy_versions WHERE effective_from <= %s
+           ORDER BY effective_from DESC, version DESC LIMIT 1""",
+        (at,),
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        raise LookupError("no send-policy version is in force (migration 009 publishes version 1)")
+    return int(row[0]), PolicyRules.model_validate(row[1])
+
+
+async def recipient_standing(
+    conn: AsyncConnection, *, fingerprint: str, channel: str, category: Category, causes: list[str], workflow_id: str
+) -> tuple[bool, str | None, datetime | None]:
+    """(consent recorded for the category, why suppressed or None, another intent's last submit to
+    this recipient on this channel)."""
+    cursor = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM consent_evidence WHERE recipient_fingerprint = %s AND category = %s)",
+        (fingerprint, category.value),
+    )
+    consent = bool((await cursor.fetchone())[0])  # type: ignore[index]
+    cursor = await conn.execute(
+        """SELECT e.cause, e.detail, e.seen_at FROM suppression_evidence e
+            WHERE e.recipient_fingerprint = %s AND e.channel = %s AND e.cause = ANY(%s)
+              AND e.seen_at > coalesce((SELECT max(l.lifted_at) FROM suppression_lifts l
+                                         WHERE l.recipient_fingerprint = %s AND l.channel = %s), '-infinity')
+            ORDER BY e.seen_at DESC LIMIT 1""",
+        (fingerprint, channel, causes, fingerprint, channel),
+    )
+    row = await cursor.fetchone()
+    suppressed = f"{row[0]} ({row[1]}) at {row[2].isoformat()}" if row else None
+    cursor = await conn.execute(
+        """SELECT last_submit_at FROM recipient_cooldowns
+            WHERE recipient_fingerprint = %s AND channel = %s AND workflow_id <> %s""",
+        (fingerprint, channel, workflow_id),
+    )
+    last = await cursor.fetchone()
+    return consent, suppressed, last[0] if last else None
+
+
+async def claim_cooldown(
+    cursor: Any, *, fingerprint: str, channel: str, workflow_id: str, cooldown: timedelta, at: datetime
+) -> datetime | None:
+    """Claim the recipient for a submit now, inside the submit's transaction.
+
+    Returns None when claimed, or the instant the cooldown ends when another intent submitted to
+    this recipient too recently. The row lock orders racing workers: the second waits for the
+    first to commit, then sees its claim and is refused. An intent's own earlier attempts do not
+    count (the cooldown is across intents).
+    """
+    await cursor.execute(
+        """INSERT INTO recipient_cooldowns (recipient_fingerprint, channel, last_submit_at, workflow_id)
+           VALUES (%s, %s, %s, %s)
+           ON CONFLICT (recipient_fingerprint, channel) DO UPDATE
+               SET last_submit_at = EXCLUDED.last_submit_at, workflow_id = EXCLUDED.workflow_id
+             WHERE recipient_cooldowns.last_submit_at <= EXCLUDED.last_submit_at - %s
+                OR recipient_cooldowns.workflow_id = EXCLUDED.workflow_id
+           RETURNING last_submit_at""",
+        (fingerprint, channel, at, workflow_id, cooldown),
+    )
+    if await cursor.fetchone() is not None:
+        return None
+    await cursor.execute(
+        "SELECT last_submit_at + %s FROM recipient_cooldowns WHERE recipient_fingerprint = %s AND channel = %s",
+        (cooldown, fingerprint, channel),
+    )
+    row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def grant_consent(pool: AsyncConnectionPool, *, fingerprint: str, category: Category, source: str, granted_at: datetime) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(
+            """INSERT INTO consent_evidence (recipient_fingerprint, category, source, granted_at)
+               VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+            (fingerprint, category.value, source, granted_at),
+        )
+
+
+async def lift_suppression(pool: AsyncConnectionPool, *, fingerprint: str, channel: str, operator: str, reason: str) -> datetime:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            """INSERT INTO suppression_lifts (recipient_fingerprint, channel, operator, reason)
+               VALUES (%s, %s, %s, %s) RETURNING lifted_at""",
+            (fingerprint, channel, operator, reason),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return row[0]
