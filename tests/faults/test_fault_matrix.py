@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,26 +27,10 @@ from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.faults.invariants import check_invariants
+from tests.faults.workers import worker
 from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 90
-
-
-@contextmanager
-def worker(stack: LocalStack, name: str, **env: str):
-    """A worker subprocess, yielded once it polls its task queue (its log says so)."""
-    log = stack.log_dir / f"{name}.log"
-    start = log.stat().st_size if log.exists() else 0  # logs append: read only this run's lines
-    process = stack.start_worker(name, extra_env=env)
-    deadline = time.monotonic() + 30
-    try:
-        while "worker polling task queue" not in (log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""):
-            assert process.process.poll() is None, f"{name} exited: {stack.log_tail(name)}"
-            assert time.monotonic() < deadline, f"{name} did not start polling: {stack.log_tail(name)}"
-            time.sleep(0.05)
-        yield process
-    finally:
-        process.stop()
 
 
 async def _final(herald: HeraldClient, key: str):
