@@ -35,6 +35,16 @@ class LedgerReport(Frozen):
     presumed_then_seen: int = 0
     duplicates_sent: int = 0
     duplicates_by_cause: dict[str, int] = {}
+    # Queue age, apart from delivery latency: how long attempts waited for the route (prepared by
+    # the workflow -> taken by the submit activity: the Temporal server's rate limit and worker
+    # slots), and how long intents were held by the send policy (cooldown, quiet hours) before
+    # their first attempt.
+    route_wait_p50_ms: float | None = None
+    route_wait_p95_ms: float | None = None
+    route_wait_max_ms: float | None = None
+    policy_held: int = 0
+    policy_hold_p50_ms: float | None = None
+    policy_hold_max_ms: float | None = None
 
     def render(self) -> str:
         def ms(value: float | None) -> str:
@@ -53,6 +63,10 @@ class LedgerReport(Frozen):
                 f"duplicate-key conflicts {self.key_conflicts}",
                 f"inbox rows {self.inbox_rows}   undecided {self.inbox_undecided}   oldest undecided "
                 f"{self.inbox_oldest_undecided or '-'}",
+                f"queue age, route (attempt prepared -> submitted)   p50 {ms(self.route_wait_p50_ms)}   "
+                f"p95 {ms(self.route_wait_p95_ms)}   oldest {ms(self.route_wait_max_ms)}",
+                f"held by the send policy   intents {self.policy_held}   p50 {ms(self.policy_hold_p50_ms)}   "
+                f"longest {ms(self.policy_hold_max_ms)}",
                 f"duplicates sent {self.duplicates_sent}"
                 + "".join(f"   {cause} {count}" for cause, count in sorted(self.duplicates_by_cause.items()))
                 + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})",
@@ -96,6 +110,24 @@ SELECT
     (SELECT count(*) FROM presumed_not_accepted_then_seen)
 """
 
+_QUEUE_SQL = """
+WITH route AS (
+    SELECT extract(epoch FROM a.recorded_at - a.prepared_at) * 1000 AS ms
+      FROM attempts a WHERE a.provider IS NOT NULL),
+held AS (
+    SELECT extract(epoch FROM min(a.prepared_at) - i.created_at) * 1000 AS ms
+      FROM intents i JOIN attempts a ON a.workflow_id = i.workflow_id
+     WHERE EXISTS (SELECT 1 FROM observations o WHERE o.workflow_id = i.workflow_id
+                     AND o.source = 'policy' AND o.kind = 'deferred')
+     GROUP BY i.workflow_id, i.created_at)
+SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM route),
+       (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FROM route),
+       (SELECT max(ms) FROM route),
+       (SELECT count(*) FROM held),
+       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM held),
+       (SELECT max(ms) FROM held)
+"""
+
 _DUPLICATES_SQL = """
 SELECT provider || '/' || cause, count(*) FROM duplicates_sent GROUP BY provider, cause ORDER BY 1
 """
@@ -107,6 +139,8 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
         row = await cursor.fetchone()
         cursor = await conn.execute(_DUPLICATES_SQL)
         duplicates = dict(await cursor.fetchall())
+        cursor = await conn.execute(_QUEUE_SQL)
+        r50, r95, rmax, held, h50, hmax = await cursor.fetchone()  # type: ignore[misc]
     (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
      inbox, undecided, inbox_age, oldest, presumed_then_seen) = row  # fmt: skip
 
@@ -132,4 +166,10 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
         presumed_then_seen=presumed_then_seen,
         duplicates_sent=sum(duplicates.values()),
         duplicates_by_cause=duplicates,
+        route_wait_p50_ms=r50,
+        route_wait_p95_ms=r95,
+        route_wait_max_ms=rmax,
+        policy_held=held,
+        policy_hold_p50_ms=h50,
+        policy_hold_max_ms=hmax,
     )
