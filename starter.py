@@ -180,7 +180,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
         from herald.ledger.store import open_pool
 
         async with open_pool(settings.database_url.get_secret_value(), max_size=2) as pool:
-            rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool))
+            rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool)
     print(summary(rows))
     print(f"refused input, as a caller sees it: {refused_input_example()}")
     return 0

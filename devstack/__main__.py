@@ -45,6 +45,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
             f"http://{config.emulator.host}:{config.emulator.port}",
             esp_url=f"http://{config.esp.host}:{config.esp.admin_port}",
             artifacts=PostgresArtifactStore(pool),
+            ledger=pool,
         )
         elapsed = time.monotonic() - started
         report = await ledger_report(pool)

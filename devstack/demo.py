@@ -9,6 +9,7 @@ Temporal.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,11 +17,15 @@ from typing import Any
 
 import httpx
 
+from psycopg_pool import AsyncConnectionPool
+
 from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
 from herald.intent import Channel
+from herald.ledger.policy_store import policy_in_force, publish_policy
 from herald.lifecycle import IntentState
+from herald.send_policy import PolicyRules
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
 SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
@@ -86,6 +91,10 @@ class DemoRow:
     closed_by: str | None = None
     # A report e-mail: whether the attachment the relay received hashes to the stored artifact.
     attachment_verified: bool | None = None
+    # What the send policy did to it (deferred until ..., suppressed by ...), from the ledger.
+    policy_note: str = ""
+    # Set where two rows share a recipient: their messages at the emulator are told apart by body.
+    content_sha256: str | None = None
 
 
 async def play(
@@ -94,6 +103,7 @@ async def play(
     *,
     esp_url: str | None = None,
     artifacts: ArtifactStore | None = None,
+    ledger: AsyncConnectionPool | None = None,
     timeout: float = 120.0,
 ) -> list[DemoRow]:
     """Send the scenario's intents (and, with a relay, its notices and report e-mail) concurrently
@@ -151,12 +161,61 @@ async def play(
                     if row.template == "monthly_report.v1":
                         hashes = [a["sha256"] for message in listed for a in message["attachments"]]
                         row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
+        policy_rows = await _send_policy_cases(herald, ledger, run_tag) if ledger is not None else []
+        rows += policy_rows
         await _settle(herald, rows, timeout)
+        if ledger is not None:
+            await _policy_notes(ledger, policy_rows)
         for row in rows:
             listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
+            if row.content_sha256 is not None:
+                listed = [m for m in listed if hashlib.sha256(m["body"].encode()).hexdigest() == row.content_sha256]
             row.messages_at_provider = len(listed)
             row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
     return rows + email_rows
+
+
+# The demo's send policy: a 3 s recipient cooldown on SMS, so two intents to one number show a
+# deferral. Published once into the local stack's ledger (owner "demo"), never in production.
+DEMO_RULES = PolicyRules(cooldown_seconds={"sms": 3})
+_CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}
+
+
+async def _send_policy_cases(herald: HeraldClient, ledger: AsyncConnectionPool, run_tag: str) -> list[DemoRow]:
+    """Two reminders to one member (the second waits out the cooldown) and a promotion to a member
+    who never agreed to marketing (suppressed, naming the rule)."""
+    async with ledger.connection() as conn:
+        _, in_force = await policy_in_force(conn, datetime.now(UTC))
+    if in_force != DEMO_RULES:
+        await publish_policy(ledger, DEMO_RULES, effective_from=datetime.now(UTC), owner="demo",
+                             note="make run: a 3 s SMS recipient cooldown, to show a deferral")  # fmt: skip
+    member = "+1555" + f"{secrets.randbelow(10**7):07d}"
+    rows = []
+    for n, class_name in enumerate(["Spin 18:00", "Yoga 19:30"]):
+        key = f"class_reminder:c9081_{run_tag}_{n}"
+        receipt = await herald.send({"business_key": key, "recipient": member, "template_id": "class_reminder",
+                                     "template_version": 1, "render_data": {**_CLASS, "class_name": class_name}})  # fmt: skip
+        row = DemoRow(key, "class_reminder.v1", None, "two reminders to one member: one waits out the cooldown", member)
+        row.content_sha256 = receipt.content_sha256
+        rows.append(row)
+    stranger = "+1555" + f"{secrets.randbelow(10**7):07d}"
+    key = f"class_promotion:c9081_{run_tag}"
+    await herald.send({"business_key": key, "recipient": stranger, "template_id": "class_promotion",
+                       "template_version": 1, "render_data": _CLASS})  # fmt: skip
+    rows.append(DemoRow(key, "class_promotion.v1", None, "marketing without consent: suppressed", stranger))
+    return rows
+
+
+async def _policy_notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
+    async with ledger.connection() as conn:
+        for row in rows:
+            cursor = await conn.execute(
+                """SELECT kind, reason FROM observations WHERE workflow_id = %s AND source = 'policy' ORDER BY seq LIMIT 1""",
+                (f"{row.key}/{row.channel.value}",),
+            )
+            found = await cursor.fetchone()
+            if found is not None:
+                row.policy_note = f"  {found[0]}: {found[1]}"
 
 
 async def _settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
@@ -198,7 +257,7 @@ def summary(rows: list[DemoRow]) -> str:
         attachment = {None: "", True: "  attachment sha256 verified", False: "  ATTACHMENT MISMATCH"}[r.attachment_verified]
         lines.append(
             f"{r.key:<40} {r.channel.value:<5} {r.template:<22} {r.fault or '-':<24} "
-            f"{r.state.value if r.state else '?':<18} {r.attempts:>3} {r.messages_at_provider:>4}{attachment}"
+            f"{r.state.value if r.state else '?':<18} {r.attempts:>3} {r.messages_at_provider:>4}{attachment}{r.policy_note}"
         )
     total = len(rows)
     sms = [r for r in rows if r.channel is Channel.SMS]
