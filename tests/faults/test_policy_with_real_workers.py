@@ -105,6 +105,32 @@ async def test_marketing_is_sent_only_with_consent_evidence(
     assert len(await fault_emulator.messages(to)) == 1
 
 
+async def test_an_intent_whose_expiry_comes_during_a_deferral_closes_expired_with_both_reasons(
+    fault_stack, fault_herald: HeraldClient, fault_emulator: Emulator, fault_pool: AsyncConnectionPool
+) -> None:
+    """Deferral never loses an intent: held by a 60 s cooldown, an intent that lapses in 3 s closes
+    `expired`, naming its expiry and the policy that held it; it was never sent."""
+    await publish_policy(fault_pool, PolicyRules(cooldown_seconds={"sms": 60}), effective_from=datetime.now(UTC),
+                         owner="tests", note="long cooldown")  # fmt: skip
+    to = fresh_recipient()
+    try:
+        with worker(fault_stack, "worker-policy"):
+            first = fresh_key()
+            await fault_herald.send(receipt_request(first, to))
+            assert (await _final(fault_herald, first)).state is IntentState.DELIVERED
+            lapsing = fresh_key("class_opening")
+            expires_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+            await fault_herald.send(receipt_request(lapsing, to, template_id="class_opening", template_version=1,
+                                                    render_data={**CLASS, "hold_minutes": 15}, expires_at=expires_at))  # fmt: skip
+            final = await _final(fault_herald, lapsing)
+    finally:
+        await publish_policy(fault_pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
+    assert final.state is IntentState.EXPIRED and final.attempts == []
+    reason = final.transitions[-1].reason
+    assert "held by policy v" in reason and "(cooldown)" in reason and "recipient cooldown until" in reason
+    assert len(await fault_emulator.messages(to)) == 1
+
+
 async def test_cooldown_is_strict_across_two_workers_and_each_attempt_records_its_version(
     fault_stack, fault_herald: HeraldClient, fault_emulator: Emulator, fault_pool: AsyncConnectionPool
 ) -> None:
