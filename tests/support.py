@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -127,3 +130,21 @@ def receipt_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:
         "render_data": {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"},
         **overrides,
     }
+
+
+@asynccontextmanager
+async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[Any]:
+    """Workers on their own task queue whose e-mail relay posts no delivery events; yields their client."""
+    from activities.ledger import LedgerActivities
+    from activities.provider import ProviderActivities
+    from herald.client import HeraldClient
+    from herald.intent import Channel
+    from herald.providers.smtp import SmtpAdapter
+    from worker import build_submit_worker, build_worker, smtp_config
+
+    task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"
+    plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
+    config = smtp_config(settings.email).model_copy(update={"delivery_events": False})
+    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
+    async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+        yield HeraldClient(temporal, task_queue, policy=TEST_POLICY)

@@ -11,23 +11,18 @@ import base64
 import secrets
 from typing import Any
 
-import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from activities.ledger import LedgerActivities
-from activities.provider import ProviderActivities
 from herald.artifacts import ArtifactRef, PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus, attempt_ref
 from herald.intent import Channel
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
-from herald.providers.smtp import SmtpAdapter
 from herald.notice_view import render_notice
-from tests.support import ORDER_DATA, TEST_POLICY, Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient
-from worker import build_submit_worker, build_worker, smtp_config
+from tests.support import ORDER_DATA, Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient, plain_relay
 
 WAIT = 90
 
@@ -192,14 +187,9 @@ async def test_a_relay_without_events_ends_relayed_never_delivered(
 ) -> None:
     """Configured as a plain relay (no event webhook), an accepted message ends `relayed`: the one
     thing known is that the relay took it."""
-    task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"
-    plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
-    config = smtp_config(settings.email).model_copy(update={"delivery_events": False})
-    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
-    herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "no_events")
-    async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+    async with plain_relay(temporal, settings, pool) as herald:
         await herald.send(email_request(key, to))
         final = await _final(herald, key)
     assert final.state is IntentState.RELAYED

@@ -6,6 +6,7 @@ import asyncio
 import secrets
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -74,32 +75,40 @@ async def _submit_rate_limit(temporal: Client, task_queue: str) -> tuple[float, 
     return response.effective_rate_limit.requests_per_second, response.effective_rate_limit.rate_limit_source
 
 
-async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
-    temporal: Client, settings: Any, pool: AsyncConnectionPool, receipt_server: str, limited_emulator: str
-) -> None:
-    """30 intents offered at once to a provider limited to 10/s are all accepted without one 429, at the configured pace."""
-    pace = PACE
-    task_queue = f"herald-rate-limit-{secrets.token_hex(4)}"
+@asynccontextmanager
+async def _route_paced_at(
+    pace: float, temporal: Client, settings: Any, pool: AsyncConnectionPool, emulator_url: str
+) -> AsyncIterator[tuple[HeraldClient, str]]:
+    """Workers on a fresh task queue whose submits the server paces at `pace`, sending to `emulator_url`."""
+    task_queue = f"herald-route-{secrets.token_hex(4)}"
     limited = settings.model_copy(
         update={
             "temporal": settings.temporal.model_copy(update={"task_queue": task_queue}),
-            "twilio": settings.twilio.model_copy(update={"api_base": limited_emulator, "submit_rate_limit": pace}),
+            "twilio": settings.twilio.model_copy(update={"api_base": emulator_url, "submit_rate_limit": pace}),
         }
     )
     adapter = TwilioAdapter(twilio_config(limited.twilio))
     provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool)
-    herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
-    keys = [fresh_key() for _ in range(INTENTS)]
     try:
         async with (
             build_worker(temporal, limited, LedgerActivities(pool), provider),
             build_submit_worker(temporal, limited, provider),
         ):
-            await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
-            finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), WAIT)
-            rate, source = await _submit_rate_limit(temporal, submit_task_queue(task_queue))
+            yield HeraldClient(temporal, task_queue, policy=TEST_POLICY), task_queue
     finally:
         await adapter.aclose()
+
+
+async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, receipt_server: str, limited_emulator: str
+) -> None:
+    """30 intents offered at once to a provider limited to 10/s are all accepted without one 429, at the configured pace."""
+    pace = PACE
+    keys = [fresh_key() for _ in range(INTENTS)]
+    async with _route_paced_at(pace, temporal, settings, pool, limited_emulator) as (herald, task_queue):
+        await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
+        finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), WAIT)
+        rate, source = await _submit_rate_limit(temporal, submit_task_queue(task_queue))
     async with httpx.AsyncClient(base_url=limited_emulator, timeout=5.0) as admin:
         stats = (await admin.get("/_emulator/stats")).json()
         messages = (await admin.get("/_emulator/messages")).json()["messages"]
@@ -126,27 +135,11 @@ async def test_two_hundred_intents_at_the_route_limit_all_delivered_with_queue_a
     none dropped, at most 1 % of submits answered 429 (each retried after its Retry-After), all
     delivered, and the report gives the queue age apart from delivery latency."""
     intents = 200
-    task_queue = f"herald-route-limit-{secrets.token_hex(4)}"
-    limited = settings.model_copy(
-        update={
-            "temporal": settings.temporal.model_copy(update={"task_queue": task_queue}),
-            "twilio": settings.twilio.model_copy(update={"api_base": limited_emulator, "submit_rate_limit": LIMIT}),
-        }
-    )
-    adapter = TwilioAdapter(twilio_config(limited.twilio))
-    provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool)
-    herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
     keys = [fresh_key() for _ in range(intents)]
     before = await ledger_report(pool)
-    try:
-        async with (
-            build_worker(temporal, limited, LedgerActivities(pool), provider),
-            build_submit_worker(temporal, limited, provider),
-        ):
-            await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
-            finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), 90)
-    finally:
-        await adapter.aclose()
+    async with _route_paced_at(LIMIT, temporal, settings, pool, limited_emulator) as (herald, _):
+        await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
+        finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), 90)
     async with httpx.AsyncClient(base_url=limited_emulator, timeout=5.0) as admin:
         stats = (await admin.get("/_emulator/stats")).json()
     after = await ledger_report(pool)

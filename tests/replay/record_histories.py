@@ -25,13 +25,10 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from activities.ledger import LedgerActivities
-from activities.provider import ProviderActivities
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import Channel
 from herald.lifecycle import IntentState
-from herald.providers.smtp import SmtpAdapter
 from tests.support import (
     TEST_POLICY,
     Emulator,
@@ -40,9 +37,9 @@ from tests.support import (
     fresh_address,
     fresh_key,
     fresh_recipient,
+    plain_relay,
     receipt_request,
 )
-from worker import build_submit_worker, build_worker, smtp_config
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -198,14 +195,9 @@ async def test_record_every_email_path(
         await _save(herald, "email_report_with_attachment", key, receipt.run_id, Channel.EMAIL)
     if not _recorded("email_relayed_without_events"):
         # A plain relay: its own worker, configured without delivery events.
-        task_queue = f"herald-record-relay-{secrets.token_hex(4)}"
-        plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
-        config = smtp_config(settings.email).model_copy(update={"delivery_events": False})
-        provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
-        relay_herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
         key, to = fresh_key(), fresh_address()
         await esp.arm(to, "no_events")
-        async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+        async with plain_relay(temporal, settings, pool) as relay_herald:
             receipt = await relay_herald.send(email_request(key, to))
             await asyncio.wait_for(relay_herald.wait(key, Channel.EMAIL), 60)
         await _save(relay_herald, "email_relayed_without_events", key, receipt.run_id, Channel.EMAIL)
