@@ -45,16 +45,16 @@ class PolicyGate:
         self._at = at
 
     async def __call__(self, cursor: Any) -> PolicyDecision:
-        conn = cursor.connection
-        version, rules = await policy_store.policy_in_force(conn, self._at)
         fingerprint = policy_store.recipient_fingerprint(self._recipient)
-        consent, suppressed, last_submit = await policy_store.recipient_standing(
-            conn,
-            fingerprint=fingerprint,
-            channel=self._channel,
-            category=self._category,
-            causes=rules.suppressing_causes(self._category),
-            workflow_id=self._workflow_id,
+        found = await policy_store.standing(
+            cursor.connection, at=self._at, recipient=self._recipient, channel=self._channel,
+            category=self._category, workflow_id=self._workflow_id,
+        )  # fmt: skip
+        version, rules, last_submit = found.version, found.rules, found.last_submit
+        causes = rules.suppressing_causes(self._category)
+        suppressed = next(
+            (f"{cause} ({detail}) at {seen.isoformat()}" for cause, detail, seen in found.suppressions if cause in causes),
+            None,
         )
         region, zones = number_region_and_zones(self._recipient) if self._channel == "sms" else (None, [])
         if self._time_zone is not None:
@@ -67,7 +67,7 @@ class PolicyGate:
             category=self._category,
             region=region,
             time_zones=zones,
-            consent=consent,
+            consent=found.consent,
             suppressed_because=suppressed,
             cooldown_until=last_submit + cooldown if last_submit is not None and cooldown else None,
         )

@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from herald.outcomes import Frozen
 from herald.send_policy import Category, PolicyRules
 
 
@@ -66,33 +67,58 @@ async def policy_in_force(conn: AsyncConnection, at: datetime) -> tuple[int, Pol
     return int(row[0]), PolicyRules.model_validate(row[1])
 
 
-async def recipient_standing(
-    conn: AsyncConnection, *, fingerprint: str, channel: str, category: Category, causes: list[str], workflow_id: str
-) -> tuple[bool, str | None, datetime | None]:
-    """(consent recorded for the category, why suppressed or None, another intent's last submit to
-    this recipient on this channel)."""
-    cursor = await conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM consent_evidence WHERE recipient_fingerprint = %s AND category = %s)",
-        (fingerprint, category.value),
-    )
-    consent = bool((await cursor.fetchone())[0])  # type: ignore[index]
-    cursor = await conn.execute(
-        """SELECT e.cause, e.detail, e.seen_at FROM suppression_evidence e
-            WHERE e.recipient_fingerprint = %s AND e.channel = %s AND e.cause = ANY(%s)
-              AND e.seen_at > coalesce((SELECT max(l.lifted_at) FROM suppression_lifts l
-                                         WHERE l.recipient_fingerprint = %s AND l.channel = %s), '-infinity')
-            ORDER BY e.seen_at DESC LIMIT 1""",
-        (fingerprint, channel, causes, fingerprint, channel),
-    )
+class Standing(Frozen):
+    """Everything the policy gate reads, in one round trip (it runs inside every submit)."""
+
+    version: int
+    rules: PolicyRules
+    consent: bool
+    # Unlifted suppression evidence for the recipient and channel: (cause, detail, seen at), newest first.
+    suppressions: list[tuple[str, str, datetime]]
+    # Another intent's last submit to this recipient on this channel.
+    last_submit: datetime | None
+
+
+_STANDING_SQL = """
+WITH policy AS (
+    SELECT version, rules FROM policy_versions WHERE effective_from <= %(at)s
+     ORDER BY effective_from DESC, version DESC LIMIT 1),
+lifted AS (
+    SELECT coalesce(max(lifted_at), '-infinity') AS at FROM suppression_lifts
+     WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s)
+SELECT p.version, p.rules,
+       EXISTS (SELECT 1 FROM consent_evidence
+                WHERE recipient_fingerprint = %(fp)s AND category = %(category)s),
+       (SELECT coalesce(json_agg(json_build_array(e.cause, e.detail, e.seen_at) ORDER BY e.seen_at DESC), '[]')
+          FROM (SELECT * FROM suppression_evidence e, lifted
+                 WHERE e.recipient = %(recipient)s AND e.channel = %(channel)s AND e.seen_at > lifted.at
+                 ORDER BY e.seen_at DESC LIMIT 10) e),
+       (SELECT last_submit_at FROM recipient_cooldowns
+         WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s AND workflow_id <> %(workflow_id)s)
+  FROM policy p
+"""
+
+
+async def standing(
+    conn: AsyncConnection, *, at: datetime, recipient: str, channel: str, category: Category, workflow_id: str
+) -> Standing:
+    """The policy in force at `at` and the recipient's standing under it, in one statement."""
+    params = {
+        "at": at, "recipient": recipient, "fp": recipient_fingerprint(recipient), "channel": channel,
+        "category": category.value, "workflow_id": workflow_id,
+    }  # fmt: skip
+    cursor = await conn.execute(_STANDING_SQL, params)
     row = await cursor.fetchone()
-    suppressed = f"{row[0]} ({row[1]}) at {row[2].isoformat()}" if row else None
-    cursor = await conn.execute(
-        """SELECT last_submit_at FROM recipient_cooldowns
-            WHERE recipient_fingerprint = %s AND channel = %s AND workflow_id <> %s""",
-        (fingerprint, channel, workflow_id),
+    if row is None:
+        raise LookupError("no send-policy version is in force (migration 009 publishes version 1)")
+    version, rules, consent, suppressions, last_submit = row
+    return Standing(
+        version=version,
+        rules=PolicyRules.model_validate(rules),
+        consent=consent,
+        suppressions=[(cause, detail, datetime.fromisoformat(seen)) for cause, detail, seen in suppressions],
+        last_submit=last_submit,
     )
-    last = await cursor.fetchone()
-    return consent, suppressed, last[0] if last else None
 
 
 async def claim_cooldown(
