@@ -1,4 +1,4 @@
-"""Crash points for the fault-matrix tests: the worker SIGKILLs itself at a named point, once.
+"""Crash points for the fault-matrix tests: a worker or relay SIGKILLs itself at a named point, once.
 
 Unarmed unless HERALD_FAULT_POINT names a point; production never sets it. A marker
 file makes the crash happen once across restarts, so the restarted worker recovers.
@@ -17,6 +17,9 @@ class FaultPoint(str, Enum):
     BEFORE_PROVIDER_CALL = "before_provider_call"
     # The provider accepted; the activity never reports it.
     AFTER_PROVIDER_ACCEPTED = "after_provider_accepted"
+    # The outbox relay claimed a row and has not started its notice; or started it, not marked it.
+    OUTBOX_BEFORE_START = "outbox_before_start"
+    OUTBOX_AFTER_START = "outbox_after_start"
 
 
 class FaultPoints:

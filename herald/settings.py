@@ -96,6 +96,10 @@ class Settings(Frozen):
     receipts: ReceiptSettings = ReceiptSettings()
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
+    # The service database holding herald_outbox, for the outbox relay (and the report's backlog line).
+    outbox_database_url: SecretStr | None = None
+    # How long a relay holds the rows it claimed; a relay that dies hands them on after this.
+    outbox_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     state_dir: Path = REPO_ROOT / ".state"
     # Fault-matrix tests only: a crash point in the worker, and the marker file that makes it fire once.
     fault_point: FaultPoint | None = None
@@ -211,6 +215,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         email=email,
         receipts=receipts,
         database_url=_opt(env, "DATABASE_URL"),
+        outbox_database_url=_opt(env, "HERALD_OUTBOX_DATABASE_URL"),
+        outbox_lease_seconds=_seconds(env, "HERALD_OUTBOX_LEASE_SECONDS", 30.0, maximum=3600) or 30.0,
         state_dir=Path(env.get("HERALD_STATE_DIR", str(REPO_ROOT / ".state"))),
         fault_point=_opt(env, "HERALD_FAULT_POINT"),
         fault_point_marker=_opt(env, "HERALD_FAULT_POINT_MARKER"),

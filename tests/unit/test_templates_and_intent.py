@@ -63,6 +63,7 @@ def fields_of(error: InvalidIntent) -> list[str]:
 def test_shipped_templates_are_discovered() -> None:
     """The template catalogue lists every shipped template and version (so the per-version tests are not vacuous)."""
     assert available_templates() == {
+        "class_cancelled": [1],
         "class_opening": [1],
         "class_promotion": [1],
         "class_reminder": [1],
@@ -70,6 +71,7 @@ def test_shipped_templates_are_discovered() -> None:
         "order_receipt": [1],
         "order_receipt_email": [1],
         "seller_new_order": [1, 2],
+        "seller_order_cancelled": [1],
     }
 
 

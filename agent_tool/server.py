@@ -1,0 +1,82 @@
+"""The MCP server: two tools over stdio, each a thin door onto ``AgentTools``.
+
+Arguments are validated against the tools' schemas before a handler runs (an enum value outside
+the schema is an error the client sees); the handler's answer is structured (``Started`` or
+``Refused``), so an agent acts on fields, not on prose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from agent_tool.store import demo_store
+from agent_tool.tools import (
+    CALLERS,
+    AgentTools,
+    MemberActionField,
+    MemberId,
+    OccurrenceId,
+    OrderId,
+    SellerActionField,
+)
+from herald.client import HeraldClient
+from herald.settings import load_settings
+from herald.temporal_client import connect
+
+server = MCPServer(
+    "herald-notify",
+    instructions=(
+        "Start an approved notification about a marketplace order or a class booking. You choose the record "
+        "and the action; the recipient, the wording and the idempotency key come from the service's records. "
+        "Calling twice for the same record and action is safe: it is the same notification."
+    ),
+)
+_tools: AgentTools | None = None
+
+
+async def _agent_tools() -> AgentTools:
+    """Connect on first use: listing the tools needs no Temporal, calling one does."""
+    global _tools
+    if _tools is None:
+        settings = load_settings()
+        caller = CALLERS[os.environ.get("HERALD_AGENT_CALLER", "eu-marketplace-agent")]
+        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+        _tools = AgentTools(demo_store(), herald, caller)
+    return _tools
+
+
+@server.tool(
+    description=(
+        "Notify the seller of a marketplace order with an approved message: a new order to prepare, or a "
+        "cancellation. Returns the notification's business key and current state, or a refusal with a code "
+        "(unknown_order, not_authorised, action_not_allowed)."
+    )
+)
+async def notify_seller(order_id: OrderId, action: SellerActionField) -> dict[str, Any]:
+    answer = await (await _agent_tools()).notify_seller(order_id, action)
+    return answer.model_dump(mode="json")
+
+
+@server.tool(
+    description=(
+        "Notify a member about a class occurrence with an approved message: a seat opened for a waitlisted "
+        "member, or the class was cancelled for a booked member. Returns the notification's business key and "
+        "current state, or a refusal with a code (unknown_class, unknown_member, not_authorised, "
+        "action_not_allowed)."
+    )
+)
+async def notify_member(class_occurrence_id: OccurrenceId, member_id: MemberId, action: MemberActionField) -> dict[str, Any]:
+    answer = await (await _agent_tools()).notify_member(class_occurrence_id, member_id, action)
+    return answer.model_dump(mode="json")
+
+
+async def json_schema() -> str:
+    """The tools as JSON Schema (name, description, input schema) for agent frameworks other than MCP."""
+    tools = await server.list_tools()
+    return json.dumps(
+        [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools], indent=2
+    )

@@ -1,0 +1,64 @@
+"""The outbox relay process: ``python -m herald.outbox`` (``--apply-schema`` creates the table first).
+
+    HERALD_OUTBOX_DATABASE_URL   the service's database that holds herald_outbox (required)
+    HERALD_TEMPORAL_*            where intents are started (as for every Herald process)
+
+Run as many as you like against one outbox: rows are claimed with FOR UPDATE SKIP LOCKED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+
+from herald.client import HeraldClient
+from herald.fault_points import FaultPoints
+from herald.ledger.store import open_pool
+from herald.outbox import apply_schema
+from herald.outbox.relay import OutboxRelay
+from herald.settings import InvalidSetting, load_settings
+from herald.temporal_client import connect
+
+log = logging.getLogger("herald.outbox")
+
+
+async def serve(apply: bool) -> None:
+    settings = load_settings()
+    if settings.outbox_database_url is None:
+        raise SystemExit("HERALD_OUTBOX_DATABASE_URL: required (the service database that holds herald_outbox)")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with open_pool(settings.outbox_database_url.get_secret_value(), max_size=4) as pool:
+        if apply:
+            async with pool.connection() as conn:
+                await apply_schema(conn)
+        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+        relay = OutboxRelay(
+            pool,
+            herald,
+            lease=timedelta(seconds=settings.outbox_lease_seconds),
+            faults=FaultPoints(settings.fault_point, settings.fault_point_marker),
+        )
+        log.info("outbox relay polling herald_outbox; starting intents on %s", settings.temporal.task_queue)
+        await relay.run(stop)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m herald.outbox", description=__doc__.splitlines()[0])
+    parser.add_argument("--apply-schema", action="store_true", help="create herald_outbox in the service database first")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        asyncio.run(serve(args.apply_schema))
+    except InvalidSetting as error:
+        raise SystemExit(str(error)) from None
+
+
+if __name__ == "__main__":
+    main()
