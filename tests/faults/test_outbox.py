@@ -124,11 +124,11 @@ async def test_a_relay_killed_around_the_start_still_yields_exactly_one_intent(
         assert await _exit_of(dying) == -9
     assert await _row_state(service_pool, key) == "pending"
     with worker(fault_stack, "worker-outbox"), relay(fault_stack, service_db, "relay-recovery"):
-        final = await asyncio.wait_for(fault_herald.wait(key), WAIT)
-        for _ in range(100):
+        for _ in range(300):  # the dead relay's lease (2 s) must end before the row is due again
             if await _row_state(service_pool, key) == "relayed":
                 break
             await asyncio.sleep(0.1)
+        final = await asyncio.wait_for(fault_herald.wait(key), WAIT)
     assert final.state is IntentState.DELIVERED and len(final.attempts) == 1
     assert await _row_state(service_pool, key) == "relayed"
     assert await _intents_for(fault_pool, key) == 1
