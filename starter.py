@@ -195,6 +195,16 @@ async def cmd_report(args: argparse.Namespace) -> int:
         raise HeraldError("DATABASE_URL: required for the report (it is computed from the ledger)")
     async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
         print((await ledger_report(pool)).render())
+    if settings.outbox_database_url is not None:
+        import psycopg
+
+        from herald.outbox.relay import backlog, describe
+
+        try:
+            async with open_pool(settings.outbox_database_url.get_secret_value(), max_size=1, timeout=3) as outbox_pool:
+                print(describe(await backlog(outbox_pool)))
+        except (OSError, RuntimeError, psycopg.Error) as error:  # the service database is not reachable from here
+            print(f"outbox backlog: unknown ({type(error).__name__}: the outbox database did not answer)")
     return 0
 
 

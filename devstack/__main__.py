@@ -24,6 +24,7 @@ from devstack.stack import LocalStack
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
+from herald.outbox.relay import backlog, describe
 from herald.settings import load_settings
 from herald.temporal_client import connect
 
@@ -46,13 +47,17 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
             esp_url=f"http://{config.esp.host}:{config.esp.admin_port}",
             artifacts=PostgresArtifactStore(pool),
             ledger=pool,
+            outbox_url=config.outbox_database_url(stack.database_url),
+            agent_env=config.service_env(stack.database_url),
         )
         elapsed = time.monotonic() - started
         report = await ledger_report(pool)
+    async with open_pool(config.outbox_database_url(stack.database_url), max_size=1) as outbox_pool:
+        outbox_line = describe(await backlog(outbox_pool))
     return (
         f"{summary(rows)}\ndemo time: {elapsed:.1f}s\n"
         f"refused input, as a caller sees it: {refused_input_example()}\n\n"
-        f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}"
+        f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}\n{outbox_line}"
     )
 
 
@@ -82,6 +87,9 @@ def main() -> int:
         receipts = f"http://{config.receipts.host}:{config.receipts.port}"
         print(f"receipt server    {receipts}/twilio/status and {receipts}/sendgrid/events")
         stack.start_worker()
+        stack.create_service_database()
+        stack.start_outbox_relay()
+        print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")
         print(f"worker            task queue {config.temporal.task_queue}; logs in {stack.log_dir}")
         _write_env_file(stack)
         wait_for_port(config.temporal.host, config.temporal.ui_port, 30)

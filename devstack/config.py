@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from psycopg.conninfo import make_conninfo
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import Field
@@ -76,6 +77,12 @@ class EspDev(Frozen):
     signing_key_file: str = "esp-signing-key.pem"
 
 
+class OutboxDev(Frozen):
+    # A database beside Herald's ledger on the same server, standing in for a service's own
+    # database: it holds the demo's business rows and herald_outbox.
+    service_database: str = "herald_demo_service"
+
+
 class ReceiptsDev(Frozen):
     host: str = "127.0.0.1"
     port: int = 8235
@@ -94,6 +101,7 @@ class StackConfig(Frozen):
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
     esp: EspDev = EspDev()
+    outbox: OutboxDev = OutboxDev()
     receipts: ReceiptsDev = ReceiptsDev()
     adapter: AdapterDev = AdapterDev()
     demo_policy: DeliveryPolicy = DeliveryPolicy()
@@ -121,6 +129,10 @@ class StackConfig(Frozen):
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return public_key_text(key)
 
+    def outbox_database_url(self, database_url: str) -> str:
+        """The demo service's database: the ledger's server, another database name."""
+        return make_conninfo(database_url, dbname=self.outbox.service_database)
+
     def service_env(self, database_url: str) -> dict[str, str]:
         """The HERALD_* variables that point the worker and receipt server at this stack."""
         return {
@@ -147,6 +159,7 @@ class StackConfig(Frozen):
             "HERALD_SMTP_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
             "HERALD_SMTP_READ_TIMEOUT": str(self.adapter.read_timeout),
             "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY": self.esp_public_key(),
+            "HERALD_OUTBOX_DATABASE_URL": self.outbox_database_url(database_url),
         }
 
 

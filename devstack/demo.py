@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,9 +20,15 @@ import httpx
 
 from psycopg_pool import AsyncConnectionPool
 
+import psycopg
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from agent_tool.store import demo_store
+from herald import outbox
 from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
-from herald.errors import InvalidIntent
+from herald.errors import HeraldError, InvalidIntent
 from herald.intent import Channel
 from herald.ledger.policy_store import policy_in_force, publish_policy
 from herald.lifecycle import IntentState
@@ -92,7 +99,7 @@ class DemoRow:
     # A report e-mail: whether the attachment the relay received hashes to the stored artifact.
     attachment_verified: bool | None = None
     # What the send policy did to it (deferred until ..., suppressed by ...), from the ledger.
-    policy_note: str = ""
+    note: str = ""
     # Set where two rows share a recipient: their messages at the emulator are told apart by body.
     content_sha256: str | None = None
 
@@ -104,6 +111,8 @@ async def play(
     esp_url: str | None = None,
     artifacts: ArtifactStore | None = None,
     ledger: AsyncConnectionPool | None = None,
+    outbox_url: str | None = None,
+    agent_env: dict[str, str] | None = None,
     timeout: float = 120.0,
 ) -> list[DemoRow]:
     """Send the scenario's intents (and, with a relay, its notices and report e-mail) concurrently
@@ -163,9 +172,13 @@ async def play(
                         row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
         policy_rows = await _send_policy_cases(herald, ledger, run_tag) if ledger is not None else []
         rows += policy_rows
+        if outbox_url is not None:
+            rows.append(await _through_the_outbox(herald, outbox_url, run_tag))
+        if agent_env is not None:
+            rows.append(await _through_the_agent_tool(agent_env))
         await _settle(herald, rows, timeout)
         if ledger is not None:
-            await _policy_notes(ledger, policy_rows)
+            await _notes(ledger, policy_rows)
         for row in rows:
             listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
             if row.content_sha256 is not None:
@@ -206,7 +219,45 @@ async def _send_policy_cases(herald: HeraldClient, ledger: AsyncConnectionPool, 
     return rows
 
 
-async def _policy_notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
+async def _through_the_outbox(herald: HeraldClient, outbox_url: str, run_tag: str) -> DemoRow:
+    """A service settles a payment and enqueues its receipt in one transaction; the relay starts it."""
+    payment = f"pay_{run_tag}"
+    phone = "+1555" + f"{secrets.randbelow(10**7):07d}"
+    key = f"order_receipt:{payment}"
+    data = {"order_ref": f"ord_{run_tag}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
+    async with await psycopg.AsyncConnection.connect(outbox_url) as conn, conn.transaction():
+        await conn.execute("INSERT INTO payments (id, amount) VALUES (%s, %s)", (payment, "EUR 42.50"))
+        await outbox.enqueue(conn, {"business_key": key, "channels": [
+            {"channel": "sms", "recipient": phone, "template_id": "order_receipt", "template_version": 1,
+             "render_data": data},
+        ]})  # fmt: skip
+    for _ in range(200):  # the relay wakes on the commit's NOTIFY
+        try:
+            await herald.status(key)
+            break
+        except HeraldError:
+            await asyncio.sleep(0.05)
+    row = DemoRow(key, "order_receipt.v1", None, "through the outbox: committed with the payment", phone)
+    row.note = "  started by the outbox relay (enqueued in the payment's transaction)"
+    return row
+
+
+async def _through_the_agent_tool(env: dict[str, str]) -> DemoRow:
+    """An agent asks, over MCP, for a waitlisted member's seat offer; twice, as agents do."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agent_tool"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        arguments = {"class_occurrence_id": "cls_501", "member_id": "mem_7", "action": "seat_opened"}
+        for _ in range(2):
+            answer = (await session.call_tool("notify_member", arguments)).structured_content or {}
+    store = demo_store()
+    key = answer.get("business_key", "class_opening:cls_501_mem_7")
+    row = DemoRow(key, "class_opening.v1", None, "agent tool over MCP, called twice", store.members["mem_7"].phone)
+    row.note = f"  started by the agent tool over MCP (notify_member called twice: {answer.get('outcome')})"
+    return row
+
+
+async def _notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
     async with ledger.connection() as conn:
         for row in rows:
             cursor = await conn.execute(
@@ -215,7 +266,7 @@ async def _policy_notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> Non
             )
             found = await cursor.fetchone()
             if found is not None:
-                row.policy_note = f"  {found[0]}: {found[1]}"
+                row.note = f"  {found[0]}: {found[1]}"
 
 
 async def _settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
@@ -257,7 +308,7 @@ def summary(rows: list[DemoRow]) -> str:
         attachment = {None: "", True: "  attachment sha256 verified", False: "  ATTACHMENT MISMATCH"}[r.attachment_verified]
         lines.append(
             f"{r.key:<40} {r.channel.value:<5} {r.template:<22} {r.fault or '-':<24} "
-            f"{r.state.value if r.state else '?':<18} {r.attempts:>3} {r.messages_at_provider:>4}{attachment}{r.policy_note}"
+            f"{r.state.value if r.state else '?':<18} {r.attempts:>3} {r.messages_at_provider:>4}{attachment}{r.note}"
         )
     total = len(rows)
     sms = [r for r in rows if r.channel is Channel.SMS]

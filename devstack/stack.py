@@ -8,6 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
+from herald.outbox import schema_sql
 from herald.workflow_api import SEARCH_ATTRIBUTES
 from devstack.config import StackConfig
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
@@ -102,6 +106,22 @@ class LocalStack:
         process = self._spawn("receipts", [sys.executable, "-m", "herald.receipts"], service=True)
         wait_for_port(self.config.receipts.host, self.config.receipts.port, START_TIMEOUT_SECONDS, process.process)
         return process
+
+    def create_service_database(self) -> str:
+        """The demo service's database with its business table and herald_outbox; its URL."""
+        assert self.database_url is not None
+        url = self.config.outbox_database_url(self.database_url)
+        name = self.config.outbox.service_database
+        with psycopg.connect(self.database_url, autocommit=True) as admin:
+            if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS payments (id text PRIMARY KEY, amount text NOT NULL)")
+            conn.execute(schema_sql())  # type: ignore[arg-type]
+        return url
+
+    def start_outbox_relay(self) -> ManagedProcess:
+        return self._spawn("outbox-relay", [sys.executable, "-m", "herald.outbox"], service=True)
 
     def start_worker(self, name: str = "worker", extra_env: dict[str, str] | None = None) -> ManagedProcess:
         return self._spawn(name, [sys.executable, "worker.py"], service=True, extra_env=extra_env)
