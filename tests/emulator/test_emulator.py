@@ -743,8 +743,10 @@ async def test_callback_retries_are_bounded(client: httpx.AsyncClient) -> None:
         await send(client, to, StatusCallback=url)
 
         async def exhausted() -> list[dict[str, Any]] | None:
+            # An attempt is listed when it starts: wait until every one has also ended.
             attempts = (await oracle(client, to))[0]["callbacks"]
-            return attempts if len(attempts) == 2 * CALLBACK_ATTEMPTS else None
+            ended = all(a["http_status"] is not None or a["error"] for a in attempts)
+            return attempts if len(attempts) == 2 * CALLBACK_ATTEMPTS and ended else None
 
         attempts = await wait_for(exhausted, "all callback attempts")
         await asyncio.sleep(0.3)
