@@ -13,7 +13,7 @@ from herald.client import HeraldClient
 from devstack.stack import LocalStack
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
-from tests.faults.test_fault_matrix import worker
+from tests.faults.workers import worker
 from tests.support import TEST_POLICY
 
 INTENTS = 2_000
