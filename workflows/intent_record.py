@@ -8,13 +8,14 @@ the workflow sequences it. Deterministic code only.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from herald.clocks import closing_rule
     from herald.contracts import (
+        CancelAnswer,
         CancelRequest,
         CarriedState,
         DeliveryReport,
@@ -26,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.evidence import next_state, observe_across
     from herald.intent import Intent, destination_fingerprint
     from herald.ledger.records import IntentRecorded, LedgerBatch
+    from herald.send_policy import Decision, PolicyDecision
     from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
     # Facts recorded before adapters classified failures at the edge carry no classification; they
@@ -118,6 +120,27 @@ class IntentRecord:
         self.ledger.withdraw(rows, attempt.ref, prepared.seq)
         return True
 
+    def held_by_policy(self, attempt: AttemptRecord, rows: LedgerBatch, decision: PolicyDecision) -> datetime | None:
+        """Record what the send policy decided for a prepared attempt it held (nothing of it was
+        written or sent). Returns when to evaluate again after a deferral; None when there is
+        nothing to wait for (suppressed, or a late report moved the intent meanwhile)."""
+        if not self.withdraw_attempt(attempt, rows):
+            # A late report moved the intent while the submit ran: keep the attempt, never sent.
+            self.ledger.requeue(rows)
+            attempt.submit_result = SubmitResult.NOT_SENT
+            self.observe_fact(attempt, Source.POLICY, ObservationKind.DEFERRED, True, decision.reason)
+            self.settle(decision.reason, Source.POLICY, attempt=attempt.number)
+            return None
+        if decision.decision is Decision.SUPPRESS:
+            self.ledger.add_observation(None, Source.POLICY, ObservationKind.POLICY_SUPPRESSED, True, decision.reason)
+            self.transition(IntentState.SUPPRESSED, f"{decision.rule}: {decision.reason}", Source.POLICY, closes=True)
+            self.closed_by = f"policy:{decision.rule}"
+            return None
+        self.ledger.add_observation(
+            None, Source.POLICY, ObservationKind.DEFERRED, True, f"{decision.rule} (policy v{decision.version}): {decision.reason}"
+        )
+        return decision.not_before or workflow.now() + timedelta(minutes=1)
+
     def message_id_to_reuse(self) -> str | None:
         """E-mail: the Message-ID a new attempt must carry. After the evidence-window rule presumed
         the previous attempt absent, the new copy carries that attempt's Message-ID (and it carried
@@ -153,6 +176,24 @@ class IntentRecord:
         if state is IntentState.CANCELLED and self.attempts and not self.attempts[-1].resolved:
             reason += "; an attempt already went to the provider and is tracked to its own outcome"
         self.transition(state, reason, source, attempt=attempt, closes=True)
+
+    def cancel_refused(self) -> CancelAnswer:
+        """The answer to a cancel that changes nothing: the intent is closed, or already cancelling."""
+        if self.state.is_terminal:
+            return CancelAnswer(cancelled=False, state=self.state, message=f"intent is already {self.state.value}; nothing to cancel")
+        return CancelAnswer(cancelled=True, state=self.state, message="cancellation already requested")
+
+    def cancel(self, request: CancelRequest) -> CancelAnswer:
+        """Close now, so the answer and the state agree even while a submit is in flight; the
+        attempt the provider may already have is then tracked to its own outcome, not recalled."""
+        in_flight = bool(self.attempts) and not self.attempts[-1].resolved
+        self.close(IntentState.CANCELLED, f"cancelled by {request.operator}: {request.reason}", Source.OPERATOR)
+        message = (
+            "cancelled; an attempt already went to the provider: it cannot be recalled and is tracked to its outcome"
+            if in_flight
+            else "cancelled before any message reached the provider"
+        )
+        return CancelAnswer(cancelled=True, state=self.state, message=message)
 
     def settle(
         self, reason: str, source: Source, *, attempt: int | None = None, earlier_rules: IntentState | None = None

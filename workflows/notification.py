@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         retry_delay,
     )
     from herald.evidence import may_dispatch
-    from herald.send_policy import Decision, PolicyDecision
+    from herald.send_policy import PolicyDecision
     from herald.ledger.records import LedgerBatch
     from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
     from herald.outcomes import SubmitOutcome, Unknown
@@ -199,29 +199,14 @@ class NotificationWorkflow:
         return step
 
     async def _held_by_policy(self, attempt: AttemptRecord, rows: LedgerBatch, decision: PolicyDecision) -> None:
-        """The send policy held the attempt before anything was written or sent: suppress for good,
-        or wait (pending, on a durable timer) until the named time and let dispatch evaluate again."""
-        if not self._record.withdraw_attempt(attempt, rows):
-            # A late report moved the intent while the submit ran: keep the attempt, never sent.
-            self._record.ledger.requeue(rows)
-            attempt.submit_result = SubmitResult.NOT_SENT
-            self._record.observe_fact(attempt, Source.POLICY, ObservationKind.DEFERRED, True, decision.reason)
-            self._record.settle(decision.reason, Source.POLICY, attempt=attempt.number)
-            return
-        if decision.decision is Decision.SUPPRESS:
-            self._record.ledger.add_observation(None, Source.POLICY, ObservationKind.POLICY_SUPPRESSED, True, decision.reason)
-            self._record.transition(IntentState.SUPPRESSED, f"{decision.rule}: {decision.reason}", Source.POLICY, closes=True)
-            self._record.closed_by = f"policy:{decision.rule}"
-            return
-        not_before = decision.not_before or workflow.now() + timedelta(minutes=1)
-        self._record.ledger.add_observation(
-            None, Source.POLICY, ObservationKind.DEFERRED, True, f"{decision.rule} (policy v{decision.version}): {decision.reason}"
-        )
-        while workflow.now() < not_before and self._state is IntentState.PENDING:
+        """The send policy held the attempt before anything was written or sent: the record
+        suppresses it or defers it; a deferral waits here (pending, on a durable timer) and dispatch
+        evaluates again, unless a closing clock comes first (then both reasons are recorded)."""
+        not_before = self._record.held_by_policy(attempt, rows, decision)
+        while not_before is not None and workflow.now() < not_before and self._state is IntentState.PENDING:
             await self._wait_until(not_before, None)
             closing = self._closing() if self._state is IntentState.PENDING else None
             if closing is not None:
-                # Both reasons: the clock that closed it, and the policy that held it until then.
                 both = f"{closing.reason}; held by policy v{decision.version} ({decision.rule}): {decision.reason}"
                 self._record.close(closing.state, both, closing.source)
 
@@ -438,23 +423,10 @@ class NotificationWorkflow:
     @workflow.update(name=UPDATE_CANCEL)
     def cancel(self, request: CancelRequest) -> CancelAnswer:
         """Close future work; an attempt the provider already has is tracked, not recalled."""
-        if self._state.is_terminal:
-            return CancelAnswer(
-                cancelled=False, state=self._state, message=f"intent is already {self._state.value}; nothing to cancel"
-            )
-        if self._cancel is not None:
-            return CancelAnswer(cancelled=True, state=self._state, message="cancellation already requested")
+        if self._state.is_terminal or self._cancel is not None:
+            return self._record.cancel_refused()
         self._cancel = request
-        # Close now, so the answer and the state agree even while a submit is in flight; the
-        # attempt the provider may already have is then tracked to its own outcome, not recalled.
-        in_flight = bool(self._attempts) and not self._attempts[-1].resolved
-        self._record.close(IntentState.CANCELLED, f"cancelled by {request.operator}: {request.reason}", Source.OPERATOR)
-        message = (
-            "cancelled; an attempt already went to the provider: it cannot be recalled and is tracked to its outcome"
-            if in_flight
-            else "cancelled before any message reached the provider"
-        )
-        return CancelAnswer(cancelled=True, state=self._state, message=message)
+        return self._record.cancel(request)
 
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> IntentStatus:

@@ -30,7 +30,7 @@ from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.lifecycle import IntentState
 from herald.outbox.relay import backlog, describe
-from tests.faults.workers import worker
+from tests.faults.workers import service, worker
 from tests.support import Emulator, fresh_key, fresh_recipient
 
 WAIT = 90
@@ -65,21 +65,9 @@ async def service_pool(service_db: str) -> AsyncIterator[AsyncConnectionPool]:
 @contextmanager
 def relay(stack: LocalStack, service_db: str, name: str, **env: str) -> Iterator[ManagedProcess]:
     """A relay subprocess (short lease, so a dead relay's rows come due in seconds), once it listens."""
-    log = stack.log_dir / f"{name}.log"
-    start = log.stat().st_size if log.exists() else 0
-    process = stack._spawn(
-        name, [sys.executable, "-m", "herald.outbox"], service=True,
-        extra_env={"HERALD_OUTBOX_DATABASE_URL": service_db, "HERALD_OUTBOX_LEASE_SECONDS": "2", **env},
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    try:
-        while "outbox relay polling" not in (log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""):
-            assert process.process.poll() is None, f"{name} exited: {stack.log_tail(name)}"
-            assert time.monotonic() < deadline, f"{name} did not start: {stack.log_tail(name)}"
-            time.sleep(0.05)
+    extra = {"HERALD_OUTBOX_DATABASE_URL": service_db, "HERALD_OUTBOX_LEASE_SECONDS": "2", **env}
+    with service(stack, name, [sys.executable, "-m", "herald.outbox"], "outbox relay polling", extra) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def settle_payment(pool: AsyncConnectionPool, payment_id: str, key: str, to: str, *, commit: bool = True) -> None:

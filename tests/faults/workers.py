@@ -1,7 +1,9 @@
-"""Worker subprocesses for the fault stack: started, waited for until they poll, stopped."""
+"""Service subprocesses for the fault stack (workers, outbox relays): started, waited for until
+their log says they are ready, stopped."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,17 +13,24 @@ from devstack.stack import LocalStack
 
 
 @contextmanager
-def worker(stack: LocalStack, name: str, **env: str) -> Iterator[ManagedProcess]:
-    """A worker subprocess, yielded once it polls its task queue (its log says so)."""
+def service(stack: LocalStack, name: str, argv: list[str], ready: str, env: dict[str, str]) -> Iterator[ManagedProcess]:
+    """A service subprocess with the stack's settings plus `env`, yielded once its log shows `ready`."""
     log = stack.log_dir / f"{name}.log"
     start = log.stat().st_size if log.exists() else 0  # logs append: read only this run's lines
-    process = stack.start_worker(name, extra_env=env)
+    process = stack._spawn(name, argv, service=True, extra_env=env)
     deadline = time.monotonic() + 30
     try:
-        while "worker polling task queue" not in (log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""):
+        while ready not in (log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""):
             assert process.process.poll() is None, f"{name} exited: {stack.log_tail(name)}"
-            assert time.monotonic() < deadline, f"{name} did not start polling: {stack.log_tail(name)}"
+            assert time.monotonic() < deadline, f"{name} did not get ready: {stack.log_tail(name)}"
             time.sleep(0.05)
         yield process
     finally:
         process.stop()
+
+
+@contextmanager
+def worker(stack: LocalStack, name: str, **env: str) -> Iterator[ManagedProcess]:
+    """A worker subprocess, yielded once it polls its task queue."""
+    with service(stack, name, [sys.executable, "worker.py"], "worker polling task queue", env) as process:
+        yield process
