@@ -33,7 +33,7 @@ from typing import Any
 
 from herald.client import HeraldClient
 from herald.errors import HeraldError
-from herald.settings import Settings, load_settings
+from herald.settings import InvalidSetting, Settings, load_settings
 from herald.temporal_client import connect
 
 
@@ -494,8 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return asyncio.run(args.run(args))
-    except HeraldError as error:
-        # A caller's mistake: one line naming the field and the rule, no traceback.
+    except (HeraldError, InvalidSetting) as error:
+        # A caller's mistake: one line naming the field (or variable) and the rule, no traceback.
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (OSError, RuntimeError) as error:

@@ -156,6 +156,36 @@ def _port(env: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    """A yes/no setting; anything but the listed spellings is refused (a typo must not mean "off")."""
+    raw = _opt(env, name)
+    if raw is None:
+        return False
+    if raw.lower() not in _TRUE + _FALSE:
+        raise InvalidSetting(name, "must be one of " + ", ".join(_TRUE + _FALSE))
+    return raw.lower() in _TRUE
+
+
+def _timeout(env: Mapping[str, str], name: str, default: float) -> float:
+    """A timeout in seconds, above 0 and at most 600."""
+    value = _seconds(env, name, default, maximum=600)
+    if value <= 0:
+        raise InvalidSetting(name, "must be a number of seconds from 0 to 600")
+    return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int, *, maximum: int) -> int:
+    raw = _opt(env, name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum):
+        raise InvalidSetting(name, f"must be a whole number from 1 to {maximum}")
+    return int(raw)
+
+
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
     raw = _opt(env, name)
     if raw is None:
@@ -172,7 +202,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         address=env.get("HERALD_TEMPORAL_ADDRESS", TemporalSettings().address),
         namespace=env.get("HERALD_TEMPORAL_NAMESPACE", TemporalSettings().namespace),
         task_queue=env.get("HERALD_TASK_QUEUE", TemporalSettings().task_queue),
-        tls=env.get("HERALD_TEMPORAL_TLS", "").lower() in {"1", "true", "yes"},
+        tls=_flag(env, "HERALD_TEMPORAL_TLS"),
         tls_ca_path=_opt(env, "HERALD_TEMPORAL_TLS_CA"),
         tls_cert_path=_opt(env, "HERALD_TEMPORAL_TLS_CERT"),
         tls_key_path=_opt(env, "HERALD_TEMPORAL_TLS_KEY"),
@@ -184,9 +214,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         auth_token=SecretStr(env.get("HERALD_TWILIO_AUTH_TOKEN", "")),
         from_number=_opt(env, "HERALD_TWILIO_FROM"),
         messaging_service_sid=_opt(env, "HERALD_TWILIO_MESSAGING_SERVICE_SID"),
-        connect_timeout=float(env.get("HERALD_TWILIO_CONNECT_TIMEOUT", TwilioSettings().connect_timeout)),
-        read_timeout=float(env.get("HERALD_TWILIO_READ_TIMEOUT", TwilioSettings().read_timeout)),
-        max_in_flight=int(env.get("HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight)),
+        connect_timeout=_timeout(env, "HERALD_TWILIO_CONNECT_TIMEOUT", TwilioSettings().connect_timeout),
+        read_timeout=_timeout(env, "HERALD_TWILIO_READ_TIMEOUT", TwilioSettings().read_timeout),
+        max_in_flight=_count(env, "HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight, maximum=1024),
         submit_rate_limit=_rate(env, "HERALD_SUBMIT_RATE_LIMIT"),
     )
     email = EmailSettings(
@@ -204,7 +234,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     )
     receipts = ReceiptSettings(
         host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
-        port=int(env.get("HERALD_RECEIPT_PORT", ReceiptSettings().port)),
+        port=_port(env, "HERALD_RECEIPT_PORT", ReceiptSettings().port),
         public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
         hold_seconds=_seconds(env, "HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds, maximum=60),
         sendgrid_public_key=_opt(env, "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"),

@@ -8,7 +8,7 @@ import logging
 from herald.ledger.store import open_pool
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
-from herald.settings import load_settings
+from herald.settings import InvalidSetting, load_settings
 from herald.temporal_client import connect
 
 DRAIN_INTERVAL_SECONDS = 1.0
@@ -47,7 +47,10 @@ async def serve() -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
+        raise SystemExit(str(error)) from None
 
 
 if __name__ == "__main__":

@@ -36,3 +36,28 @@ def test_a_bad_submit_rate_limit_is_refused_naming_the_variable(value: str) -> N
     with pytest.raises(InvalidSetting) as refused:
         load_settings({"HERALD_SUBMIT_RATE_LIMIT": value})
     assert str(refused.value).startswith("HERALD_SUBMIT_RATE_LIMIT: must be a number of messages per second")
+
+
+@pytest.mark.parametrize(
+    "name,value,rule",
+    [
+        ("HERALD_TWILIO_CONNECT_TIMEOUT", "abc", "must be a number of seconds from 0 to 600"),
+        ("HERALD_TWILIO_READ_TIMEOUT", "0", "must be a number of seconds from 0 to 600"),
+        ("HERALD_TWILIO_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
+        ("HERALD_RECEIPT_PORT", "80x", "must be a port number from 1 to 65535"),
+        ("HERALD_SMTP_PORT", "99999", "must be a port number from 1 to 65535"),
+        ("HERALD_TEMPORAL_TLS", "ture", "must be one of 1, true, yes, on, 0, false, no, off"),
+        ("HERALD_SMTP_SECURITY", "ssl", "must be one of starttls, tls, none"),
+    ],
+)
+def test_a_bad_value_fails_in_one_line_naming_the_variable_and_the_rule(name: str, value: str, rule: str) -> None:
+    """No raw traceback, no silent default: the variable and its rule, never a guess."""
+    with pytest.raises(InvalidSetting) as refused:
+        load_settings({name: value})
+    assert str(refused.value) == f"{name}: {rule}"
+
+
+def test_tls_accepts_the_usual_spellings() -> None:
+    assert load_settings({"HERALD_TEMPORAL_TLS": "TRUE"}).temporal.tls is True
+    assert load_settings({"HERALD_TEMPORAL_TLS": "off"}).temporal.tls is False
+    assert load_settings({}).temporal.tls is False
