@@ -154,9 +154,14 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
     return f"{business_key}/{Channel(channel).value}"
 
 
+def recipient_fingerprint(recipient: str) -> str:
+    """SHA-256 hex of a recipient: how the policy tables name a person without naming them."""
+    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()
+
+
 def destination_fingerprint(recipient: str) -> str:
-    """Which destination, without naming it: the first 16 hex of the recipient's SHA-256."""
-    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()[:16]
+    """Which destination, without naming it, for status views: the fingerprint's first 16 hex."""
+    return recipient_fingerprint(recipient)[:16]
 
 
 def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRef | None = None) -> str:

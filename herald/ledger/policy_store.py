@@ -3,7 +3,6 @@ the strict recipient cooldown claimed in the submit transaction (migration 009).
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,13 +11,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from herald.intent import recipient_fingerprint
 from herald.outcomes import Frozen
 from herald.send_policy import Category, PolicyRules
-
-
-def recipient_fingerprint(recipient: str) -> str:
-    """SHA-256 hex of a recipient: how policy tables name a person without naming them."""
-    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()
 
 
 async def publish_policy(

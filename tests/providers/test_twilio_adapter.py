@@ -6,7 +6,7 @@ import asyncio
 import base64
 import hashlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 from urllib.parse import parse_qsl
