@@ -84,6 +84,9 @@ class ReceiptSettings(Frozen):
     # follows quickly, travels in the same signal: one billed Temporal action instead of two.
     # Final reports are never held. 0 signals every report at once.
     hold_seconds: float = Field(default=2.0, ge=0, le=60)
+    # A report not committed within this is answered 503 (a hung database must not hang the
+    # provider's request past its own 15 s timeout; the provider redelivers).
+    store_timeout: float = Field(default=5.0, gt=0, le=14)
     # SendGrid's Signed Event Webhook verification key (base64 DER or PEM, from SendGrid's
     # settings page); None refuses every e-mail event (nothing unsigned is ever stored).
     sendgrid_public_key: str | None = None
@@ -130,6 +133,13 @@ def _seconds(env: Mapping[str, str], name: str, default: float, *, maximum: floa
         value = math.nan
     if not 0 <= value <= maximum:  # also refuses NaN
         raise InvalidSetting(name, f"must be a number of seconds from 0 to {maximum:g}")
+    return value
+
+
+def _positive_seconds(env: Mapping[str, str], name: str, default: float, *, maximum: float) -> float:
+    value = _seconds(env, name, default, maximum=maximum)
+    if value == 0:
+        raise InvalidSetting(name, f"must be a number of seconds above 0, at most {maximum:g}")
     return value
 
 
@@ -237,6 +247,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         port=_port(env, "HERALD_RECEIPT_PORT", ReceiptSettings().port),
         public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
         hold_seconds=_seconds(env, "HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds, maximum=60),
+        store_timeout=_positive_seconds(env, "HERALD_RECEIPT_STORE_TIMEOUT", ReceiptSettings().store_timeout, maximum=14),
         sendgrid_public_key=_opt(env, "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"),
     )
     return Settings(

@@ -75,3 +75,47 @@ def test_missing_or_garbage_signature_is_rejected() -> None:
     assert not is_valid_signature(VECTOR_TOKEN, VECTOR_URL, VECTOR_PARAMS, None)
     assert not is_valid_signature(VECTOR_TOKEN, VECTOR_URL, VECTOR_PARAMS, "")
     assert not is_valid_signature(VECTOR_TOKEN, VECTOR_URL, VECTOR_PARAMS, "ünïcode")
+
+
+# --- The default port, written out or left out, as Twilio's own validator accepts it ---------------
+
+_PORT_CASES = [
+    # (URL the signer used, URL our endpoint is configured with)
+    ("https://receipts.example.com/twilio/status?attempt=a1", "https://receipts.example.com:443/twilio/status?attempt=a1"),
+    ("https://receipts.example.com:443/twilio/status?attempt=a1", "https://receipts.example.com/twilio/status?attempt=a1"),
+    ("http://receipts.example.com/twilio/status", "http://receipts.example.com:80/twilio/status"),
+    ("http://receipts.example.com:80/twilio/status", "http://receipts.example.com/twilio/status"),
+    ("https://receipts.example.com/twilio/status", "https://receipts.example.com/twilio/status"),
+]
+
+
+def test_default_port_written_out_or_left_out_is_accepted() -> None:
+    """A signature over the URL with its default port validates against the URL without it, and back."""
+    for signed_url, configured_url in _PORT_CASES:
+        signature = compute_signature(VECTOR_TOKEN, signed_url, VECTOR_PARAMS)
+        assert is_valid_signature(VECTOR_TOKEN, configured_url, VECTOR_PARAMS, signature), (signed_url, configured_url)
+
+
+def test_agrees_with_twilios_request_validator() -> None:
+    """The twilio package's RequestValidator and ours give the same answer on every port spelling."""
+    from twilio.request_validator import RequestValidator
+
+    validator = RequestValidator(VECTOR_TOKEN)
+    for signed_url, configured_url in _PORT_CASES:
+        signature = compute_signature(VECTOR_TOKEN, signed_url, VECTOR_PARAMS)
+        assert validator.compute_signature(signed_url, VECTOR_PARAMS) == signature
+        assert validator.validate(configured_url, VECTOR_PARAMS, signature) is True
+        assert is_valid_signature(VECTOR_TOKEN, configured_url, VECTOR_PARAMS, signature) is True
+    # A different path or token is refused by both.
+    signature = compute_signature(VECTOR_TOKEN, "https://receipts.example.com/twilio/status", VECTOR_PARAMS)
+    for url, token in (("https://receipts.example.com/twilio/other", VECTOR_TOKEN), ("https://receipts.example.com/twilio/status", "x")):
+        assert RequestValidator(token).validate(url, VECTOR_PARAMS, signature) is False
+        assert is_valid_signature(token, url, VECTOR_PARAMS, signature) is False
+
+
+def test_another_port_is_another_endpoint() -> None:
+    """Only the scheme's default port is interchangeable: a signature for :8443 does not fit :443 or none."""
+    signature = compute_signature(VECTOR_TOKEN, "https://receipts.example.com:8443/cb", VECTOR_PARAMS)
+    assert not is_valid_signature(VECTOR_TOKEN, "https://receipts.example.com/cb", VECTOR_PARAMS, signature)
+    assert not is_valid_signature(VECTOR_TOKEN, "https://receipts.example.com:443/cb", VECTOR_PARAMS, signature)
+    assert is_valid_signature(VECTOR_TOKEN, "https://receipts.example.com:8443/cb", VECTOR_PARAMS, signature)

@@ -235,6 +235,20 @@ async def store_report(
     return {**row, "new": new}
 
 
+async def store_rejection(
+    conn: AsyncConnection, *, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None
+) -> int:
+    """Record a verified report that breaks a storage rule, with the rule; returns the rejection's id."""
+    cursor = await conn.execute(
+        """INSERT INTO receipt_rejections (provider, reason, fields, attempt_ref)
+           VALUES (%s, %s, %s, %s) RETURNING id""",
+        (provider, reason, Jsonb(fields), attempt_ref),
+    )
+    row = await cursor.fetchone()
+    assert row is not None  # INSERT ... RETURNING always returns the row
+    return int(row[0])
+
+
 async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> str | None:
     async with pool.connection() as conn:
         cursor = await conn.execute("SELECT workflow_id FROM attempts WHERE attempt_ref = %s", (attempt_ref,))

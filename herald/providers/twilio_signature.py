@@ -14,8 +14,11 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 Params = Mapping[str, str] | Iterable[tuple[str, str]]
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 def compute_signature(auth_token: str, url: str, params: Params) -> str:
@@ -53,5 +56,38 @@ def is_valid_signature(auth_token: str, url: str, params: Params, signature: str
     """
     if not signature:
         return False
-    expected = compute_signature(auth_token, url, params)
-    return hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8", "replace"))
+    received = signature.encode("utf-8", "replace")
+    # Every candidate is computed and compared, so the time taken does not tell which one matched.
+    matches = [
+        hmac.compare_digest(compute_signature(auth_token, candidate, params).encode("ascii"), received)
+        for candidate in url_variants(url)
+    ]
+    return any(matches)
+
+
+def url_variants(url: str) -> list[str]:
+    """The URL as given, and with its scheme's default port written out or left out.
+
+    Twilio may sign ``https://host/cb`` or ``https://host:443/cb`` for the same endpoint (load
+    balancers and Twilio's own clients differ), and its RequestValidator accepts either spelling.
+    Only the scheme's default port is added or removed: a URL on another port names another
+    endpoint (Twilio's validator strips any port; we stay strict there).
+    """
+    parts = urlsplit(url)
+    default = _DEFAULT_PORTS.get(parts.scheme.lower())
+    if default is None or parts.hostname is None:
+        return [url]
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: the URL is compared as given, only
+        return [url]
+    host = parts.netloc.rpartition("@")[2]
+    bare_host = host.rsplit(":", 1)[0] if port is not None else host
+    userinfo = parts.netloc[: len(parts.netloc) - len(host)]
+    if port is None:
+        other = urlunsplit(parts._replace(netloc=f"{userinfo}{host}:{default}"))
+    elif port == default:
+        other = urlunsplit(parts._replace(netloc=f"{userinfo}{bare_host}"))
+    else:
+        return [url]
+    return [url, other]

@@ -30,6 +30,7 @@ async def serve() -> None:
                 client=client,
                 hold_seconds=settings.receipts.hold_seconds,
                 sendgrid_public_key=settings.receipts.sendgrid_public_key,
+                store_timeout=settings.receipts.store_timeout,
             )
         except ValueError as error:
             raise SystemExit(

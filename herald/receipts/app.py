@@ -5,7 +5,16 @@ interpreted second: nothing is signalled before its inbox row is committed, and
 nothing is answered 2xx unless it was committed, so a provider that redelivers
 on failure never loses a report to us.
 
-``POST /twilio/status`` takes one Twilio status callback (form, X-Twilio-Signature).
+``POST /twilio/status`` takes one Twilio status callback (form, X-Twilio-Signature)::
+
+    body larger than MAX_TWILIO_BODY_BYTES (read no further, parse nothing) .... 413
+    not an urlencoded form ....................................................... 400
+    signature missing or not over this URL (default port either way) and form ... 403
+    signed, but a field the ledger cannot hold (``twilio_form.unstorable_reason``):
+      recorded in receipt_rejections with the rule, logged .................... 200
+    not committed within the store deadline, or the database away ............. 503
+    otherwise: committed to the inbox ........................................... 200
+
 ``POST /sendgrid/events`` takes one SendGrid Signed Event Webhook post, answered by
 the first rule that applies, in this order::
 
@@ -30,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 from psycopg import Error as DatabaseError
@@ -48,8 +58,17 @@ from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import EventBatch, EventBodyError, SendGridEvent, map_status, parse_events
 from herald.providers.twilio_signature import is_valid_signature
 from herald.receipts.delivery import StoredReport, deliver
+from herald.receipts.twilio_form import (
+    MAX_TWILIO_BODY_BYTES,
+    NotAForm,
+    is_storable_attempt_ref,
+    kept_fields,
+    parse_form,
+    unstorable_reason,
+)
 
 log = logging.getLogger("herald.receipts")
+_T = TypeVar("_T")
 
 PROVIDER = "twilio"
 SENDGRID_PROVIDER = "sendgrid"
@@ -65,6 +84,9 @@ MAX_SENDGRID_BODY_BYTES = 1024 * 1024
 # to carry its first try's timestamp, it would be refused here after five minutes.
 SENDGRID_MAX_AGE_SECONDS = 300
 SENDGRID_MAX_LEAD_SECONDS = 60
+# Twilio waits 15 s for an answer (SendGrid longer): a store that has not committed by this is
+# abandoned and answered 503, so a hung database costs the provider a retry, not a hung socket.
+DEFAULT_STORE_TIMEOUT_SECONDS = 5.0
 # Whole seconds since the epoch; more digits than this is no time SendGrid could send.
 _MAX_TIMESTAMP_DIGITS = 12
 
@@ -79,6 +101,7 @@ class ReceiptEndpoint:
         client: Client,
         hold_seconds: float = 0.0,
         sendgrid_public_key: str | None = None,
+        store_timeout: float = DEFAULT_STORE_TIMEOUT_SECONDS,
     ) -> None:
         """Raises ValueError when ``sendgrid_public_key`` is given but is not a P-256 public key."""
         self._auth_token = auth_token
@@ -90,6 +113,7 @@ class ReceiptEndpoint:
         self._pool = pool
         self._client = client
         self._hold_seconds = hold_seconds
+        self._store_timeout = store_timeout
         # Non-final reports waiting (in this process only) for their attempt's final report. A
         # crash loses nothing: the rows are committed and the drainer offers them after its grace.
         self._held: dict[str, list[StoredReport]] = {}
@@ -101,35 +125,76 @@ class ReceiptEndpoint:
         return f"{self._public_url}{request.url.path}" + (f"?{query}" if query else "")
 
     async def twilio_status(self, request: Request) -> Response:
-        form = await request.form()
-        params = list(form.multi_items())
+        """One Twilio status callback: bound, parse, verify, then store it (or its rejection) and answer."""
+        body = await _read_bounded(request, MAX_TWILIO_BODY_BYTES)
+        if body is None:
+            return PlainTextResponse(
+                f"request body: larger than {MAX_TWILIO_BODY_BYTES} bytes, the limit for one status callback",
+                status_code=413,
+            )
+        try:
+            params = parse_form(body, request.headers.get("content-type"))
+        except NotAForm as error:
+            return PlainTextResponse(str(error), status_code=400)
         signature = request.headers.get("X-Twilio-Signature")
         if not signature or not is_valid_signature(self._auth_token, self.signed_url(request), params, signature):
             return PlainTextResponse("X-Twilio-Signature: missing or does not match this request", status_code=403)
-        fields = {key: str(value) for key, value in params}
-        for required in ("MessageSid", "MessageStatus"):
-            if not fields.get(required):
-                return PlainTextResponse(f"{required}: required in a status callback", status_code=400)
+        fields = dict(params)
+        attempt_ref = request.query_params.get("attempt")
+        reason = unstorable_reason(fields, attempt_ref)
+        if reason is not None:
+            return await self._reject(PROVIDER, reason, fields, attempt_ref)
         try:
-            error_code = int(fields["ErrorCode"]) if fields.get("ErrorCode") else None
-        except ValueError:
-            return PlainTextResponse("ErrorCode: must be a whole number", status_code=400)
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
-                row = await store.store_report(
-                    conn,
-                    provider=PROVIDER,
-                    provider_message_id=fields["MessageSid"],
-                    provider_status=fields["MessageStatus"],
-                    attempt_ref=request.query_params.get("attempt"),
-                    error_code=error_code,
-                    provider_event_at=_dlr_done_date(fields.get("RawDlrDoneDate")),
-                    payload={key: value for key, value in fields.items() if key not in _PII_FIELDS},
-                )
-        except _STORE_ERRORS:
-            return _not_stored(PROVIDER)
+            row = await self._within_deadline(self._store_twilio(fields, attempt_ref))
+        except _STORE_ERRORS as error:
+            return _not_stored(PROVIDER, error)
         report = StoredReport(row)
         return Response(status_code=200, background=BackgroundTask(self._route, report))
+
+    async def _store_twilio(self, fields: dict[str, str], attempt_ref: str | None) -> dict[str, Any]:
+        async with self._pool.connection() as conn, conn.transaction():
+            return await store.store_report(
+                conn,
+                provider=PROVIDER,
+                provider_message_id=fields["MessageSid"],
+                provider_status=fields["MessageStatus"],
+                attempt_ref=attempt_ref,
+                error_code=int(fields["ErrorCode"]) if fields.get("ErrorCode") else None,
+                provider_event_at=_dlr_done_date(fields.get("RawDlrDoneDate")),
+                payload={key: value for key, value in fields.items() if key not in _PII_FIELDS},
+            )
+
+    async def _reject(self, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None) -> Response:
+        """Record a signed report that can never be stored, with its rule, and answer 2xx so it stops."""
+        kept = kept_fields({key: value for key, value in fields.items() if key not in _PII_FIELDS})
+        ref = attempt_ref if attempt_ref is not None and is_storable_attempt_ref(attempt_ref) else None
+
+        async def record() -> int:
+            async with self._pool.connection() as conn, conn.transaction():
+                return await store.store_rejection(conn, provider=provider, reason=reason, fields=kept, attempt_ref=ref)
+
+        try:
+            rejection_id = await self._within_deadline(record())
+        except _STORE_ERRORS as error:
+            return _not_stored(provider, error)
+        log.warning("recorded a signed %s report as rejection %d: %s", provider, rejection_id, reason)
+        return PlainTextResponse(f"not stored as a report: {reason}; recorded as rejection {rejection_id}\n")
+
+    async def _within_deadline(self, storing: Coroutine[Any, Any, _T]) -> _T:
+        """The store's result, or StoreDeadline once ``store_timeout`` passes (a hung database).
+
+        The store runs in its own task and is abandoned, not awaited, at the deadline: cancelling a
+        query on a hung server can itself take psycopg ten seconds, and the provider is owed a 503
+        well inside its own timeout. Nothing was committed unless the commit had returned; if it
+        had, the provider's redelivery finds the same row (the inbox is idempotent).
+        """
+        task = asyncio.ensure_future(storing)
+        done, _ = await asyncio.wait({task}, timeout=self._store_timeout)
+        if not done:
+            task.cancel()
+            task.add_done_callback(_consume_outcome)
+            raise StoreDeadline(f"the ledger did not answer within {self._store_timeout:g} s")
+        return task.result()
 
     async def sendgrid_events(self, request: Request) -> Response:
         """SendGrid's Signed Event Webhook: bound, verify, parse, store every event of ours at once."""
@@ -153,9 +218,9 @@ class ReceiptEndpoint:
                 len(batch.unstorable_event_ids), SENDGRID_PROVIDER, batch.unstorable_event_ids,
             )  # fmt: skip
         try:
-            rows = await self._store_events(batch.events)
-        except _STORE_ERRORS:
-            return _not_stored(SENDGRID_PROVIDER)
+            rows = await self._within_deadline(self._store_events(batch.events))
+        except _STORE_ERRORS as error:
+            return _not_stored(SENDGRID_PROVIDER, error)
         reports = _routing_order([StoredReport(row) for row in rows])
         return PlainTextResponse(
             _stored_summary(batch, len(rows)),
@@ -245,14 +310,33 @@ class ReceiptEndpoint:
             log.exception("direct delivery of inbox rows %s failed; the drainer will retry", [r.inbox_id for r in reports])
 
 
+class StoreDeadline(Exception):
+    """The ledger did not answer in time; whatever it was doing is abandoned."""
+
+
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
+    # An abandoned store's late error is expected (its connection was cancelled); it is read here
+    # so asyncio does not log it as never retrieved.
+    if not task.cancelled():
+        task.exception()
+
+
 # Storing failed and nothing was committed: answer 5xx so the provider redelivers.
-_STORE_ERRORS = (DatabaseError, PoolTimeout, OSError)
+_STORE_ERRORS = (DatabaseError, PoolTimeout, OSError, StoreDeadline)
 
 
-def _not_stored(provider: str) -> Response:
+def _not_stored(provider: str, error: BaseException) -> Response:
     # Not committed, so not acknowledged: the provider redelivers and nothing is lost.
-    log.warning("could not store a %s report; answering 503", provider)
+    log.warning("could not store a %s report (%s); answering 503", provider, _error_kind(error))
     return PlainTextResponse("report not stored; retry later", status_code=503)
+
+
+def _error_kind(error: BaseException) -> str:
+    """What went wrong, without the error's text: a database message can quote the values it refused."""
+    if isinstance(error, StoreDeadline):
+        return str(error)
+    sqlstate = getattr(error, "sqlstate", None)
+    return type(error).__name__ + (f" SQLSTATE {sqlstate}" if sqlstate else "")
 
 
 async def _read_bounded(request: Request, limit: int) -> bytes | None:

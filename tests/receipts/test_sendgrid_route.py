@@ -12,7 +12,6 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,62 +38,18 @@ from herald.providers.sendgrid_signature import (
     sign,
 )
 from herald.providers.smtp import EmailSubmission, SmtpAdapter, SmtpConfig
-from herald.receipts.app import MAX_SENDGRID_BODY_BYTES, ReceiptEndpoint, build_receipt_server
+from herald.receipts.app import MAX_SENDGRID_BODY_BYTES, ReceiptEndpoint
 from herald.receipts.delivery import StoredReport, UnknownProviderError, deliver
+from tests.receipts.served import RecordingClient, receipt_app
 
 KEY = new_private_key()
 ADDRESS = "member.route@example.com"
 
 
-class RecordingClient:
-    """Stands in for the Temporal client: records every signal the delivery path sends."""
-
-    def __init__(self) -> None:
-        self.signals: list[tuple[str, str, Any]] = []
-
-    def get_workflow_handle(self, workflow_id: str) -> RecordingClient._Handle:
-        return RecordingClient._Handle(self, workflow_id)
-
-    class _Handle:
-        def __init__(self, client: RecordingClient, workflow_id: str) -> None:
-            self._client, self._workflow_id = client, workflow_id
-
-        async def signal(self, name: str, arg: Any) -> None:
-            self._client.signals.append((self._workflow_id, name, arg))
-
-
-@asynccontextmanager
-async def receipt_app(
-    pool: AsyncConnectionPool, *, public_key: str | None, hold_seconds: float = 0.0
-) -> AsyncIterator[tuple[str, RecordingClient]]:
-    """The receipt app under uvicorn on a port the OS picks; yields its events URL and the client."""
-    client = RecordingClient()
-    endpoint = ReceiptEndpoint(
-        auth_token="unused-by-these-tests",
-        public_url="http://127.0.0.1",
-        pool=pool,
-        client=client,  # type: ignore[arg-type]
-        hold_seconds=hold_seconds,
-        sendgrid_public_key=public_key,
-    )
-    server = build_receipt_server(endpoint, "127.0.0.1", 0)
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/sendgrid/events", client
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, timeout=10)
-
-
 @pytest.fixture(scope="module")
 async def route(pool: AsyncConnectionPool) -> AsyncIterator[tuple[str, RecordingClient]]:
-    async with receipt_app(pool, public_key=public_key_text(KEY), hold_seconds=0.5) as served:
-        yield served
+    async with receipt_app(pool, public_key=public_key_text(KEY), hold_seconds=0.5) as (base, client):
+        yield f"{base}/sendgrid/events", client
 
 
 def fresh_ref() -> str:
@@ -304,7 +259,8 @@ async def test_without_a_verification_key_every_post_is_refused(pool: AsyncConne
     ref = fresh_ref()
     message_id = f"<{ref}@herald.test>"
     body = post_body(event("delivered", ref, message_id))
-    async with receipt_app(pool, public_key=None) as (url, _):
+    async with receipt_app(pool, public_key=None) as (base, _):
+        url = f"{base}/sendgrid/events"
         response = await post(url, body, signed(body))
     assert response.status_code == 403
     assert response.text == "SendGrid events are not accepted: no verification key configured"
@@ -387,7 +343,8 @@ async def test_with_the_database_away_the_post_gets_503_and_nothing_is_stored(po
     unreachable = open_pool("postgresql://herald@127.0.0.1:1/herald", timeout=1.0)
     await unreachable.open(wait=False)
     try:
-        async with receipt_app(unreachable, public_key=public_key_text(KEY)) as (url, client):
+        async with receipt_app(unreachable, public_key=public_key_text(KEY)) as (base, client):
+            url = f"{base}/sendgrid/events"
             response = await post(url, body, signed(body))
     finally:
         await unreachable.close()
@@ -550,7 +507,8 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
     key_file.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
-    async with receipt_app(pool, public_key=public_key_text(key)) as (url, _):
+    async with receipt_app(pool, public_key=public_key_text(key)) as (base, _):
+        url = f"{base}/sendgrid/events"
         esp = EspServer(EspConfig(smtp_port=0, admin_port=0, webhook_url=url, private_key_file=key_file, step_ms=20))
         await esp.start()
         try:
