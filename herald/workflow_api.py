@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from herald.lifecycle import IntentState
+from herald.lifecycle import TERMINAL_STATES, IntentState
 
 WORKFLOW_TYPE = "NotificationWorkflow"
 SIGNAL_DELIVERY_REPORTS = "delivery_reports"
@@ -51,3 +51,10 @@ def initial_search_attributes(template_label: str, channel: str) -> TypedSearchA
             SearchAttributePair(ATTEMPTS_KEY, 0),
         ]
     )
+
+
+def not_delivered_query() -> str:
+    """The Web UI / `temporal workflow list` query for every intent that ended without delivery:
+    every terminal state but delivered (unknown, undelivered, permanent_failure, expired, ...)."""
+    states = sorted(state.value for state in TERMINAL_STATES if state is not IntentState.DELIVERED)
+    return f"{STATE_KEY.name} IN (" + ", ".join(f'"{state}"' for state in states) + ")"

@@ -17,6 +17,7 @@ from datetime import timedelta
 from herald.client import HeraldClient
 from herald.fault_points import FaultPoints
 from herald.ledger.store import open_pool
+from herald.logs import configure_logging
 from herald.outbox import apply_schema
 from herald.outbox.relay import OutboxRelay
 from herald.settings import InvalidSetting, load_settings
@@ -52,8 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m herald.outbox", description=__doc__.splitlines()[0])
     parser.add_argument("--apply-schema", action="store_true", help="create herald_outbox in the service database first")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_logging()
     try:
         asyncio.run(serve(args.apply_schema))
     except InvalidSetting as error:

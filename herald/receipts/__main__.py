@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from herald.ledger.store import open_pool
+from herald.logs import configure_logging
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import InvalidSetting, load_settings
@@ -47,7 +47,7 @@ async def serve() -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging()
     try:
         asyncio.run(serve())
     except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
