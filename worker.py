@@ -4,7 +4,10 @@
 
 This is the one place that builds the worker's dependencies: the Temporal
 client, the ledger pool, the artifact store and one provider per configured
-channel (Twilio for SMS; an SMTP relay for e-mail when HERALD_SMTP_HOST is set).
+channel (Twilio for SMS; an SMTP relay for e-mail when HERALD_SMTP_HOST is set),
+and its telemetry: a Prometheus endpoint for the SDK's and Herald's worker
+metrics when HERALD_WORKER_METRICS_ADDRESS is set, traces when an OTLP
+endpoint is (herald.tracing).
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 from pydantic import ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -25,12 +30,15 @@ from herald.artifacts import PostgresArtifactStore
 from herald.fault_points import FaultPoints
 from herald.intent import Channel
 from herald.ledger.store import open_pool
+from herald.logs import configure_logging
+from herald.metrics.runtime import worker_runtime
 from herald.providers.port import Provider
 from herald.providers.smtp import SmtpAdapter, SmtpConfig
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
 from herald.settings import EmailSettings, InvalidSetting, Settings, TwilioSettings, load_settings
 from herald.task_queues import submit_task_queue
 from herald.temporal_client import connect
+from herald.tracing import tracer_provider, tracing_interceptors
 from workflows.notification import NotificationWorkflow
 
 log = logging.getLogger("herald.worker")
@@ -136,7 +144,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         providers = build_providers(settings)
         for adapter in providers.values():
             stack.push_async_callback(adapter.aclose)
-        client = await _connect_patiently(settings, stop)
+        runtime = worker_runtime(settings.telemetry)
+        if runtime is not None:
+            log.info("worker metrics on http://%s/metrics", settings.telemetry.worker_metrics_address)
+        tracing = tracer_provider(settings.telemetry, "herald-worker")
+        if tracing is not None:
+            stack.callback(tracing.shutdown)  # flushes the last batch of spans
+            log.info("traces to %s", settings.telemetry.otlp_endpoint)
+        client = await _connect_patiently(settings, stop, runtime=runtime, interceptors=tracing_interceptors(tracing))
         if client is None:
             return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
@@ -155,13 +170,15 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
             await stop.wait()
 
 
-async def _connect_patiently(settings: Settings, stop: asyncio.Event) -> Client | None:
+async def _connect_patiently(
+    settings: Settings, stop: asyncio.Event, *, runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()
+) -> Client | None:
     """Connect, retrying while the cluster is unreachable: a worker that starts before Temporal
     (or during its restart) waits for it instead of exiting. None if stopped meanwhile."""
     delay = 0.5
     while not stop.is_set():
         try:
-            return await connect(settings.temporal)
+            return await connect(settings.temporal, runtime=runtime, interceptors=interceptors)
         except RuntimeError as error:  # the SDK reports connection failures as RuntimeError
             log.warning("cannot reach Temporal at %s (%s); retrying in %.1fs", settings.temporal.address, error, delay)
             try:
@@ -173,7 +190,7 @@ async def _connect_patiently(settings: Settings, stop: asyncio.Event) -> Client 
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging()
     stop = asyncio.Event()
 
     async def runner() -> None:
@@ -183,9 +200,9 @@ def main() -> None:
         try:
             settings = load_settings()
             smtp_config(settings.email)  # a relay setting that cannot work fails here, in one line
+            await run_worker(settings, stop)  # a metrics address it cannot listen on, too
         except InvalidSetting as error:
             raise SystemExit(str(error)) from None
-        await run_worker(settings, stop)
 
     asyncio.run(runner())
 

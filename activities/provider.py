@@ -27,6 +27,7 @@ from herald.contracts import (
 from herald.fault_points import FaultPoint, FaultPoints
 from herald.intent import Channel
 from herald.ledger import store
+from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.providers.port import Attachment, OutboundMessage, Provider
 
@@ -82,18 +83,20 @@ class ProviderActivities:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
             return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=str(error)))})
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
-        outcome = await provider.submit(
-            OutboundMessage(
-                attempt_ref=input.attempt_ref,
-                to=input.to,
-                body=input.body,
-                subject=input.subject,
-                attachments=attachments,
-                message_id_of=input.message_id_of,
-                receipts_url=self._receipt_public_url,
-                validity_seconds=input.validity_seconds,
+        with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
+            outcome = await provider.submit(
+                OutboundMessage(
+                    attempt_ref=input.attempt_ref,
+                    to=input.to,
+                    body=input.body,
+                    subject=input.subject,
+                    attachments=attachments,
+                    message_id_of=input.message_id_of,
+                    receipts_url=self._receipt_public_url,
+                    validity_seconds=input.validity_seconds,
+                )
             )
-        )
+            call.outcome = outcome.result.kind
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return step.model_copy(update={"outcome": outcome})
@@ -114,9 +117,17 @@ class ProviderActivities:
         provider = self._providers.get(input.channel)
         if provider is None:
             return LookupOutcome(result=Unavailable(reason=f"channel {input.channel.value}: no provider configured"))
-        if input.provider_id is not None:
-            return await provider.fetch(input.provider_id)
-        return await provider.find_by_reference(to=input.to, content_sha256=input.content_sha256, since=input.since)
+        # Timed apart: fetching one message by id and searching by our reference cost differently.
+        operation = "fetch" if input.provider_id is not None else "find_by_reference"
+        with ProviderCall(activity.metric_meter(), provider.name, operation) as call:
+            if input.provider_id is not None:
+                outcome = await provider.fetch(input.provider_id)
+            else:
+                outcome = await provider.find_by_reference(
+                    to=input.to, content_sha256=input.content_sha256, since=input.since
+                )
+            call.outcome = outcome.result.kind
+        return outcome
 
     @activity.defn(name="cancel_attempt")
     async def cancel(self, input: ProviderCancelInput) -> ProviderCancelResult:
@@ -124,7 +135,9 @@ class ProviderActivities:
         provider = self._providers.get(input.channel)
         if provider is None:
             return ProviderCancelResult(canceled=False, reason=f"channel {input.channel.value}: no provider configured")
-        outcome = await provider.cancel(input.provider_id)
+        with ProviderCall(activity.metric_meter(), provider.name, "cancel") as call:
+            outcome = await provider.cancel(input.provider_id)
+            call.outcome = "canceled" if outcome.canceled else "refused"
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
 
 

@@ -7,7 +7,6 @@ test run, and leaves nothing behind.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
 import tempfile
@@ -19,7 +18,7 @@ from bench.measure import postmaster_pid
 from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import ManagedProcess, free_port, wait_for_port
 from devstack.stack import START_TIMEOUT_SECONDS, LocalStack
-from herald.ledger.migrate import apply_migrations
+from herald.ledger.roles import APP_ROLE
 from herald.settings import TwilioSettings
 
 BENCH_TABLE = """CREATE TABLE IF NOT EXISTS bench_deliveries (
@@ -76,9 +75,11 @@ class BenchStack:
     def start(self) -> None:
         local = self.local
         local.start_postgres()
-        asyncio.run(apply_migrations(self.database_url))
+        local.migrate()
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             conn.execute(BENCH_TABLE)
+            # The floor's workers connect as the services' login, like Herald's.
+            conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON bench_deliveries TO {APP_ROLE}")
         self.pids["postgres"] = postmaster_pid(self.state_dir / self.config.postgres.data_dir) or 0
         self.pids["temporal"] = local.start_temporal().pid or 0
         self.pids["emulator"] = local.start_emulator().pid or 0

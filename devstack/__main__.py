@@ -14,19 +14,24 @@ import signal
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
-from herald.artifacts import PostgresArtifactStore
-from herald.client import HeraldClient
-from devstack.demo import play, refused_input_example, summary
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
+from devstack.demo import play, refused_input_example, summary
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
-from herald.ledger.migrate import apply_migrations
+from devstack.supervisor import Supervisor
+from herald.artifacts import PostgresArtifactStore
+from herald.client import HeraldClient
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
 from herald.settings import load_settings
 from herald.temporal_client import connect
+from herald.workflow_api import not_delivered_query
+
+# How often the launcher looks for a child that died (and restarts it).
+SUPERVISE_EVERY_SECONDS = 1.0
 
 
 def _write_env_file(stack: LocalStack) -> None:
@@ -75,7 +80,7 @@ def main() -> int:
         config.state_path.mkdir(parents=True, exist_ok=True)
         print(f"state folder      {config.state_path}")
         stack.start_postgres()
-        applied = asyncio.run(apply_migrations(stack.database_url))
+        applied = stack.migrate()
         print(f"PostgreSQL        {'DATABASE_URL' if stack._external_database_url else 'embedded'}; migrations applied now: {applied or 'none (up to date)'}")
         stack.start_temporal()
         print(f"Temporal          {config.temporal.host}:{config.temporal.port} namespace {config.temporal.namespace}")
@@ -86,7 +91,13 @@ def main() -> int:
         stack.start_receipts()
         receipts = f"http://{config.receipts.host}:{config.receipts.port}"
         print(f"receipt server    {receipts}/twilio/status and {receipts}/sendgrid/events")
-        stack.start_worker()
+        stack.start_codec_server()
+        print(f"codec server      {config.codec_endpoint} (the Web UI decrypts payloads through it; key: {config.codec_key_file()})")
+        worker_metrics = f"{config.metrics.host}:{config.metrics.worker_port}"
+        stack.start_worker(extra_env={"HERALD_WORKER_METRICS_ADDRESS": worker_metrics})
+        stack.start_metrics()
+        print(f"metrics           http://{config.metrics.host}:{config.metrics.port}/metrics (ledger), "
+              f"http://{worker_metrics}/metrics (worker: Temporal SDK and herald_* series)")
         stack.create_service_database()
         stack.start_outbox_relay()
         print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")
@@ -98,12 +109,15 @@ def main() -> int:
         print()
         ui = f"http://{config.temporal.host}:{config.temporal.ui_port}"
         print(f"Temporal Web UI: {ui}/namespaces/{config.temporal.namespace}/workflows")
-        print(f"  failed or unknown intents: {ui}/namespaces/{config.temporal.namespace}/workflows?query=HeraldState%3D%22unknown%22")
+        print(f"  intents that ended without delivery: {ui}/namespaces/{config.temporal.namespace}/workflows?query={quote(not_delivered_query())}")
         if args.exit_when_done:
             return 0
         print("serving; Ctrl-C stops every process")
+        supervisor = Supervisor(stack.processes, stack.log_tail)
         while True:
-            time.sleep(3600)
+            for line in supervisor.check():
+                print(line, flush=True)
+            time.sleep(SUPERVISE_EVERY_SECONDS)
     except PortInUse as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

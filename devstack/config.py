@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import os
+import secrets
 from pathlib import Path
 
 import yaml
-from psycopg.conninfo import make_conninfo
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from psycopg.conninfo import make_conninfo
 from pydantic import Field
 
 from herald.delivery_policy import DeliveryPolicy
+from herald.ledger.roles import app_database_url
 from herald.outcomes import Frozen
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
 from herald.settings import REPO_ROOT
@@ -88,6 +92,24 @@ class ReceiptsDev(Frozen):
     port: int = 8235
 
 
+class CodecDev(Frozen):
+    """Payload encryption for every process of the stack, and the codec server the Web UI reads through."""
+
+    host: str = "127.0.0.1"
+    port: int = 8238
+    # Under state_dir, created on first use (mode 0600): `id:base64key` lines (HERALD_CODEC_KEY_FILES).
+    # The first line's key encrypts; add a line to keep an old key decrypting.
+    key_file: str = "codec-keys"
+
+
+class MetricsDev(Frozen):
+    """Prometheus endpoints: the ledger exporter's (one per deployment) and the worker's SDK runtime."""
+
+    host: str = "127.0.0.1"
+    port: int = 9465  # python -m herald.metrics: the ledger's numbers
+    worker_port: int = 9464  # the worker's HERALD_WORKER_METRICS_ADDRESS: Temporal SDK and herald_* series
+
+
 class AdapterDev(Frozen):
     connect_timeout: float = 2.0
     read_timeout: float = 2.0
@@ -103,7 +125,9 @@ class StackConfig(Frozen):
     esp: EspDev = EspDev()
     outbox: OutboxDev = OutboxDev()
     receipts: ReceiptsDev = ReceiptsDev()
+    metrics: MetricsDev = MetricsDev()
     adapter: AdapterDev = AdapterDev()
+    codec: CodecDev = CodecDev()
     demo_policy: DeliveryPolicy = DeliveryPolicy()
 
     @property
@@ -129,17 +153,43 @@ class StackConfig(Frozen):
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return public_key_text(key)
 
+    @property
+    def codec_endpoint(self) -> str:
+        return f"http://{self.codec.host}:{self.codec.port}"
+
+    def codec_key_file(self) -> Path:
+        """The stack's payload key file; a fresh random key is written on first use, so every process
+        of the stack shares one key and the key itself never travels in the environment."""
+        path = self.state_path / self.codec.key_file
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # A random id: a regenerated key never reuses an id that older ciphertext names.
+            line = f"dev-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return path  # another process of the stack wrote it first
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(line)
+        return path
+
     def outbox_database_url(self, database_url: str) -> str:
         """The demo service's database: the ledger's server, another database name."""
         return make_conninfo(database_url, dbname=self.outbox.service_database)
 
     def service_env(self, database_url: str) -> dict[str, str]:
-        """The HERALD_* variables that point the worker and receipt server at this stack."""
+        """The HERALD_* variables that point the worker and receipt server at this stack.
+
+        ``database_url`` is the owner's connection; the services get the application login's.
+        """
         return {
             "HERALD_TEMPORAL_ADDRESS": f"{self.temporal.host}:{self.temporal.port}",
             "HERALD_TEMPORAL_NAMESPACE": self.temporal.namespace,
             "HERALD_TASK_QUEUE": self.temporal.task_queue,
-            "DATABASE_URL": database_url,
+            # Services connect as the application's login (herald_app: SELECT and INSERT on the
+            # ledger, nothing else); `database_url` is the owner's, which migrates and administers.
+            "DATABASE_URL": app_database_url(database_url),
+            "HERALD_MIGRATION_DATABASE_URL": database_url,
             "HERALD_TWILIO_API_BASE": f"http://{self.emulator.host}:{self.emulator.port}",
             "HERALD_TWILIO_ACCOUNT_SID": self.emulator.account_sid,
             "HERALD_TWILIO_AUTH_TOKEN": self.emulator.auth_token,
@@ -160,6 +210,14 @@ class StackConfig(Frozen):
             "HERALD_SMTP_READ_TIMEOUT": str(self.adapter.read_timeout),
             "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY": self.esp_public_key(),
             "HERALD_OUTBOX_DATABASE_URL": self.outbox_database_url(database_url),
+            # The stack's key file alone: keys exported in the caller's shell stay out of it.
+            "HERALD_CODEC_KEY_FILES": str(self.codec_key_file()),
+            "HERALD_CODEC_KEYS": "",
+            "HERALD_CODEC_ACTIVE_KEY": "",
+            "HERALD_CODEC_SERVER_HOST": self.codec.host,
+            "HERALD_CODEC_SERVER_PORT": str(self.codec.port),
+            "HERALD_CODEC_SERVER_CORS_ORIGINS": f"http://{self.temporal.host}:{self.temporal.ui_port},"
+            f"http://localhost:{self.temporal.ui_port}",
         }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -11,11 +12,13 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from herald.outbox import schema_sql
-from herald.workflow_api import SEARCH_ATTRIBUTES
 from devstack.config import StackConfig
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
 from herald.ledger.embedded import start_embedded_postgres
+from herald.ledger.migrate import apply_migrations
+from herald.ledger.roles import ensure_app_login
+from herald.outbox import schema_sql
+from herald.workflow_api import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("devstack")
 
@@ -46,6 +49,9 @@ class LocalStack:
         require_free(c.esp.host, c.esp.admin_port, "esp.admin_port")
         if services:
             require_free(c.receipts.host, c.receipts.port, "receipts.port")
+            require_free(c.metrics.host, c.metrics.port, "metrics.port")
+            require_free(c.metrics.host, c.metrics.worker_port, "metrics.worker_port")
+            require_free(c.codec.host, c.codec.port, "codec.port")
 
     # ---- parts -----------------------------------------------------------------------------
 
@@ -56,6 +62,8 @@ class LocalStack:
             "--ip", t.host, "--port", str(t.port), "--ui-port", str(t.ui_port),
             "--metrics-port", str(t.metrics_port), "--namespace", t.namespace,
             "--log-level", t.log_level, "--ui-disable-news-fetch",
+            # Payloads are encrypted: the Web UI shows them through the stack's codec server.
+            "--ui-codec-endpoint", self.config.codec_endpoint,
         ]  # fmt: skip
         if t.db_filename:
             argv += ["--db-filename", str(self.config.state_path / t.db_filename)]
@@ -74,6 +82,13 @@ class LocalStack:
             self._postgres = start_embedded_postgres(self.config.state_path / self.config.postgres.data_dir)
             self.database_url = self._postgres.get_uri()
         return self.database_url
+
+    def migrate(self) -> list[str]:
+        """Apply the ledger's migrations as the owner, then make sure the services' login exists."""
+        assert self.database_url is not None
+        applied = asyncio.run(apply_migrations(self.database_url))
+        ensure_app_login(self.database_url)
+        return applied
 
     def start_emulator(self, extra_args: list[str] | None = None) -> ManagedProcess:
         e = self.config.emulator
@@ -105,6 +120,20 @@ class LocalStack:
     def start_receipts(self) -> ManagedProcess:
         process = self._spawn("receipts", [sys.executable, "-m", "herald.receipts"], service=True)
         wait_for_port(self.config.receipts.host, self.config.receipts.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_codec_server(self) -> ManagedProcess:
+        """The codec server the Web UI decrypts payloads through (herald/codec_server.py)."""
+        process = self._spawn("codec-server", [sys.executable, "-m", "herald.codec_server"], service=True)
+        wait_for_port(self.config.codec.host, self.config.codec.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_metrics(self) -> ManagedProcess:
+        """The ledger exporter: the ledger's numbers on /metrics for Prometheus (herald/metrics)."""
+        m = self.config.metrics
+        env = {"HERALD_METRICS_HOST": m.host, "HERALD_METRICS_PORT": str(m.port)}
+        process = self._spawn("metrics", [sys.executable, "-m", "herald.metrics"], service=True, extra_env=env)
+        wait_for_port(m.host, m.port, START_TIMEOUT_SECONDS, process.process)
         return process
 
     def create_service_database(self) -> str:

@@ -8,17 +8,31 @@ managed PostgreSQL and the real Twilio API. The local launcher sets these from
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretBytes, SecretStr
 
 from herald.fault_points import FaultPoint
 from herald.outcomes import Frozen
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class CodecSettings(Frozen):
+    """Payload encryption keys (herald/payload_codec.py): key id -> 32-byte AES-256 key.
+
+    The active key encrypts; every key decrypts, so an old key kept here keeps its histories
+    readable after a rotation. No keys: payloads reach Temporal in plaintext, as before.
+    """
+
+    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    active_key: str | None = None
 
 
 class TemporalSettings(Frozen):
@@ -32,6 +46,8 @@ class TemporalSettings(Frozen):
     tls_key_path: Path | None = None
     # Temporal Cloud API key authentication (implies TLS).
     api_key: SecretStr | None = None
+    # Here rather than beside it: every connect(settings.temporal) then encrypts, none can forget to.
+    codec: CodecSettings = CodecSettings()
 
 
 class TwilioSettings(Frozen):
@@ -92,11 +108,43 @@ class ReceiptSettings(Frozen):
     sendgrid_public_key: str | None = None
 
 
+class TelemetrySettings(Frozen):
+    """Where metrics are served and traces sent; every part is off or local unless set."""
+
+    # host:port of the worker's Prometheus endpoint (Temporal SDK metrics and the worker's own
+    # Herald metrics); None: the worker serves no metrics. One address per worker process.
+    worker_metrics_address: str | None = None
+    # The ledger exporter (`python -m herald.metrics`): one per deployment, the ledger is shared.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9465
+    # A scrape's ledger queries are cancelled by PostgreSQL after this: a slow ledger costs one
+    # failed scrape (herald_ledger_up 0), never a pile of queries behind each other.
+    metrics_query_timeout: float = Field(default=5.0, gt=0, le=60)
+    # OTLP/gRPC collector URL for traces; None: no traces.
+    otlp_endpoint: str | None = None
+    # OTEL_SERVICE_NAME; None: each process names itself (herald-worker, herald-receipts).
+    service_name: str | None = None
+
+
+class CodecServerSettings(Frozen):
+    """`python -m herald.codec_server`, which decrypts payloads for the Web UI and the CLI."""
+
+    host: str = "127.0.0.1"
+    # 8238, not 8236: the local stack's Temporal serves its metrics on 8236.
+    port: int = 8238
+    # The Web UI calls the codec server from the browser: its origin, as typed in the address bar.
+    cors_origins: tuple[str, ...] = ("http://127.0.0.1:8233", "http://localhost:8233")
+    # When set, only requests carrying `Authorization: Bearer <token>` see plaintext.
+    token: SecretStr | None = None
+
+
 class Settings(Frozen):
     temporal: TemporalSettings = TemporalSettings()
     twilio: TwilioSettings = TwilioSettings()
     email: EmailSettings = EmailSettings()
     receipts: ReceiptSettings = ReceiptSettings()
+    codec_server: CodecServerSettings = CodecServerSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
     # The service database holding herald_outbox, for the outbox relay (and the report's backlog line).
@@ -166,6 +214,30 @@ def _port(env: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def _address(env: Mapping[str, str], name: str) -> str | None:
+    """A host:port to listen on ([::1]:9464 for IPv6); unset or empty is None."""
+    raw = _opt(env, name)
+    if raw is None:
+        return None
+    host, _, port = raw.rpartition(":")
+    if not (host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65_535) or " " in host:
+        raise InvalidSetting(name, "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:9464")
+    return raw
+
+
+def _url(env: Mapping[str, str], *names: str) -> str | None:
+    """The first of `names` that is set, as an http(s) URL with a host; unset or empty is None."""
+    for name in names:
+        raw = _opt(env, name)
+        if raw is None:
+            continue
+        scheme, _, rest = raw.partition("://")
+        if scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+            raise InvalidSetting(name, "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4317")
+        return raw
+    return None
+
+
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -205,6 +277,64 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default
     return raw.lower()
 
 
+def _items(env: Mapping[str, str], name: str) -> list[str]:
+    """A comma-separated list; blanks around and between items are dropped."""
+    return [item.strip() for item in env.get(name, "").split(",") if item.strip()]
+
+
+_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_CODEC_KEY_BYTES = 32  # AES-256
+
+
+def _codec_key(name: str, where: str, entry: str, keys: dict[str, SecretBytes]) -> None:
+    """Add one `id:base64key` entry to `keys`. A refusal may name the id, never the key."""
+    key_id, colon, encoded = (part.strip() for part in entry.partition(":"))
+    if not colon or not _KEY_ID.fullmatch(key_id):
+        raise InvalidSetting(name, f"{where}each key must be id:base64key, the id 1-64 letters, digits, '.', '_' or '-'")
+    try:
+        key = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        raise InvalidSetting(name, f"{where}key {key_id}: must be standard base64") from None
+    if len(key) != _CODEC_KEY_BYTES:
+        raise InvalidSetting(name, f"{where}key {key_id}: must decode to 32 bytes (AES-256), not {len(key)}")
+    if key_id in keys:
+        raise InvalidSetting(name, f"{where}key id {key_id} is given twice")
+    keys[key_id] = SecretBytes(key)
+
+
+def _codec(env: Mapping[str, str]) -> CodecSettings:
+    """Keys from HERALD_CODEC_KEYS, then from each file of HERALD_CODEC_KEY_FILES (mounted secrets)."""
+    keys: dict[str, SecretBytes] = {}
+    for entry in _items(env, "HERALD_CODEC_KEYS"):
+        _codec_key("HERALD_CODEC_KEYS", "", entry, keys)
+    for path in _items(env, "HERALD_CODEC_KEY_FILES"):
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or "not UTF-8 text"
+            raise InvalidSetting("HERALD_CODEC_KEY_FILES", f"{path}: cannot be read ({reason})") from None
+        for number, line in enumerate(lines, 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                _codec_key("HERALD_CODEC_KEY_FILES", f"{path} line {number}: ", line, keys)
+    active = _opt(env, "HERALD_CODEC_ACTIVE_KEY")
+    if active is not None and active not in keys:
+        # An active id without its key must not quietly mean "no encryption".
+        held = ", ".join(keys) or "none"
+        raise InvalidSetting(
+            "HERALD_CODEC_ACTIVE_KEY",
+            f"must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: {held})",
+        )
+    return CodecSettings(keys=keys, active_key=active or next(iter(keys), None))
+
+
+def _origins(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    origins = tuple(origin.rstrip("/") for origin in _items(env, name))
+    for origin in origins:
+        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", origin):
+            raise InvalidSetting(name, "each origin must be scheme://host[:port], no path and no wildcard, like http://127.0.0.1:8233")
+    return origins or default
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read every HERALD_* variable (and DATABASE_URL); unset ones keep local-stack defaults."""
     env = os.environ if env is None else env
@@ -217,6 +347,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         tls_cert_path=_opt(env, "HERALD_TEMPORAL_TLS_CERT"),
         tls_key_path=_opt(env, "HERALD_TEMPORAL_TLS_KEY"),
         api_key=_opt(env, "HERALD_TEMPORAL_API_KEY"),
+        codec=_codec(env),
     )
     twilio = TwilioSettings(
         api_base=env.get("HERALD_TWILIO_API_BASE", TwilioSettings().api_base),
@@ -250,11 +381,30 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         store_timeout=_positive_seconds(env, "HERALD_RECEIPT_STORE_TIMEOUT", ReceiptSettings().store_timeout, maximum=14),
         sendgrid_public_key=_opt(env, "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"),
     )
+    telemetry = TelemetrySettings(
+        worker_metrics_address=_address(env, "HERALD_WORKER_METRICS_ADDRESS"),
+        metrics_host=env.get("HERALD_METRICS_HOST", TelemetrySettings().metrics_host),
+        metrics_port=_port(env, "HERALD_METRICS_PORT", TelemetrySettings().metrics_port),
+        metrics_query_timeout=_positive_seconds(
+            env, "HERALD_METRICS_QUERY_TIMEOUT", TelemetrySettings().metrics_query_timeout, maximum=60
+        ),
+        # Herald's own name first; the OpenTelemetry standard variable otherwise.
+        otlp_endpoint=_url(env, "HERALD_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        service_name=_opt(env, "OTEL_SERVICE_NAME"),
+    )
+    codec_server = CodecServerSettings(
+        host=env.get("HERALD_CODEC_SERVER_HOST", CodecServerSettings().host),
+        port=_port(env, "HERALD_CODEC_SERVER_PORT", CodecServerSettings().port),
+        cors_origins=_origins(env, "HERALD_CODEC_SERVER_CORS_ORIGINS", CodecServerSettings().cors_origins),
+        token=_opt(env, "HERALD_CODEC_SERVER_TOKEN"),
+    )
     return Settings(
         temporal=temporal,
         twilio=twilio,
         email=email,
         receipts=receipts,
+        codec_server=codec_server,
+        telemetry=telemetry,
         database_url=_opt(env, "DATABASE_URL"),
         outbox_database_url=_opt(env, "HERALD_OUTBOX_DATABASE_URL"),
         outbox_lease_seconds=_seconds(env, "HERALD_OUTBOX_LEASE_SECONDS", 30.0, maximum=3600) or 30.0,

@@ -1,15 +1,23 @@
 """Connecting to Temporal with Herald's data converter, from settings alone.
 
 The same function serves the worker, the client API, the receipt server and
-the tests, so the pydantic converter is set identically everywhere.
+the tests, so the converter is set identically everywhere: pydantic for values,
+then, when keys are configured, AES-256-GCM for the bytes (herald/payload_codec.py),
+so recipients and bodies never reach Temporal's history in plaintext.
 """
 
 from __future__ import annotations
 
-from temporalio.client import Client, TLSConfig
-from temporalio.contrib.pydantic import pydantic_data_converter
+import dataclasses
+from collections.abc import Sequence
 
-from herald.settings import TemporalSettings
+from temporalio.client import Client, Interceptor, TLSConfig
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.runtime import Runtime
+
+from herald.payload_codec import EncryptionCodec
+from herald.settings import CodecSettings, TemporalSettings
 
 
 def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
@@ -22,11 +30,33 @@ def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
     )
 
 
-async def connect(settings: TemporalSettings) -> Client:
+def payload_codec(settings: CodecSettings) -> EncryptionCodec | None:
+    """The keyring codec, or None when no key is configured (payloads stay plaintext)."""
+    if not settings.keys or settings.active_key is None:
+        return None
+    keys = {key_id: key.get_secret_value() for key_id, key in settings.keys.items()}
+    return EncryptionCodec(keys, settings.active_key)
+
+
+def data_converter(settings: TemporalSettings) -> DataConverter:
+    """The one converter every client, worker and codec server of Herald uses."""
+    codec = payload_codec(settings.codec)
+    if codec is None:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+
+
+async def connect(
+    settings: TemporalSettings, *, runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()
+) -> Client:
+    """A client; `runtime` carries the worker's metrics endpoint, `interceptors` its tracing
+    (both from the process's composition root; workers built from this client inherit them)."""
     return await Client.connect(
         settings.address,
         namespace=settings.namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
         tls=tls_config(settings),
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        runtime=runtime,
+        interceptors=interceptors,
     )

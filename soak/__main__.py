@@ -23,13 +23,12 @@ from pathlib import Path
 
 import httpx
 
-from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
 from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
+from herald.client import HeraldClient
+from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
-from herald.ledger.migrate import apply_migrations
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
@@ -129,7 +128,7 @@ async def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         stack.start_postgres()
-        await apply_migrations(stack.database_url)
+        await asyncio.to_thread(stack.migrate)
         stack.start_temporal()
         stack.start_emulator(["--max-messages", str(args.intents * 3)])
         stack.start_receipts()

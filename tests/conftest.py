@@ -22,11 +22,10 @@ from temporalio.client import Client
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald.artifacts import PostgresArtifactStore
-from herald.client import HeraldClient
 from devstack.config import (
     ONE_PARTITION_PER_TASK_QUEUE,
     AdapterDev,
+    CodecDev,
     EmulatorDev,
     EspDev,
     ReceiptsDev,
@@ -35,7 +34,8 @@ from devstack.config import (
 )
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald.ledger.migrate import apply_migrations
+from herald.artifacts import PostgresArtifactStore
+from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
@@ -68,11 +68,14 @@ def stack() -> Any:
         esp=EspDev(smtp_port=free_port(), admin_port=free_port(), step_ms=60),
         receipts=ReceiptsDev(port=receipts_port),
         adapter=AdapterDev(read_timeout=ADAPTER_READ_TIMEOUT, connect_timeout=1.0),
+        # Payloads are encrypted under a key generated in `state` (so the whole suite runs with the
+        # codec on); the Web UI is pointed at this port, where the encryption tests serve the codec app.
+        codec=CodecDev(port=free_port()),
     )
     local = LocalStack(config)
     try:
         local.start_postgres()
-        asyncio.run(apply_migrations(local.database_url))
+        local.migrate()
         local.start_temporal()
         local.start_emulator()
         local.start_esp()
@@ -89,6 +92,14 @@ def settings(stack: LocalStack) -> Any:
 @pytest.fixture(scope="session")
 async def pool(settings: Any) -> AsyncIterator[AsyncConnectionPool]:
     async with open_pool(settings.database_url.get_secret_value()) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="session")
+async def owner_pool(stack: LocalStack) -> AsyncIterator[AsyncConnectionPool]:
+    """The ledger owner's connections, for tests that play an administrator or forge corruption;
+    `pool` is the services' login (herald_app), as the worker and receipt server connect."""
+    async with open_pool(stack.database_url, max_size=2) as opened:
         yield opened
 
 

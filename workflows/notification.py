@@ -43,10 +43,11 @@ with workflow.unsafe.imports_passed_through():
         retry_delay,
     )
     from herald.evidence import may_dispatch
-    from herald.send_policy import PolicyDecision
     from herald.ledger.records import LedgerBatch
     from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
+    from herald.metrics.instruments import count_finished
     from herald.outcomes import SubmitOutcome, Unknown
+    from herald.send_policy import PolicyDecision
     from herald.workflow_api import (
         QUERY_STATUS,
         SIGNAL_DELIVERY_REPORTS,
@@ -54,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         UPDATE_CANCEL,
         WORKFLOW_TYPE,
     )
-
     from workflows import provider_calls
     from workflows.attempt_record import AttemptRecord
     from workflows.checkpoints import Checkpoints
@@ -127,6 +127,10 @@ class NotificationWorkflow:
         self._drain_reports()
         await self._checkpoints.checkpoint()
         self._clock.disarm()
+        # Temporal counts every normal return as a success, undelivered included: this counter
+        # says how the intent ended. The SDK records nothing during replay; only a final workflow
+        # task that is run again (its worker died before completing it) can count an intent twice.
+        count_finished(workflow.metric_meter(), self._state.value, self._intent.channel.value)
         return self.status()
 
     # ---- pending -> submitting -----------------------------------------------------------

@@ -21,8 +21,9 @@ async def publish_policy(
 ) -> int:
     """Add the next version; returns its number. Earlier versions never change."""
     async with pool.connection() as conn, conn.transaction():
-        # One publisher at a time, so two publishes cannot take the same number.
-        await conn.execute("LOCK TABLE policy_versions IN SHARE ROW EXCLUSIVE MODE")
+        # One publisher at a time, so two publishes cannot take the same number. An advisory lock,
+        # not LOCK TABLE: the application's role may only SELECT and INSERT on the ledger.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('herald.policy_versions'))")
         cursor = await conn.execute(
             """INSERT INTO policy_versions (version, effective_from, owner, note, rules)
                SELECT coalesce(max(version), 0) + 1, %s, %s, %s, %s FROM policy_versions

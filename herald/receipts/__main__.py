@@ -10,6 +10,7 @@ from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import InvalidSetting, load_settings
 from herald.temporal_client import connect
+from herald.tracing import tracer_provider, tracing_interceptors
 
 DRAIN_INTERVAL_SECONDS = 1.0
 
@@ -21,7 +22,8 @@ async def serve() -> None:
     stop = asyncio.Event()
     # A short wait for a connection: with the database down, answer 503 fast so the provider redelivers.
     async with open_pool(settings.database_url.get_secret_value(), timeout=1.0) as pool:
-        client = await connect(settings.temporal)
+        tracing = tracer_provider(settings.telemetry, "herald-receipts")  # traces its signals; flushed at exit
+        client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
         try:
             endpoint = ReceiptEndpoint(
                 auth_token=settings.twilio.auth_token.get_secret_value(),

@@ -7,7 +7,6 @@ receipt server and the worker as subprocesses, which the scenarios SIGKILL and r
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,11 +15,10 @@ from typing import Any
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from herald.client import HeraldClient
 from devstack.config import AdapterDev, EmulatorDev, EspDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald.ledger.migrate import apply_migrations
+from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
@@ -44,7 +42,7 @@ def fault_stack() -> Any:
     stack = LocalStack(config, database_url="")  # "" = always its own embedded server, never DATABASE_URL
     try:
         stack.start_postgres()
-        asyncio.run(apply_migrations(stack.database_url))
+        stack.migrate()
         stack.start_temporal()
         stack.start_emulator()
         stack.start_esp()

@@ -10,14 +10,15 @@ import asyncio
 import time
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
 
-from herald.client import HeraldClient
-from herald.contracts import attempt_ref
 from devstack.processes import ManagedProcess, free_port
 from devstack.stack import LocalStack
+from herald.client import HeraldClient
+from herald.contracts import attempt_ref
 from herald.errors import IntentConflict
 from herald.fault_points import FaultPoint
 from herald.intent import workflow_id_for
@@ -395,3 +396,21 @@ async def test_seed_003_notice_race_email_delivered_sms_in_flight_worker_killed(
     assert after == before  # the restart changed nothing on the e-mail channel
     assert accepted_row == (1,)
     await check_invariants(fault_pool, fault_emulator, {sms_id: phone})
+
+
+async def test_no_log_of_this_module_holds_a_recipient_or_a_body(fault_stack, fault_pool) -> None:
+    """Runs last in the module, after every scenario above (reference lookups, hangs, rejections,
+    restarts, the e-mail notice): not one log line of any process holds a recipient, in any spelling
+    a URL or form gives it, or a rendered body. Before, httpx logged each lookup's `To=%2B1555...` URL."""
+    async with fault_pool.connection() as conn:
+        rows = await (await conn.execute("SELECT recipient, body FROM intents")).fetchall()
+    assert len(rows) >= 10, "the scenarios above should have left intents to look for"
+    needles = set()
+    for recipient, body in rows:
+        needles |= {recipient, quote_plus(recipient), quote(recipient, safe="")}
+        needles.add(body)
+    logs = {path.name: path.read_text(errors="replace") for path in fault_stack.log_dir.glob("*.log")}
+    assert any(name.startswith("worker") for name in logs) and "receipts.log" in logs, sorted(logs)
+    herald_logs = {name: text for name, text in logs.items() if not name.startswith(("emulator", "esp"))}
+    hits = [(name, needle) for name, text in herald_logs.items() for needle in needles if needle in text]
+    assert hits == [], f"{len(hits)} personal values in logs, first in {hits[0][0]}"

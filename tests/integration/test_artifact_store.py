@@ -67,27 +67,27 @@ async def test_the_same_bytes_stored_twice_are_one_row_under_the_first_name(pool
     assert await _rows(pool, "SELECT count(*) FROM artifacts WHERE sha256 = %s", first.sha256) == [(1,)]
 
 
-async def test_update_and_delete_are_refused_by_the_trigger(pool: AsyncConnectionPool) -> None:
-    """The table is append-only at the database, like every ledger audit table."""
+async def test_update_and_delete_are_refused_by_the_trigger(pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool) -> None:
+    """The table is append-only at the database, like every ledger audit table: even its owner is refused."""
     ref = await PostgresArtifactStore(pool).put(fresh_content(), media_type="application/pdf", filename="r.pdf")
     for statement in (
         "UPDATE artifacts SET filename = 'other.pdf' WHERE sha256 = %s",
         "DELETE FROM artifacts WHERE sha256 = %s",
     ):
-        async with pool.connection() as conn:
+        async with owner_pool.connection() as conn:
             with pytest.raises(psycopg.errors.RaiseException, match="ledger table artifacts is append-only"):
                 await conn.execute(statement, (ref.sha256,))
     assert await _rows(pool, "SELECT filename FROM artifacts WHERE sha256 = %s", ref.sha256) == [("r.pdf",)]
 
 
-async def test_a_row_tampered_behind_the_trigger_is_caught_by_verify(pool: AsyncConnectionPool) -> None:
-    """Someone with database access who disables the trigger and swaps the bytes is caught when the bytes are checked."""
+async def test_a_row_tampered_behind_the_trigger_is_caught_by_verify(pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool) -> None:
+    """The table's owner, who can disable the trigger, swaps the bytes: caught when the bytes are checked."""
     store = PostgresArtifactStore(pool)
     content = fresh_content()
     ref = await store.put(content, media_type="application/pdf", filename="invoice.pdf")
     forged = content[:-8] + b"FORGED!!"  # the same length: the size constraint cannot see it, only the hash
     # One transaction: the trigger is off for no other session, and back on at commit.
-    async with pool.connection() as conn, conn.transaction():
+    async with owner_pool.connection() as conn, conn.transaction():
         await conn.execute("ALTER TABLE artifacts DISABLE TRIGGER ALL")
         await conn.execute("UPDATE artifacts SET content = %b WHERE sha256 = %s", (forged, ref.sha256))
         await conn.execute("ALTER TABLE artifacts ENABLE TRIGGER ALL")
@@ -100,10 +100,10 @@ async def test_a_row_tampered_behind_the_trigger_is_caught_by_verify(pool: Async
     assert "FORGED" not in str(caught.value)
 
 
-async def test_a_tampered_row_cannot_change_the_size_it_claims(pool: AsyncConnectionPool) -> None:
-    """With the trigger disabled, bytes of another length are still refused: the row's size is its content's size."""
+async def test_a_tampered_row_cannot_change_the_size_it_claims(pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool) -> None:
+    """With the trigger disabled (by the owner), bytes of another length are still refused: the row's size is its content's size."""
     ref = await PostgresArtifactStore(pool).put(fresh_content(), media_type="application/pdf", filename="r.pdf")
-    async with pool.connection() as conn:
+    async with owner_pool.connection() as conn:
         with pytest.raises(psycopg.errors.CheckViolation, match="artifacts_size_is_content_size"):
             async with conn.transaction():
                 await conn.execute("ALTER TABLE artifacts DISABLE TRIGGER ALL")

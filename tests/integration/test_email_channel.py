@@ -20,9 +20,19 @@ from herald.client import HeraldClient
 from herald.contracts import IntentStatus, attempt_ref
 from herald.intent import Channel
 from herald.lifecycle import IntentState, SubmitResult
-from herald.outcomes import ProviderStatus
 from herald.notice_view import render_notice
-from tests.support import ORDER_DATA, Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient, plain_relay
+from herald.outcomes import ProviderStatus
+from herald.payload_codec import decode_in_place
+from tests.support import (
+    ORDER_DATA,
+    Emulator,
+    Esp,
+    email_request,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+    plain_relay,
+)
 
 WAIT = 90
 
@@ -236,7 +246,9 @@ async def test_the_attachment_received_hashes_to_the_reference(herald: HeraldCli
     [attachment] = message["attachments"]
     assert attachment["sha256"] == ref.sha256 and attachment["size"] == ref.size_bytes
     assert attachment["filename"] == "report-2026-11.pdf" and attachment["content_type"] == "application/pdf"
-    history = b"".join(event.SerializeToString() for event in (await herald.handle(key, Channel.EMAIL).fetch_history()).events)
+    events = (await herald.handle(key, Channel.EMAIL).fetch_history()).events
+    await decode_in_place(events, herald.temporal.data_converter.payload_codec)  # the reference is encrypted
+    history = b"".join(event.SerializeToString() for event in events)
     assert ref.sha256.encode() in history
     sample = content[100:160]
     for encoded in (sample, base64.b64encode(sample), sample.hex().encode()):
@@ -255,11 +267,13 @@ async def test_a_resent_report_carries_byte_identical_attachments(herald: Herald
     assert {m["attachments"][0]["sha256"] for m in copies} == {ref.sha256}
 
 
-async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
-    """Someone with database access replaced the stored bytes: the hash check refuses them, the intent
-    ends permanent naming the rule, and the relay never sees a message."""
+async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(
+    herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """The database's owner replaced the stored bytes: the hash check refuses them, the intent ends
+    permanent naming the rule, and the relay never sees a message."""
     ref = await _stored_report(pool)
-    async with pool.connection() as conn, conn.transaction():
+    async with owner_pool.connection() as conn, conn.transaction():
         await conn.execute("ALTER TABLE artifacts DISABLE TRIGGER ALL")
         await conn.execute("UPDATE artifacts SET content = %s WHERE sha256 = %s", (b"%PDF-forged" + b"\0" * (ref.size_bytes - 11), ref.sha256))
         await conn.execute("ALTER TABLE artifacts ENABLE TRIGGER ALL")

@@ -12,6 +12,7 @@ from herald.client import HeraldClient
 from herald.errors import IntentConflict
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
+from herald.workflow_api import not_delivered_query
 from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
 
 
@@ -77,12 +78,59 @@ async def test_report_counts_key_conflicts_and_keeps_coverage_apart(herald: Hera
     assert after.submit_to_accept_p50_ms is not None and after.submit_to_accept_p50_ms > 0
 
 
-async def test_ledger_refuses_updates_and_deletes(herald: HeraldClient, pool: AsyncConnectionPool) -> None:
-    """Audit tables are append-only at the database: UPDATE and DELETE raise."""
+async def test_ledger_refuses_updates_and_deletes(
+    herald: HeraldClient, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """Audit tables are append-only at the database: UPDATE, DELETE and (since migration 012) TRUNCATE
+    are refused by triggers even for the owner, and the services' login may not even try, nor switch a
+    trigger off or drop one (before, the services connected as a superuser that could)."""
     key = fresh_key()
     await herald.send(receipt_request(key, fresh_recipient()))
     await asyncio.wait_for(herald.wait(key), 60)  # rows exist, so the row triggers have something to refuse
-    for statement in ("UPDATE transitions SET reason = 'rewritten'", "DELETE FROM observations"):
-        async with pool.connection() as conn:
+    for statement in ("UPDATE transitions SET reason = 'rewritten'", "DELETE FROM observations", "TRUNCATE intents CASCADE"):
+        async with owner_pool.connection() as conn:
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 await conn.execute(statement)
+    for statement in (
+        "UPDATE transitions SET reason = 'rewritten'",
+        "DELETE FROM observations",
+        "TRUNCATE receipt_inbox CASCADE",
+        "ALTER TABLE intents DISABLE TRIGGER ALL",
+        "DROP TRIGGER intents_append_only ON intents",
+        "CREATE TABLE intruder (id int)",
+    ):
+        async with pool.connection() as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(statement)
+    async with pool.connection() as conn:
+        user = await (await conn.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")).fetchone()
+    assert user == ("herald_service", False)
+    assert await _rows(pool, "SELECT count(*) > 0 FROM intents") == [(True,)]
+
+
+async def test_the_failure_query_lists_every_intent_that_ended_without_delivery(
+    herald: HeraldClient, emulator: Emulator
+) -> None:
+    """The launcher's failure link selects undelivered and permanent failures too, not only unknown
+    (before it printed HeraldState="unknown"), and never a delivered intent."""
+    undelivered_key, undelivered_to = fresh_key(), fresh_recipient()
+    await emulator.arm(undelivered_to, "undelivered")
+    refused_key, refused_to = fresh_key(), fresh_recipient()
+    await emulator.arm(refused_to, "reject", code=21211, count=1)  # Twilio's "invalid To number"
+    delivered_key = fresh_key()
+    await herald.send(receipt_request(undelivered_key, undelivered_to))
+    await herald.send(receipt_request(refused_key, refused_to))
+    await herald.send(receipt_request(delivered_key, fresh_recipient()))
+    finals = await asyncio.wait_for(
+        asyncio.gather(herald.wait(undelivered_key), herald.wait(refused_key), herald.wait(delivered_key)), 60
+    )
+    assert [f.state for f in finals] == [IntentState.UNDELIVERED, IntentState.PERMANENT_FAILURE, IntentState.DELIVERED]
+    ids = [f"{key}/sms" for key in (undelivered_key, refused_key, delivered_key)]
+    query = f'({not_delivered_query()}) AND WorkflowId IN ("{ids[0]}", "{ids[1]}", "{ids[2]}")'
+    found: set[str] = set()
+    for _ in range(50):  # visibility is eventually consistent
+        found = {w.id async for w in herald.temporal.list_workflows(query)}
+        if len(found) >= 2:
+            break
+        await asyncio.sleep(0.2)
+    assert found == {ids[0], ids[1]}

@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import secrets
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -29,6 +28,7 @@ from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import Channel
 from herald.lifecycle import IntentState
+from herald.payload_codec import decode_in_place
 from tests.support import (
     TEST_POLICY,
     Emulator,
@@ -101,6 +101,8 @@ async def _save(
     runs.append(herald.temporal.get_workflow_handle(handle.id, run_id=latest.run_id))
     for index, run in enumerate(runs):
         history = await run.fetch_history()
+        # The test stack's key is thrown away with it: commit plaintext, replayable by anyone.
+        await decode_in_place(history.events, herald.temporal.data_converter.payload_codec)
         suffix = f".run{index + 1}" if len(runs) > 1 else ""
         (HISTORIES / f"{name}{suffix}.json").write_text(json.dumps(history.to_json_dict(), indent=1) + "\n")
 

@@ -1,0 +1,152 @@
+"""The remote codec server: decrypts payloads for the Temporal Web UI and the `temporal` CLI.
+
+    python -m herald.codec_server
+
+Temporal holds only ciphertext (herald/payload_codec.py). The Web UI (started with
+`--ui-codec-endpoint`) and the CLI (`--codec-endpoint`, `--codec-auth "Bearer <token>"`) send the
+payloads they show here and display what comes back. Temporal's codec server protocol: ``POST
+.../encode`` and ``POST .../decode``, only the last path segment counting (so the server may sit
+under any prefix, a namespace segment included), a JSON body ``{"payloads": [{"metadata": {k:
+base64}, "data": base64}]}`` answered in the same shape. Every request is answered by the first
+rule that applies::
+
+    CORS preflight (OPTIONS) from an allowed origin .................. 200, no token needed
+    CORS preflight from any other origin ............................. 400
+    a method other than POST ......................................... 405
+    last path segment neither encode nor decode ...................... 404
+    token configured, no `Authorization: Bearer <token>` ............. 401
+    body larger than MAX_BODY_BYTES (read no further) ................ 413
+    body not the Payloads JSON ....................................... 400
+    a payload the keyring cannot decrypt (unknown key id, failed
+      authentication) ................................................ 400 naming the key id
+    otherwise ........................................................ 200, the payloads
+
+The Web UI calls from the operator's browser, so its origin must be listed
+(HERALD_CODEC_SERVER_CORS_ORIGINS). The UI forwards the operator's own access token only to an
+https endpoint (its "pass access token" setting): on loopback the server runs without a token;
+elsewhere set HERALD_CODEC_SERVER_TOKEN, or put an authenticating proxy in front. Whoever
+reaches this server without a token sees recipients and bodies in plaintext.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Mapping, Sequence
+
+import uvicorn
+from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from temporalio.api.common.v1 import Payloads
+from temporalio.converter import PayloadCodec
+
+from herald.payload_codec import CodecError
+from herald.settings import InvalidSetting, load_settings
+from herald.temporal_client import payload_codec
+
+log = logging.getLogger("herald.codec_server")
+
+# The Web UI decodes one event's payloads per request, the CLI one history's: kilobytes. 4 MiB
+# holds a history of Temporal's 2 MiB payload limit twice over, and no body is read past it.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+# What the UI and the CLI send (Temporal's ui/src/lib/services/data-encoder.ts).
+_ALLOWED_HEADERS = ["Authorization", "Content-Type", "X-Namespace"]
+
+
+class CodecEndpoint:
+    """POST .../encode and .../decode through one codec, behind an optional bearer token."""
+
+    def __init__(self, codec: PayloadCodec, token: str | None) -> None:
+        self._codec = codec
+        self._expected = f"Bearer {token}".encode() if token else None
+
+    async def handle(self, request: Request) -> Response:
+        operation = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        if operation not in ("encode", "decode"):
+            return PlainTextResponse("not found: the codec server answers .../encode and .../decode", status_code=404)
+        if self._expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, self._expected):
+                return PlainTextResponse("Authorization: a bearer token is required", status_code=401)
+        body = await _read_bounded(request, MAX_BODY_BYTES)
+        if body is None:
+            return PlainTextResponse(f"request body: larger than {MAX_BODY_BYTES} bytes (4 MiB)", status_code=413)
+        try:
+            payloads = json_format.Parse(body, Payloads(), ignore_unknown_fields=True)
+        except (json_format.ParseError, UnicodeDecodeError):
+            # The parser's message can quote the body; the rule is enough.
+            return PlainTextResponse('request body: must be {"payloads": [...]}, Temporal\'s Payloads as JSON', status_code=400)
+        try:
+            if operation == "encode":
+                converted = await self._codec.encode(payloads.payloads)
+            else:
+                converted = await self._codec.decode(payloads.payloads)
+        except CodecError as error:
+            log.warning("refused a %s request: %s", operation, error)
+            return PlainTextResponse(str(error), status_code=400)
+        return JSONResponse(json_format.MessageToDict(Payloads(payloads=converted)))
+
+
+async def _read_bounded(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it passes `limit` bytes (the rest is never read)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_codec_app(codec: PayloadCodec, *, token: str | None, cors_origins: Sequence[str]) -> Starlette:
+    endpoint = CodecEndpoint(codec, token)
+    return Starlette(
+        routes=[Route("/{path:path}", endpoint.handle, methods=["POST"])],
+        middleware=[
+            # Outermost, so a preflight is answered before the token check (browsers send none with
+            # it) and a 401 still carries the headers that let the UI read its status.
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["POST"],
+                allow_headers=_ALLOWED_HEADERS,
+                max_age=600,
+            )
+        ],
+    )
+
+
+def build_codec_server(env: Mapping[str, str] | None = None) -> uvicorn.Server:
+    """The uvicorn server from HERALD_* settings; InvalidSetting names what is missing or wrong."""
+    settings = load_settings(env)
+    codec = payload_codec(settings.temporal.codec)
+    if codec is None:
+        raise InvalidSetting(
+            "HERALD_CODEC_KEYS", "no key configured (nor HERALD_CODEC_KEY_FILES): the codec server has nothing to decrypt with"
+        )
+    server = settings.codec_server
+    app = create_codec_app(
+        codec,
+        token=server.token.get_secret_value() if server.token else None,
+        cors_origins=server.cors_origins,
+    )
+    return uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port, log_level="warning", access_log=False))
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        server = build_codec_server()
+    except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
+        raise SystemExit(str(error)) from None
+    log.info("codec server on http://%s:%d", server.config.host, server.config.port)
+    server.run()  # a taken port: uvicorn logs it in one line and exits with status 3
+
+
+if __name__ == "__main__":
+    main()
