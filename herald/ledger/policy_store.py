@@ -86,8 +86,13 @@ SELECT p.version, p.rules,
        EXISTS (SELECT 1 FROM consent_evidence
                 WHERE recipient_fingerprint = %(fp)s AND category = %(category)s),
        (SELECT coalesce(json_agg(json_build_array(e.cause, e.detail, e.seen_at) ORDER BY e.seen_at DESC), '[]')
-          FROM (SELECT * FROM suppression_evidence e, lifted
-                 WHERE e.recipient = %(recipient)s AND e.channel = %(channel)s AND e.seen_at > lifted.at
+          FROM (SELECT e.cause, e.detail, e.seen_at
+                  FROM (SELECT cause, detail, seen_at FROM suppression_evidence
+                         WHERE recipient = %(recipient)s AND channel = %(channel)s
+                        UNION ALL  -- an erased recipient's evidence, kept by fingerprint (migration 013)
+                        SELECT cause, detail, seen_at FROM erased_suppressions
+                         WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s) e, lifted
+                 WHERE e.seen_at > lifted.at
                  ORDER BY e.seen_at DESC LIMIT 10) e),
        (SELECT last_submit_at FROM recipient_cooldowns
          WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s AND workflow_id <> %(workflow_id)s)

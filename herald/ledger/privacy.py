@@ -1,0 +1,45 @@
+"""Erasure and retention: destroying personal data while the audit trail stays (migration 013).
+
+Both run as ledger functions that overwrite only the personal columns, with fixed markers, and
+record themselves in ``ledger_purges``; nothing here can touch a state, a time or a reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from psycopg_pool import AsyncConnectionPool
+
+from herald.intent import recipient_fingerprint
+from herald.outcomes import Frozen
+
+
+class Purge(Frozen):
+    purge_id: int
+    rows_affected: int
+
+
+class Erasure(Purge):
+    # Which recipient, as the ledger now knows them: the fingerprint, never the recipient.
+    recipient_fingerprint: str
+
+
+async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator: str, reason: str) -> Erasure:
+    """Erase a (normalised) recipient's number or address, render data, bodies and subjects.
+
+    Suppression evidence about them is kept by fingerprint, so an erasure never lifts an opt-out.
+    """
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT * FROM erase_recipient(%s, %s, %s)", (recipient, operator, reason))
+        row = await cursor.fetchone()
+    assert row is not None  # the function always returns one row
+    return Erasure(purge_id=row[0], rows_affected=row[1], recipient_fingerprint=recipient_fingerprint(recipient))
+
+
+async def purge_inbox_payloads(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:
+    """Replace the raw payload of every decided report received before ``older_than``."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT * FROM purge_inbox_payloads(%s, %s, %s)", (older_than, operator, reason))
+        row = await cursor.fetchone()
+    assert row is not None
+    return Purge(purge_id=row[0], rows_affected=row[1])

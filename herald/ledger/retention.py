@@ -1,0 +1,64 @@
+"""The inbox retention job: `python -m herald.ledger.retention --inbox-days 30`.
+
+Run it daily (cron, a Kubernetes CronJob, a Temporal schedule). It replaces the raw payload of
+every decided report older than the period with a marker and records the run in ledger_purges;
+the reports themselves (status, error code, times, verdict) stay, and undecided reports keep their
+payloads until they are decided. Safe to run twice or from two places: a purged payload is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime, timedelta
+
+from herald.ledger.privacy import purge_inbox_payloads
+from herald.ledger.store import open_pool
+from herald.settings import InvalidSetting, load_settings
+
+MAX_DAYS = 36_500
+
+
+def _days(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 <= int(text) <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days from 0 to {MAX_DAYS}")
+    return int(text)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m herald.ledger.retention",
+        description="Purge the raw payloads of decided reports older than the retention period; recorded in ledger_purges.",
+        epilog="example:\n  python -m herald.ledger.retention --inbox-days 30 --operator nightly-cron",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--inbox-days", type=_days, required=True, help="keep raw report payloads this many days")
+    parser.add_argument("--operator", default="retention-job", help="who runs it, as ledger_purges records it")
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> str:
+    settings = load_settings()
+    if settings.database_url is None:
+        raise InvalidSetting("DATABASE_URL", "required: the ledger whose inbox is purged")
+    cut_off = datetime.now(UTC) - timedelta(days=args.inbox_days)
+    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+        purge = await purge_inbox_payloads(
+            pool, older_than=cut_off, operator=args.operator, reason=f"inbox retention: {args.inbox_days} days"
+        )
+    return f"purged {purge.rows_affected} report payload(s) received before {cut_off:%Y-%m-%d %H:%M} UTC (ledger_purges id {purge.purge_id})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        print(asyncio.run(run(args)))
+    except InvalidSetting as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Erasure and retention against the real ledger: personal data destroyed, the audit trail kept.
+
+Before migration 013 nothing could be purged or erased: the audit tables refuse UPDATE and DELETE,
+so an erasure request had no answer and an inbox payload lived forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from herald.client import HeraldClient
+from herald.intent import recipient_fingerprint
+from herald.ledger import store
+from herald.ledger.policy_store import standing
+from herald.ledger.privacy import erase_recipient, purge_inbox_payloads
+from herald.lifecycle import IntentState
+from herald.send_policy import Category
+from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+
+
+async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
+
+
+async def _ledger_tables(pool: AsyncConnectionPool) -> list[str]:
+    rows = await _rows(
+        pool, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+    )
+    return sorted(row["tablename"] for row in rows)
+
+
+async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_reasons_and_their_opt_out(
+    herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    to = fresh_recipient()
+    opted_out, later = fresh_key(), fresh_key()
+    await emulator.arm(to, "reject", code=21610, count=1)  # the recipient opted out (STOP)
+    await herald.send(receipt_request(opted_out, to))
+    assert (await asyncio.wait_for(herald.wait(opted_out), 60)).state is IntentState.PERMANENT_FAILURE
+    await herald.send(receipt_request(later, to))
+    assert (await asyncio.wait_for(herald.wait(later), 60)).state.is_terminal
+    ids = [f"{opted_out}/sms", f"{later}/sms"]
+    before = await _rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
+    transitions_before = await _rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids)
+    bodies = {row["body"] for row in before}
+    assert all(len(body) > 20 for body in bodies)
+
+    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="erasure request 42")
+
+    assert erasure.rows_affected == 2
+    assert erasure.recipient_fingerprint == recipient_fingerprint(to)
+    # Nowhere in the ledger: not the number, not a body.
+    for table in await _ledger_tables(owner_pool):
+        for needle in (to, *bodies):
+            hits = await _rows(owner_pool, f"SELECT count(*) AS n FROM {table} t WHERE t::text LIKE %s", f"%{needle}%")
+            assert hits == [{"n": 0}], f"{table} still holds personal data"
+    # What stays: the rows, their keys, hashes, times and every transition.
+    after = await _rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
+    personal = {"recipient", "render_data", "body", "subject"}
+    assert [{k: v for k, v in row.items() if k not in personal} for row in after] == [
+        {k: v for k, v in row.items() if k not in personal} for row in before
+    ]
+    assert {(row["recipient"], row["body"]) for row in after} == {("(erased)", "")}
+    assert await _rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids) == transitions_before
+    [purge] = await _rows(pool, "SELECT * FROM ledger_purges WHERE id = %s", erasure.purge_id)
+    assert (purge["kind"], purge["recipient_fingerprint"], purge["rows_affected"], purge["operator"]) == (
+        "erasure", recipient_fingerprint(to), 2, "dpo",
+    )  # fmt: skip
+    # The opt-out outlives the erasure: the policy gate still sees it, by fingerprint.
+    async with pool.connection() as conn:
+        now = await standing(conn, at=datetime.now(UTC), recipient=to, channel="sms", category=Category.TRANSACTIONAL, workflow_id="x")
+    assert [cause for cause, _, _ in now.suppressions] == ["opt_out"]
+
+
+async def test_only_the_erasure_function_can_overwrite_personal_data_and_only_with_its_markers(
+    herald: HeraldClient, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    key = fresh_key()
+    await herald.send(receipt_request(key, fresh_recipient()))
+    await asyncio.wait_for(herald.wait(key), 60)
+    workflow_id = f"{key}/sms"
+    async with pool.connection() as conn:  # the services' login, setting the flag itself
+        await conn.execute("SET herald.redacting = 'on'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute("UPDATE intents SET recipient = '(erased)' WHERE workflow_id = %s", (workflow_id,))
+    for change in ("recipient = '+15550000000'", "business_key = 'rewritten'", "body = '', recipient = '(erased)', render_data = '{}', subject = NULL, template_version = 9"):
+        async with owner_pool.connection() as conn:
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                async with conn.transaction():
+                    await conn.execute("SELECT set_config('herald.redacting', 'on', true)")
+                    await conn.execute(f"UPDATE intents SET {change} WHERE workflow_id = %s", (workflow_id,))
+
+
+async def test_inbox_retention_purges_decided_payloads_and_keeps_undecided_ones(
+    herald: HeraldClient, pool: AsyncConnectionPool
+) -> None:
+    key = fresh_key()
+    await herald.send(receipt_request(key, fresh_recipient()))
+    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
+    decided = await _rows(
+        pool,
+        """SELECT r.id FROM receipt_inbox r JOIN attempts a ON a.attempt_ref = r.attempt_ref
+            WHERE a.workflow_id = %s""",
+        f"{key}/sms",
+    )
+    assert decided
+    for _ in range(100):  # the verdicts are written at the workflow's checkpoint
+        outcomes = await _rows(pool, "SELECT inbox_id FROM receipt_outcomes WHERE inbox_id = ANY(%s)", [r["id"] for r in decided])
+        if len(outcomes) == len(decided):
+            break
+        await asyncio.sleep(0.1)
+    async with pool.connection() as conn, conn.transaction():  # a report for an attempt nobody knows: undecided
+        undecided = await store.store_report(
+            conn, provider="twilio", provider_message_id="SM" + fresh_key()[-32:].replace("_", "0"), provider_status="delivered",
+            attempt_ref=f"att_unknown_{fresh_key()[-12:]}", error_code=None, provider_event_at=None, payload={"ApiVersion": "2010-04-01"},
+        )  # fmt: skip
+
+    purge = await purge_inbox_payloads(
+        pool, older_than=datetime.now(UTC) + timedelta(seconds=1), operator="retention-job", reason="inbox payloads: 0 days"
+    )
+
+    assert purge.rows_affected >= len(decided)
+    payloads = await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = ANY(%s)", [r["id"] for r in decided])
+    assert payloads == [{"payload": {"purged": True}}] * len(decided)
+    [kept] = await _rows(pool, "SELECT payload, provider_status FROM receipt_inbox WHERE id = %s", undecided["id"])
+    assert kept == {"payload": {"ApiVersion": "2010-04-01"}, "provider_status": "delivered"}
+    [row] = await _rows(pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s", purge.purge_id)
+    assert row == {"kind": "inbox_retention", "rows_affected": purge.rows_affected, "operator": "retention-job"}
+
+
+def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
+    command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
+    ran = subprocess.run([*command, "--inbox-days", "30"], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("purged ") and "ledger_purges id" in ran.stdout
+    refused = subprocess.run([*command, "--inbox-days", "٣"], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "--inbox-days: must be a whole number of days" in refused.stderr and "Traceback" not in refused.stderr
