@@ -2,19 +2,17 @@
 
     python starter.py send --key order_receipt:pay_157 --to +15551230001 --template order_receipt \\
         --version 1 --data order_ref=ord_1 --data amount=42.50 --data currency=EUR --data merchant=Shop
-    python starter.py send --file intent.json
+    python starter.py send --file intent.json     # or {"business_key": ..., "channels": [{...sms}, {...email}]}
     python starter.py status order_receipt:pay_157
     python starter.py cancel order_receipt:pay_157 --reason "seat filled" --operator alice
-    python starter.py send --file notice.json     # {"business_key": ..., "channels": [{...sms}, {...email}]}
-    python starter.py status seller_new_order:ord_1 # every channel side by side
     python starter.py report
-    python starter.py demo
-    python starter.py template preview order_receipt latest --data order_ref=A-1 --data amount=12.50 ...
-    python starter.py template publish order_receipt 2 order_receipt_v2.txt
-    python starter.py policy list | show 2 | publish rules.json --owner ops-team --note "quiet hours"
-    python starter.py consent grant +15551230001 marketing --source signup-form
-    python starter.py suppression lift +15551230001 --channel sms --operator alice --reason "resubscribed"
-    python starter.py artifact put report.pdf [--media-type application/pdf] [--filename report.pdf]
+    python starter.py --help                      # every command, with examples; COMMAND --help for one
+
+Every command checks all of its input (arguments, files, JSON, render data and the settings it
+uses) before it opens any connection, so a mistake is reported as that mistake even when Temporal
+or PostgreSQL is down. Exit codes: 0 done; 2 bad input or settings, as one line naming the option
+(or variable) and the rule, never the value typed; 1 a service that failed or could not be
+reached, as one line; 130 interrupted.
 
 Connection settings come from HERALD_* variables; when they are unset and the
 local stack is running, from the `.state/stack.env` file it writes.
@@ -24,17 +22,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
+import gc
+import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+import traceback
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool
+from temporalio.exceptions import TemporalError
+from temporalio.runtime import Runtime, TelemetryConfig
+from temporalio.service import RPCError
+
+from herald import cli_input
+from herald.cli_input import CliInputError, OneLineArgumentParser
 from herald.client import HeraldClient
-from herald.errors import HeraldError
+from herald.delivery_policy import DeliveryPolicy
+from herald.errors import HeraldError, InvalidIntent
+from herald.intent import IntentRequest, build_intent, describe_validation_error, parse_request
+from herald.notice import NoticeRequest, parse_notice
 from herald.settings import InvalidSetting, Settings, load_settings
 from herald.temporal_client import connect
+
+PROG = "python starter.py"
+# A database that has not answered in this long is reported as unreachable (libpq's connect_timeout).
+DATABASE_CONNECT_TIMEOUT_SECONDS = 5
+
+
+class ServiceUnreachable(Exception):
+    """A service the command needs did not answer; the message names the setting that points at it."""
 
 
 def _settings() -> Settings:
@@ -51,66 +76,206 @@ def _settings() -> Settings:
     return load_settings(merged)
 
 
-async def _client(settings: Settings) -> HeraldClient:
-    return HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+class Services:
+    """The connections a command opens, each only when the command asks, after checking its input.
+
+    Temporal clients run on this command line's own Temporal runtime, not the SDK's process-wide
+    default, so that `close()` can stop the runtime's threads while the interpreter is still whole.
+    Left running until interpreter exit, they aborted up to 1 run in 7 of a command that exits right
+    after a Temporal call (`status` of an unknown key: 6 of 40): the thread of the runtime's blocking pool that hands a call's result to asyncio
+    (pyo3-async-runtimes, inside `loop.call_soon_threadsafe`) lets go of the GIL while it writes to
+    the loop's wake-up socket; the main thread takes it, finishes and starts finalizing; when the
+    pool thread asks for the GIL back, CPython 3.11 ends it with pthread_exit, the unwinding releases
+    a GIL state that is no longer current, and the process aborts with "Fatal Python error:
+    PyGILState_Release" (temporalio/sdk-python#300). Dropping the runtime first shuts its Tokio
+    runtime down with the GIL released, which waits for that thread to finish its hand-over.
+    """
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+        self._runtime: Runtime | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = _settings()
+        return self._settings
+
+    def check_temporal(self) -> None:
+        """Refuse Temporal settings that cannot work (address form, TLS files), without connecting."""
+        temporal = self.settings().temporal
+        host, _, port = temporal.address.rpartition(":")
+        if not (host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65_535):
+            raise InvalidSetting(
+                "HERALD_TEMPORAL_ADDRESS", "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:7233"
+            )
+        if not (temporal.tls or temporal.api_key):
+            return  # tls_config() reads no file then
+        for name, path in (
+            ("HERALD_TEMPORAL_TLS_CA", temporal.tls_ca_path),
+            ("HERALD_TEMPORAL_TLS_CERT", temporal.tls_cert_path),
+            ("HERALD_TEMPORAL_TLS_KEY", temporal.tls_key_path),
+        ):
+            if path is not None:  # read at connect time, where a missing file would look like a network failure
+                cli_input.read_bytes(str(path), name, max_bytes=1024 * 1024)
+
+    def ledger_url(self, required_for: str) -> str:
+        """DATABASE_URL, checked for form only (nothing is connected to)."""
+        url = self.optional_ledger_url()
+        if url is None:
+            raise InvalidSetting("DATABASE_URL", f"required {required_for}")
+        return url
+
+    def optional_ledger_url(self) -> str | None:
+        url = self.settings().database_url
+        return None if url is None else database_url("DATABASE_URL", url.get_secret_value())
+
+    async def herald(self, *, policy: DeliveryPolicy | None = None) -> HeraldClient:
+        settings = self.settings().temporal
+        self.check_temporal()
+        if self._runtime is None:
+            self._runtime = Runtime(telemetry=TelemetryConfig())
+        try:
+            client = await connect(settings, runtime=self._runtime)
+        except RuntimeError as error:  # the bridge reports a failed connect as RuntimeError
+            raise ServiceUnreachable(
+                f"cannot reach Temporal at {settings.address} (HERALD_TEMPORAL_ADDRESS): {_connect_failure(error)}"
+            ) from None
+        return HeraldClient(client, settings.task_queue, policy=policy)
+
+    @contextlib.asynccontextmanager
+    async def ledger(
+        self, url: str, *, variable: str = "DATABASE_URL", max_size: int = 1
+    ) -> AsyncIterator[AsyncConnectionPool]:
+        """A pool on `url`, opened after one direct connection succeeded: a refused connection is then
+        one line with libpq's reason, not a pool retrying until its timeout."""
+        from herald.ledger.store import open_pool
+
+        options = (
+            {} if "connect_timeout" in conninfo_to_dict(url) else {"connect_timeout": DATABASE_CONNECT_TIMEOUT_SECONDS}
+        )
+        try:
+            probe = await psycopg.AsyncConnection.connect(url, **options)
+        except psycopg.OperationalError as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ServiceUnreachable(f"cannot reach the database at {variable}: {reason}") from None
+        await probe.close()
+        async with open_pool(url, max_size=max_size) as pool:
+            yield pool
+
+    def close(self) -> bool:
+        """Stop the Temporal runtime's threads now, while the interpreter is whole (see the class).
+
+        Returns True when the runtime is gone (or was never made). Clients and the runtime sit in
+        reference cycles, hence the collection; the runtime's last reference going away shuts its
+        Tokio runtime down and waits for its threads.
+        """
+        if self._runtime is None:
+            return True
+        released = weakref.ref(self._runtime)
+        self._runtime = None
+        gc.collect()
+        return released() is None
 
 
-def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    if args.file:
-        return json.loads(Path(args.file).read_text(encoding="utf-8"))
-    data: dict[str, str | int] = {}
-    for item in args.data or []:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise HeraldError(f"--data {name!r}: must be NAME=VALUE")
-        data[name] = int(value) if value.isdigit() and not value.startswith("0") else value
-    return {
-        "business_key": args.key,
-        "channel": args.channel,
-        "recipient": args.to,
-        "template_id": args.template,
-        "template_version": args.version,
-        "render_data": data,
-    }
+def database_url(variable: str, url: str) -> str:
+    """`url` if PostgreSQL can parse it; the refusal never repeats it (it may carry a password)."""
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise InvalidSetting(
+            variable, "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"
+        ) from None
+    return url
 
 
-async def cmd_send(args: argparse.Namespace) -> int:
-    raw = _request_from_args(args)
-    if "channels" in raw:
-        return await _send_notice(raw, args)
-    herald = await _client(_settings())
-    receipt = await herald.send(raw)
-    print(f"intent {receipt.workflow_id} started or attached (content sha256 {receipt.content_sha256[:16]}...)")
+def _connect_failure(error: RuntimeError) -> str:
+    """The operating system's reason from the bridge's connect error ("Connection refused"), else its text."""
+    found = re.findall(r'message: "([^"]+)"', str(error))
+    return found[-1] if found else str(error).removeprefix("Failed client connect: ")
+
+
+# --- send --------------------------------------------------------------------------------------
+
+# The options that build a request on the command line, which --file replaces as a whole.
+_REQUEST_OPTIONS = (("key", "--key"), ("to", "--to"), ("template", "--template"), ("version", "--version"),
+                    ("data", "--data"), ("channel", "--channel"))  # fmt: skip
+
+
+def send_request(args: argparse.Namespace) -> IntentRequest | NoticeRequest:
+    """The request of `send`, validated and rendered (so nothing can be refused after connecting)."""
+    given = [option for dest, option in _REQUEST_OPTIONS if getattr(args, dest) is not None]
+    now = datetime.now(UTC)
+    if args.file is not None:
+        if given:
+            raise CliInputError("--file", f"holds the whole request: leave out {', '.join(given)}")
+        raw = cli_input.read_json_object(args.file, "--file")
+        if "channels" in raw:
+            notice = parse_notice(raw)
+            for request in notice.requests():
+                build_intent(request, now)  # renders: a data or template problem is found here
+            return notice
+        request = parse_request(raw)
+        build_intent(request, now)
+        return request
+    for dest, option in _REQUEST_OPTIONS[:4]:
+        if getattr(args, dest) is None:
+            raise CliInputError(option, "required (or give the whole request with --file)")
+    data = cli_input.render_data(args.data or [], _field_kinds(args.template, args.version))
+    raw = {"business_key": args.key, "channel": args.channel or "sms", "recipient": args.to,
+           "template_id": args.template, "template_version": args.version, "render_data": data}  # fmt: skip
+    try:
+        request = parse_request(raw)
+        build_intent(request, now)
+    except InvalidIntent as refused:  # named as typed: --to, not recipient
+        raise InvalidIntent(cli_input.name_options(refused.problems)) from None
+    return request
+
+
+def _field_kinds(template_id: str, version: int | str) -> dict[str, str]:
+    """The kind of each field of the template, or none when there is no such template (the intent's
+    validation then says so, by field)."""
+    from herald.templates import TemplateError, load_template, resolve_version
+
+    try:
+        template = load_template(template_id, resolve_version(template_id, version))
+    except TemplateError:
+        return {}
+    return {spec.name: spec.kind for spec in template.field_specs}
+
+
+async def cmd_send(args: argparse.Namespace, services: Services) -> int:
+    request = send_request(args)
+    herald = await services.herald()
+    if isinstance(request, NoticeRequest):
+        receipt = await herald.send_notice(request)
+        for channel, sent in receipt.intents.items():
+            print(
+                f"intent {sent.workflow_id} ({channel.value}) started or attached (content sha256 {sent.content_sha256[:16]}...)"
+            )
+        if args.wait:
+            for channel in receipt.intents:
+                final = await herald.wait(request.business_key, channel)
+                print(f"final state ({channel.value}): {final.state.value}")
+        return 0
+    sent = await herald.send(request)
+    print(f"intent {sent.workflow_id} started or attached (content sha256 {sent.content_sha256[:16]}...)")
     if args.wait:
-        final = await herald.wait(args.key, args.channel)
+        final = await herald.wait(request.business_key, request.channel)
         print(f"final state: {final.state.value}")
     return 0
 
 
-async def _send_notice(raw: dict[str, Any], args: argparse.Namespace) -> int:
-    """A file naming several channels: one intent per channel, all validated before any starts."""
-    from herald.notice import parse_notice
-
-    notice = parse_notice(raw)  # before connecting: bad input is reported as bad input
-    herald = await _client(_settings())
-    receipt = await herald.send_notice(notice)
-    for channel, sent in receipt.intents.items():
-        print(f"intent {sent.workflow_id} ({channel.value}) started or attached (content sha256 {sent.content_sha256[:16]}...)")
-    if args.wait:
-        for channel in receipt.intents:
-            final = await herald.wait(notice.business_key, channel)
-            print(f"final state ({channel.value}): {final.state.value}")
-    return 0
+# --- status, cancel, demo, report --------------------------------------------------------------
 
 
-async def cmd_status(args: argparse.Namespace) -> int:
+async def cmd_status(args: argparse.Namespace, services: Services) -> int:
     if args.channel is None:
-        return await _notice_status(args)
+        return await _notice_status(args, services)
     from herald.intent import workflow_id_for
-    from herald.ledger.store import intent_history, open_pool
+    from herald.ledger.store import intent_history
 
-    settings = _settings()
-    herald = await _client(settings)
+    url = services.optional_ledger_url()
+    herald = await services.herald()
     live = await herald.status(args.key, args.channel)
     print(f"intent      {live.workflow_id}")
     print(f"template    {live.template_id} v{live.template_version}   content sha256 {live.content_sha256}")
@@ -124,17 +289,19 @@ async def cmd_status(args: argparse.Namespace) -> int:
             + (f"   retry after {attempt.retry_delay_seconds:.1f}s" if attempt.retry_delay_seconds else "")
             + ("   SEEN AFTER PRESUMED NOT ACCEPTED" if attempt.seen_after_presumed_absent else "")
         )
-    if settings.database_url is None:
+    if url is None:
         print("(set DATABASE_URL to include the ledger's transitions and observations)")
         return 0
-    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+    async with services.ledger(url) as pool:
         history = await intent_history(pool, workflow_id_for(args.key, args.channel))
     if history is None:
         print("ledger: no row yet")
         return 0
     print("transitions (ledger):")
     for t in history["transitions"]:
-        print(f"  {t['seq']:>3} {t['at']:%H:%M:%S.%f} {t['from_state']:>17} -> {t['to_state']:<17} [{t['source']}] {t['reason']}")
+        print(
+            f"  {t['seq']:>3} {t['at']:%H:%M:%S.%f} {t['from_state']:>17} -> {t['to_state']:<17} [{t['source']}] {t['reason']}"
+        )
     print("observations (ledger):")
     for o in history["observations"]:
         verdict = "applied" if o["applied"] else "ignored"
@@ -145,11 +312,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _notice_status(args: argparse.Namespace) -> int:
+async def _notice_status(args: argparse.Namespace, services: Services) -> int:
     """Every channel's intent under the key, side by side."""
     from herald.notice_view import render_notice
 
-    herald = await _client(_settings())
+    herald = await services.herald()
     found = await herald.notice_status(args.key)
     if not any(found.values()):
         raise HeraldError(f"key: no intent on any channel for {args.key}")
@@ -157,81 +324,68 @@ async def _notice_status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_cancel(args: argparse.Namespace) -> int:
-    herald = await _client(_settings())
+async def cmd_cancel(args: argparse.Namespace, services: Services) -> int:
+    herald = await services.herald()
     answer = await herald.cancel(args.key, args.reason, args.operator, args.channel)
     print(f"{'cancelled' if answer.cancelled else 'not cancelled'} ({answer.state.value}): {answer.message}")
     return 0
 
 
-async def cmd_demo(args: argparse.Namespace) -> int:
-    from devstack.demo import play, refused_input_example, summary
+async def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     from devstack.config import load_stack_config
+    from devstack.demo import play, refused_input_example, summary
 
     stack = load_stack_config()
-    settings = _settings()
-    herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=stack.demo_policy)
     emulator_url = args.emulator_url or f"http://{stack.emulator.host}:{stack.emulator.port}"
     esp_url = f"http://{stack.esp.host}:{stack.esp.admin_port}"
-    if settings.database_url is None:
+    url = services.optional_ledger_url()
+    herald = await services.herald(policy=stack.demo_policy)
+    if url is None:
         rows = await play(herald, emulator_url, esp_url=esp_url)
     else:
         from herald.artifacts import PostgresArtifactStore
-        from herald.ledger.store import open_pool
 
-        async with open_pool(settings.database_url.get_secret_value(), max_size=2) as pool:
+        async with services.ledger(url, max_size=2) as pool:
             rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool)
     print(summary(rows))
     print(f"refused input, as a caller sees it: {refused_input_example()}")
     return 0
 
 
-async def cmd_report(args: argparse.Namespace) -> int:
+async def cmd_report(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.report import ledger_report
-    from herald.ledger.store import open_pool
 
-    settings = _settings()
-    if settings.database_url is None:
-        raise HeraldError("DATABASE_URL: required for the report (it is computed from the ledger)")
-    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+    url = services.ledger_url("for the report (it is computed from the ledger)")
+    outbox = services.settings().outbox_database_url
+    outbox_url = database_url("HERALD_OUTBOX_DATABASE_URL", outbox.get_secret_value()) if outbox else None
+    async with services.ledger(url) as pool:
         print((await ledger_report(pool)).render())
-    if settings.outbox_database_url is not None:
-        import psycopg
-
+    if outbox_url is not None:
         from herald.outbox.relay import backlog, describe
 
         try:
-            async with open_pool(settings.outbox_database_url.get_secret_value(), max_size=1, timeout=3) as outbox_pool:
+            async with services.ledger(outbox_url, variable="HERALD_OUTBOX_DATABASE_URL") as outbox_pool:
                 print(describe(await backlog(outbox_pool)))
-        except (OSError, RuntimeError, psycopg.Error) as error:  # the service database is not reachable from here
+        except ServiceUnreachable as error:  # the service database is not always reachable from here
+            print(f"outbox backlog: unknown ({error})")
+        except psycopg.Error as error:
             print(f"outbox backlog: unknown ({type(error).__name__}: the outbox database did not answer)")
     return 0
 
+
+# --- artifact, template ------------------------------------------------------------------------
 
 # The field names of ArtifactRefused, as the caller of `artifact put` spells them.
 _ARTIFACT_PUT_ARGUMENTS = {"content": "FILE", "media_type": "--media-type", "filename": "--filename"}
 
 
-async def cmd_artifact_put(args: argparse.Namespace) -> int:
+async def cmd_artifact_put(args: argparse.Namespace, services: Services) -> int:
     import mimetypes
 
-    import psycopg
-
     from herald.artifacts import MAX_ARTIFACT_BYTES, ArtifactRefused, PostgresArtifactStore, artifact_ref
-    from herald.ledger.store import open_pool
 
-    # Checked before connecting, so a mistyped FILE is not reported as a database problem.
     path = Path(args.file)
-    try:
-        with path.open("rb") as handle:  # noqa: ASYNC230 (nothing else runs on this loop yet)
-            # One byte past the limit is enough to refuse: a huge file is never read whole.
-            content = handle.read(MAX_ARTIFACT_BYTES + 1)
-    except FileNotFoundError:
-        raise HeraldError("FILE: no such file") from None
-    except IsADirectoryError:
-        raise HeraldError("FILE: is a directory, not a file") from None
-    except OSError as error:  # e.g. permission denied; strerror never includes the path
-        raise HeraldError(f"FILE: cannot be read ({error.strerror or type(error).__name__})") from None
+    content = cli_input.read_bytes(args.file, "FILE", max_bytes=MAX_ARTIFACT_BYTES)
     guessed, encoding = mimetypes.guess_type(path.name)
     # A compressed file (report.csv.gz) is guessed as what it contains; its bytes are not that type.
     if args.media_type is not None:
@@ -242,32 +396,30 @@ async def cmd_artifact_put(args: argparse.Namespace) -> int:
     try:
         artifact_ref(content, media_type=media_type, filename=filename)
     except ArtifactRefused as refused:
-        raise HeraldError(f"{_ARTIFACT_PUT_ARGUMENTS[refused.field]}: {refused.rule}") from None
-
-    settings = _settings()
-    if settings.database_url is None:
-        raise HeraldError("DATABASE_URL: required to store an artifact (artifacts live in the ledger's database)")
-    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
-        try:
-            ref = await PostgresArtifactStore(pool).put(content, media_type=media_type, filename=filename)
-        except psycopg.OperationalError as error:
-            # As an OSError, main() reports it in one line as a service it cannot reach.
-            raise ConnectionError(f"the database at DATABASE_URL did not answer ({type(error).__name__})") from None
+        raise CliInputError(_ARTIFACT_PUT_ARGUMENTS[refused.field], refused.rule) from None
+    url = services.ledger_url("to store an artifact (artifacts live in the ledger's database)")
+    async with services.ledger(url) as pool:
+        ref = await PostgresArtifactStore(pool).put(content, media_type=media_type, filename=filename)
     print(ref.model_dump_json())
     return 0
 
 
-async def cmd_template_preview(args: argparse.Namespace) -> int:
+async def cmd_template_preview(args: argparse.Namespace, services: Services) -> int:
     """Render a version with data, and say what it costs: no service is contacted."""
     from herald.templates import TemplateError, load_template, render_message, resolve_version
 
-    data = _render_data(args.data)
     try:
         version = resolve_version(args.template_id, args.version)
         template = load_template(args.template_id, version)
-        rendered = render_message(args.template_id, version, data, channel=template.channel)
+        kinds = {spec.name: spec.kind for spec in template.field_specs}
+        rendered = render_message(
+            args.template_id, version, cli_input.render_data(args.data or [], kinds), channel=template.channel
+        )
     except TemplateError as error:
-        raise HeraldError("; ".join(f"{field}: {rule}" for field, rule in error.problems)) from None
+        positional = {"template_id": "TEMPLATE_ID", "template_version": "VERSION"}
+        raise HeraldError(
+            "; ".join(f"{positional.get(field, field)}: {rule}" for field, rule in error.problems)
+        ) from None
     print(f"template    {args.template_id} v{version} ({template.channel})")
     print("fields      " + ", ".join(spec.describe() for spec in template.field_specs))
     if rendered.subject is not None:
@@ -279,16 +431,11 @@ async def cmd_template_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_template_publish(args: argparse.Namespace) -> int:
+async def cmd_template_publish(args: argparse.Namespace, services: Services) -> int:
     """Publish FILE as a template version in this checkout (a published version never changes)."""
     from herald.templates import PublishRefused, publish
 
-    try:
-        text = Path(args.file).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HeraldError("FILE: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise HeraldError(f"FILE: cannot be read as UTF-8 text ({type(error).__name__})") from None
+    text = cli_input.read_text(args.file, "FILE", max_bytes=cli_input.MAX_TEMPLATE_BYTES)
     root = Path(__file__).resolve().parent / "herald" / "templates"
     try:
         added = publish(args.template_id, args.version, text, root=root)
@@ -298,209 +445,364 @@ async def cmd_template_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _ledger_pool():  # type: ignore[no-untyped-def]
-    from herald.ledger.store import open_pool
+# --- policy, consent, suppression ----------------------------------------------------------------
 
-    settings = _settings()
-    if settings.database_url is None:
-        raise HeraldError("DATABASE_URL: required (the send policy lives in the ledger's database)")
-    return open_pool(settings.database_url.get_secret_value(), max_size=1)
+_POLICY_LEDGER = "(the send policy lives in the ledger's database)"
 
 
-async def cmd_policy_list(args: argparse.Namespace) -> int:
+async def cmd_policy_list(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import policy_versions
 
-    async with await _ledger_pool() as pool:
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool:
         for row in await policy_versions(pool):
             print(f"v{row['version']:<4} effective from {row['effective_from']}   owner {row['owner']}   {row['note']}")
     return 0
 
 
-async def cmd_policy_show(args: argparse.Namespace) -> int:
+async def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import policy_version
     from herald.send_policy import PolicyRules
 
-    async with await _ledger_pool() as pool:
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool:
         row = await policy_version(pool, args.version)
     if row is None:
-        raise HeraldError(f"version: no policy version {args.version}")
+        raise HeraldError(f"VERSION: no policy version {args.version}")
     rules = PolicyRules.model_validate(row["rules"])
     print(f"v{row['version']} effective from {row['effective_from']}, owner {row['owner']}: {row['note']}")
     print(rules.model_dump_json(indent=2))
     return 0
 
 
-async def cmd_policy_publish(args: argparse.Namespace) -> int:
+async def cmd_policy_publish(args: argparse.Namespace, services: Services) -> int:
     """Publish FILE (JSON rules) as the next version; validated before connecting."""
-    from datetime import UTC, datetime
-
     from pydantic import ValidationError
 
     from herald.ledger.policy_store import publish_policy
     from herald.send_policy import PolicyRules
 
-    try:
-        raw = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HeraldError("FILE: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise HeraldError(f"FILE: not readable JSON ({type(error).__name__})") from None
+    raw = cli_input.read_json_object(args.file, "FILE")
     try:
         rules = PolicyRules.model_validate(raw)
     except ValidationError as error:
-        problems = "; ".join(
-            ".".join(str(p) for p in item["loc"]) + f": {item['msg']}" for item in error.errors(include_input=False)
-        )
-        raise HeraldError(f"FILE: {problems}") from None
-    try:
-        effective = datetime.fromisoformat(args.effective_from) if args.effective_from else datetime.now(UTC)
-    except ValueError:
-        raise HeraldError("--effective-from: must be an ISO 8601 time with a zone, e.g. 2026-12-02T08:00:00+00:00") from None
-    if effective.tzinfo is None:
-        raise HeraldError("--effective-from: must carry a time zone")
-    async with await _ledger_pool() as pool:
+        # Field paths are shown only where they are identifiers: a key of the file may be anything.
+        problems = [describe_validation_error(item) for item in error.errors(include_input=False, include_url=False)]
+        raise CliInputError("FILE", "; ".join(f"{field}: {rule}" for field, rule in problems)) from None
+    effective = args.effective_from or datetime.now(UTC)
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool:
         version = await publish_policy(pool, rules, effective_from=effective, owner=args.owner, note=args.note)
     print(f"published policy v{version}, effective from {effective.isoformat()}")
     return 0
 
 
-async def cmd_consent_grant(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
+async def cmd_consent_grant(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import grant_consent, recipient_fingerprint
     from herald.send_policy import Category
 
-    async with await _ledger_pool() as pool:
+    fingerprint = recipient_fingerprint(cli_input.recipient(args.recipient, "RECIPIENT"))
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool:
         await grant_consent(
-            pool, fingerprint=recipient_fingerprint(args.recipient), category=Category(args.category),
-            source=args.source, granted_at=datetime.now(UTC),
+            pool, fingerprint=fingerprint, category=Category(args.category), source=args.source,
+            granted_at=datetime.now(UTC),
         )  # fmt: skip
-    print(f"consent recorded for {args.category} (recipient fingerprint {recipient_fingerprint(args.recipient)[:16]})")
+    print(f"consent recorded for {args.category} (recipient fingerprint {fingerprint[:16]})")
     return 0
 
 
-async def cmd_suppression_lift(args: argparse.Namespace) -> int:
+async def cmd_suppression_lift(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import lift_suppression, recipient_fingerprint
 
-    async with await _ledger_pool() as pool:
+    fingerprint = recipient_fingerprint(cli_input.recipient(args.recipient, "RECIPIENT", args.channel))
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool:
         at = await lift_suppression(
-            pool, fingerprint=recipient_fingerprint(args.recipient), channel=args.channel,
-            operator=args.operator, reason=args.reason,
-        )  # fmt: skip
+            pool, fingerprint=fingerprint, channel=args.channel, operator=args.operator, reason=args.reason
+        )
     print(f"suppression lifted at {at.isoformat()} (evidence before it no longer suppresses)")
     return 0
 
 
-def _render_data(items: list[str] | None) -> dict[str, str | int]:
-    data: dict[str, str | int] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise HeraldError(f"--data {name!r}: must be NAME=VALUE")
-        data[name] = int(value) if value.isascii() and value.isdigit() and not value.startswith("0") else value
-    return data
+# --- the parser ----------------------------------------------------------------------------------
+
+EXAMPLES = {
+    "send": [
+        (
+            "send --key order_receipt:pay_157 --to +15551230001 --template order_receipt --version 1 \\\n"
+            "      --data order_ref=ord_1 --data amount=42.50 --data currency=EUR --data merchant=Shop"
+        ),
+        (
+            "send --key seller_new_order:ord_9 --to +15551230002 --template seller_new_order --version latest \\\n"
+            "      --data order_ref=ord_9 --data 'order_total=EUR 18.00' --data item_count=2 --wait"
+        ),
+        'send --file intent.json      # one request; {"business_key": ..., "channels": [...]} for a notice',
+    ],
+    "status": [
+        "status seller_new_order:ord_9                 # every channel side by side",
+        "status order_receipt:pay_157 --channel sms    # one intent, with the ledger's rows",
+    ],
+    "cancel": ['cancel order_receipt:pay_157 --reason "seat filled" --operator alice'],
+    "report": ["report"],
+    "demo": ["demo", "demo --emulator-url http://127.0.0.1:8234"],
+    "artifact put": [
+        "artifact put report.pdf",
+        "artifact put export.bin --media-type application/pdf --filename report-2026-01.pdf",
+    ],
+    "template preview": [
+        "template preview seller_new_order latest --data order_ref=A-1 --data 'order_total=EUR 18.00' --data item_count=2"
+    ],
+    "template publish": ["template publish order_receipt 2 order_receipt_v2.txt"],
+    "policy list": ["policy list"],
+    "policy show": ["policy show 2"],
+    "policy publish": [
+        'policy publish rules.json --owner ops-team --note "quiet hours"',
+        "policy publish rules.json --owner ops-team --effective-from 2026-12-02T08:00:00+00:00",
+    ],
+    "consent grant": ["consent grant +15551230001 marketing --source signup-form"],
+    "suppression lift": ['suppression lift +15551230001 --channel sms --operator alice --reason "resubscribed"'],
+}
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python starter.py", description="Send, inspect and cancel Herald intents.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _examples(*commands: str) -> str:
+    lines = [f"  {PROG} {example}" for command in commands for example in EXAMPLES[command]]
+    return "examples:\n" + "\n".join(lines)
 
-    send = commands.add_parser("send", help="create one intent (or attach to the one its key names)")
-    send.add_argument("--file", help='JSON file with the whole request; with "channels": [...], a notice on several channels')
-    send.add_argument("--key", help="business idempotency key, e.g. order_receipt:pay_157")
-    send.add_argument("--channel", default="sms")
-    send.add_argument("--to", help="recipient, E.164")
-    send.add_argument("--template")
-    send.add_argument("--version", type=int)
-    send.add_argument("--data", action="append", metavar="NAME=VALUE")
-    send.add_argument("--wait", action="store_true", help="wait for the final state")
+
+def _command(group: Any, name: str, summary: str, *examples: str) -> argparse.ArgumentParser:
+    """A subcommand with its summary and, under `--help`, the examples of `examples` (EXAMPLES keys)."""
+    return group.add_parser(  # type: ignore[no-any-return]
+        name, help=summary, description=summary[0].upper() + summary[1:] + ".", epilog=_examples(*examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineArgumentParser(
+        prog=PROG,
+        description="Send, inspect and cancel Herald intents; keep templates, the send policy, consent and artifacts.",
+        epilog=_examples(*EXAMPLES) + "\n\n"
+        "exit codes: 0 done, 2 bad input or settings (one line naming the option and the rule),\n"
+        "1 a service failed or could not be reached, 130 interrupted. Nothing is connected to before\n"
+        "every input has been checked. Settings: HERALD_* variables and DATABASE_URL, else the\n"
+        "running local stack's .state/stack.env.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    key_help = "the business key, 'event_type:business_id', e.g. order_receipt:pay_157"
+
+    send = _command(commands, "send", "create one intent, or attach to the one its key names", "send")
+    send.add_argument(
+        "--file",
+        help='JSON file with the whole request; with "channels": [...], a notice on several channels (replaces every option below but --wait)',
+    )
+    send.add_argument("--key", type=cli_input.business_key, help=key_help + " (the idempotency key)")
+    send.add_argument("--channel", choices=["sms", "email"], help="the channel (default: sms)")
+    send.add_argument("--to", help="the recipient: an E.164 number for sms, an e-mail address for email")
+    send.add_argument("--template", help="the template id, e.g. order_receipt")
+    send.add_argument("--version", type=cli_input.version_or_latest, help="a published version number or 'latest'")
+    send.add_argument("--data", action="append", metavar="NAME=VALUE",
+                      help="one render field, repeated per field; an int field takes ASCII digits 0-9")  # fmt: skip
+    send.add_argument("--wait", action="store_true", help="wait for the final state and print it")
     send.set_defaults(run=cmd_send)
 
-    status = commands.add_parser(
-        "status", help="a notice's channels side by side; with --channel, one intent with its ledger rows"
+    status = _command(
+        commands,
+        "status",
+        "a notice's channels side by side; with --channel, one intent with its ledger rows",
+        "status",
     )
-    status.add_argument("key")
+    status.add_argument("key", type=cli_input.business_key, help=key_help)
     status.add_argument("--channel", choices=["sms", "email"], help="one channel's intent in detail")
     status.set_defaults(run=cmd_status)
 
-    cancel = commands.add_parser("cancel", help="close an intent's future work")
-    cancel.add_argument("key")
-    cancel.add_argument("--channel", default="sms")
-    cancel.add_argument("--reason", required=True)
-    cancel.add_argument("--operator", required=True)
+    cancel = _command(commands, "cancel", "close an intent's future work", "cancel")
+    cancel.add_argument("key", type=cli_input.business_key, help=key_help)
+    cancel.add_argument(
+        "--channel", choices=["sms", "email"], default="sms", help="the intent's channel (default: sms)"
+    )
+    cancel.add_argument(
+        "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
+    )
+    cancel.add_argument(
+        "--operator", required=True, type=cli_input.bounded_text(100), help="who cancels (1-100 characters)"
+    )
     cancel.set_defaults(run=cmd_cancel)
 
-    report = commands.add_parser("report", help="the numbers Herald keeps about itself, from the ledger")
+    report = _command(commands, "report", "the numbers Herald keeps about itself, from the ledger", "report")
     report.set_defaults(run=cmd_report)
 
-    demo = commands.add_parser("demo", help="play the demo scenario against a running local stack")
-    demo.add_argument("--emulator-url", help="the emulator's base URL (default: from temporal-dev.yaml)")
+    demo = _command(commands, "demo", "play the demo scenario against a running local stack", "demo")
+    demo.add_argument(
+        "--emulator-url", type=cli_input.http_url, help="the emulator's base URL (default: from temporal-dev.yaml)"
+    )
     demo.set_defaults(run=cmd_demo)
 
-    artifact = commands.add_parser("artifact", help="immutable attachments, stored by content")
-    artifact_commands = artifact.add_subparsers(dest="artifact_command", required=True)
-    artifact_put = artifact_commands.add_parser("put", help="store a file; prints its ref as JSON")
-    artifact_put.add_argument("file", metavar="FILE")
+    artifact = _command(commands, "artifact", "immutable attachments, stored by content", "artifact put")
+    artifact_commands = artifact.add_subparsers(dest="artifact_command", required=True, metavar="ACTION")
+    artifact_put = _command(artifact_commands, "put", "store a file; prints its ref as JSON", "artifact put")
+    artifact_put.add_argument("file", metavar="FILE", help="the file to store")
     artifact_put.add_argument("--media-type", help="e.g. application/pdf (default: guessed from FILE's name)")
     artifact_put.add_argument("--filename", help="the name recipients see (default: FILE's name)")
     artifact_put.set_defaults(run=cmd_artifact_put)
 
-    policy = commands.add_parser("policy", help="the send policy: list, show, publish a new version")
-    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
-    policy_commands.add_parser("list", help="every published version").set_defaults(run=cmd_policy_list)
-    show = policy_commands.add_parser("show", help="one version's rules")
-    show.add_argument("version", type=int)
+    policy = _command(
+        commands,
+        "policy",
+        "the send policy: list, show, publish a new version",
+        "policy list",
+        "policy show",
+        "policy publish",
+    )
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    _command(policy_commands, "list", "every published version", "policy list").set_defaults(run=cmd_policy_list)
+    show = _command(policy_commands, "show", "one version's rules", "policy show")
+    show.add_argument("version", metavar="VERSION", type=cli_input.version_number, help="the version number")
     show.set_defaults(run=cmd_policy_show)
-    publish_policy_cmd = policy_commands.add_parser("publish", help="publish FILE (JSON rules) as the next version")
-    publish_policy_cmd.add_argument("file", metavar="FILE")
-    publish_policy_cmd.add_argument("--owner", required=True, help="who owns this version (a team or a person)")
+    publish_policy_cmd = _command(
+        policy_commands, "publish", "publish FILE (JSON rules) as the next version", "policy publish"
+    )
+    publish_policy_cmd.add_argument(
+        "file", metavar="FILE", help="a JSON file of rules (herald.send_policy.PolicyRules)"
+    )
+    publish_policy_cmd.add_argument(
+        "--owner", required=True, type=cli_input.bounded_text(100), help="who owns this version (a team or a person)"
+    )
     publish_policy_cmd.add_argument("--note", default="", help="why it changed")
-    publish_policy_cmd.add_argument("--effective-from", help="ISO 8601 with a zone (default: now)")
+    publish_policy_cmd.add_argument(
+        "--effective-from", type=cli_input.time_with_zone, help="ISO 8601 with a zone (default: now)"
+    )
     publish_policy_cmd.set_defaults(run=cmd_policy_publish)
 
-    consent = commands.add_parser("consent", help="record consent evidence for a recipient and category")
-    consent_commands = consent.add_subparsers(dest="consent_command", required=True)
-    grant = consent_commands.add_parser("grant")
-    grant.add_argument("recipient")
-    grant.add_argument("category", choices=["transactional", "account", "marketing"])
-    grant.add_argument("--source", required=True, help="where the evidence is (a form, a checkbox id)")
+    consent = _command(commands, "consent", "record consent evidence for a recipient and category", "consent grant")
+    consent_commands = consent.add_subparsers(dest="consent_command", required=True, metavar="ACTION")
+    grant = _command(consent_commands, "grant", "record that RECIPIENT agreed to CATEGORY messages", "consent grant")
+    grant.add_argument(
+        "recipient", metavar="RECIPIENT", help="an E.164 number or an e-mail address (stored only as its SHA-256)"
+    )
+    grant.add_argument(
+        "category",
+        metavar="CATEGORY",
+        choices=["transactional", "account", "marketing"],
+        help="transactional, account or marketing",
+    )
+    grant.add_argument(
+        "--source",
+        required=True,
+        type=cli_input.bounded_text(200),
+        help="where the evidence is (a form, a checkbox id)",
+    )
     grant.set_defaults(run=cmd_consent_grant)
 
-    suppression = commands.add_parser("suppression", help="lift a recipient's suppression, with a recorded reason")
-    suppression_commands = suppression.add_subparsers(dest="suppression_command", required=True)
-    lift = suppression_commands.add_parser("lift")
-    lift.add_argument("recipient")
-    lift.add_argument("--channel", choices=["sms", "email"], required=True)
-    lift.add_argument("--operator", required=True)
-    lift.add_argument("--reason", required=True)
+    suppression = _command(
+        commands, "suppression", "lift a recipient's suppression, with a recorded reason", "suppression lift"
+    )
+    suppression_commands = suppression.add_subparsers(dest="suppression_command", required=True, metavar="ACTION")
+    lift = _command(suppression_commands, "lift", "let RECIPIENT be sent to again on one channel", "suppression lift")
+    lift.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number (sms) or e-mail address (email)")
+    lift.add_argument(
+        "--channel", choices=["sms", "email"], required=True, help="the channel whose suppression is lifted"
+    )
+    lift.add_argument(
+        "--operator", required=True, type=cli_input.bounded_text(100), help="who lifts it (1-100 characters)"
+    )
+    lift.add_argument(
+        "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
+    )
     lift.set_defaults(run=cmd_suppression_lift)
 
-    template = commands.add_parser("template", help="versioned templates: preview a rendering, publish a version")
-    template_commands = template.add_subparsers(dest="template_command", required=True)
-    preview = template_commands.add_parser("preview", help="render with data; print subject, body, encoding, segments")
-    preview.add_argument("template_id")
-    preview.add_argument("version", help="a version number or 'latest'", type=lambda v: int(v) if v.isdigit() else v)
-    preview.add_argument("--data", action="append", metavar="NAME=VALUE")
+    template = _command(
+        commands,
+        "template",
+        "versioned templates: preview a rendering, publish a version",
+        "template preview",
+        "template publish",
+    )
+    template_commands = template.add_subparsers(dest="template_command", required=True, metavar="ACTION")
+    preview = _command(
+        template_commands, "preview", "render with data; print subject, body, encoding, segments", "template preview"
+    )
+    preview.add_argument("template_id", metavar="TEMPLATE_ID", help="e.g. order_receipt")
+    preview.add_argument(
+        "version", metavar="VERSION", type=cli_input.version_or_latest, help="a version number or 'latest'"
+    )
+    preview.add_argument("--data", action="append", metavar="NAME=VALUE",
+                         help="one render field, repeated per field; an int field takes ASCII digits 0-9")  # fmt: skip
     preview.set_defaults(run=cmd_template_preview)
-    publish_cmd = template_commands.add_parser("publish", help="add FILE as a new version (refused if the version exists with other content)")
-    publish_cmd.add_argument("template_id")
-    publish_cmd.add_argument("version", type=int)
-    publish_cmd.add_argument("file", metavar="FILE")
+    publish_cmd = _command(
+        template_commands,
+        "publish",
+        "add FILE as a new version (refused if the version exists with other content)",
+        "template publish",
+    )
+    publish_cmd.add_argument("template_id", metavar="TEMPLATE_ID", help="e.g. order_receipt")
+    publish_cmd.add_argument(
+        "version", metavar="VERSION", type=cli_input.version_number, help="the new version's number"
+    )
+    publish_cmd.add_argument("file", metavar="FILE", help="the template text (UTF-8)")
     publish_cmd.set_defaults(run=cmd_template_publish)
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+# --- running a command -----------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, services: Services) -> int:
+    """Run the parsed command; every failure becomes one line on stderr and an exit code."""
+    try:
+        return asyncio.run(args.run(args, services))
+    except (HeraldError, InvalidSetting) as error:
+        # A caller's mistake: the field (or variable) and the rule, never the value, no traceback.
+        return _fail(2, str(error))
+    except ServiceUnreachable as error:
+        return _fail(1, str(error))
+    except RPCError as error:
+        return _fail(
+            1,
+            f"Temporal refused the request ({error.status.name if error.status else 'unknown status'}): {error.message}",
+        )
+    except TemporalError as error:  # e.g. --wait on an intent whose workflow failed
+        return _fail(1, f"Temporal reported {type(error).__name__}")
+    except psycopg.OperationalError as error:
+        return _fail(1, f"lost the database connection ({type(error).__name__})")
+    except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
+        sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
+        return _fail(1, f"the database command failed ({type(error).__name__}{sqlstate})")
+    except httpx.TransportError as error:  # the demo's emulators
+        return _fail(1, f"a service could not be reached ({type(error).__name__})")
+    except OSError as error:
+        return _fail(
+            1, f"a service could not be reached ({type(error).__name__}: {error.strerror or 'no reason given'})"
+        )
+    except KeyboardInterrupt:
+        return _fail(130, "interrupted")
+    except Exception as error:  # noqa: BLE001 (a bug: say where it happened, not what it held, which may be personal data)
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        return _fail(
+            1,
+            f"internal error ({type(error).__name__} at {Path(frame.filename).name}:{frame.lineno}); please report it",
+        )
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # Failures are reported in one line; the pool's own retry warnings would add lines to stderr.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+    services = Services()
     try:
-        return asyncio.run(args.run(args))
-    except (HeraldError, InvalidSetting) as error:
-        # A caller's mistake: one line naming the field (or variable) and the rule, no traceback.
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (OSError, RuntimeError) as error:
-        print(f"error: cannot reach Herald's services ({type(error).__name__}: {error})", file=sys.stderr)
-        return 1
+        return run(args, services)
+    finally:
+        services.close()
 
 
 if __name__ == "__main__":

@@ -145,6 +145,15 @@ class SendGridEvent(Frozen):
     payload: dict[str, Any]
 
 
+class UnstorableEvent(Frozen):
+    """One of our events holding a value the ledger cannot store; kept as a rejection with the rule."""
+
+    attempt_ref: str
+    event_id: str  # sg_event_id cut short, or "?"
+    reason: str  # the field and the rule, never the value
+    payload: dict[str, Any]  # the event minus personal data
+
+
 class EventBatch(Frozen):
     """What one webhook body held for Herald."""
 
@@ -154,6 +163,7 @@ class EventBatch(Frozen):
     # sg_event_id of each event skipped because the ledger cannot hold one of its values (counted
     # in not_ours); "?" when the event had none. The only thing about them that may be logged.
     unstorable_event_ids: tuple[str, ...] = ()
+    unstorable: tuple[UnstorableEvent, ...] = ()
 
 
 def parse_events(body: bytes) -> EventBatch:
@@ -187,10 +197,15 @@ def parse_events(body: bytes) -> EventBatch:
             not_ours += 1
             continue
         payload = stored_payload(item)
-        if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id or _holds(payload, "\x00"):
+        reason = _unstorable_reason(message_id, payload)
+        if reason is not None:
             # PostgreSQL's text and jsonb cannot hold NUL: storing it would fail the whole batch.
             not_ours += 1
-            unstorable.append(_loggable_event_id(item.get("sg_event_id")))
+            unstorable.append(
+                UnstorableEvent(
+                    attempt_ref=ref, event_id=_loggable_event_id(item.get("sg_event_id")), reason=reason, payload=payload
+                )
+            )
             continue
         name = item.get("event")
         if not isinstance(name, str) or name not in EVENT_STATUSES:
@@ -198,8 +213,22 @@ def parse_events(body: bytes) -> EventBatch:
             continue
         events.append(_event(item, name, ref, message_id, payload))
     return EventBatch(
-        events=events, not_ours=not_ours, not_applicable=not_applicable, unstorable_event_ids=tuple(unstorable)
+        events=events,
+        not_ours=not_ours,
+        not_applicable=not_applicable,
+        unstorable_event_ids=tuple(u.event_id for u in unstorable),
+        unstorable=tuple(unstorable),
     )
+
+
+def _unstorable_reason(message_id: str, payload: dict[str, Any]) -> str | None:
+    if len(message_id) > MAX_MESSAGE_ID_CHARS:
+        return f"smtp-id: longer than {MAX_MESSAGE_ID_CHARS} characters"
+    if "\x00" in message_id:
+        return "smtp-id: holds a NUL character, which the ledger cannot store"
+    if _holds(payload, "\x00"):
+        return "a field holds a NUL character, which the ledger cannot store"
+    return None
 
 
 def _event(item: dict[str, Any], name: str, ref: str, message_id: str, payload: dict[str, Any]) -> SendGridEvent:

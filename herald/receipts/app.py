@@ -55,14 +55,14 @@ from temporalio.client import Client
 
 from herald.ledger import store
 from herald.providers import sendgrid_signature
-from herald.providers.sendgrid_events import EventBatch, EventBodyError, SendGridEvent, map_status, parse_events
+from herald.providers.sendgrid_events import EventBatch, EventBodyError, map_status, parse_events
 from herald.providers.twilio_signature import is_valid_signature
 from herald.receipts.delivery import StoredReport, deliver
+from herald.receipts.rejections import kept_fields
 from herald.receipts.twilio_form import (
     MAX_TWILIO_BODY_BYTES,
     NotAForm,
     is_storable_attempt_ref,
-    kept_fields,
     parse_form,
     unstorable_reason,
 )
@@ -212,15 +212,15 @@ class ReceiptEndpoint:
         except EventBodyError as error:
             log.warning("refused a signed %s post: %s", SENDGRID_PROVIDER, error.rule.value)
             return PlainTextResponse(str(error), status_code=400)
-        if batch.unstorable_event_ids:
-            log.warning(
-                "skipped %d %s event(s) holding values the ledger cannot store; sg_event_id: %r",
-                len(batch.unstorable_event_ids), SENDGRID_PROVIDER, batch.unstorable_event_ids,
-            )  # fmt: skip
         try:
-            rows = await self._within_deadline(self._store_events(batch.events))
+            rows = await self._within_deadline(self._store_events(batch))
         except _STORE_ERRORS as error:
             return _not_stored(SENDGRID_PROVIDER, error)
+        for rejected in batch.unstorable:
+            log.warning(
+                "recorded a signed %s event (sg_event_id %s) as a rejection: %s",
+                SENDGRID_PROVIDER, rejected.event_id, rejected.reason,
+            )  # fmt: skip
         reports = _routing_order([StoredReport(row) for row in rows])
         return PlainTextResponse(
             _stored_summary(batch, len(rows)),
@@ -253,12 +253,19 @@ class ReceiptEndpoint:
             return f"{sendgrid_signature.SIGNATURE_HEADER}: does not sign this timestamp and body"
         return None
 
-    async def _store_events(self, events: list[SendGridEvent]) -> list[dict[str, Any]]:
-        """Insert every event in one transaction: all of them are committed, or none is."""
-        if not events:
+    async def _store_events(self, batch: EventBatch) -> list[dict[str, Any]]:
+        """Insert every event, and a rejection for each unstorable one, in one transaction: all of
+        them are committed, or none is."""
+        events = batch.events
+        if not events and not batch.unstorable:
             return []
         rows = []
         async with self._pool.connection() as conn, conn.transaction():
+            for rejected in batch.unstorable:
+                await store.store_rejection(
+                    conn, provider=SENDGRID_PROVIDER, reason=rejected.reason, fields=kept_fields(rejected.payload),
+                    attempt_ref=rejected.attempt_ref,
+                )  # fmt: skip
             # One order for every post, so two posts holding the same facts take their row locks in
             # the same order and cannot deadlock each other; within an attempt, lifecycle order.
             for event in sorted(events, key=lambda e: (e.message_id, e.attempt_ref, map_status(e.event).rank, e.event)):
@@ -362,7 +369,11 @@ def _routing_order(reports: list[StoredReport]) -> list[StoredReport]:
 
 
 def _stored_summary(batch: EventBatch, stored: int) -> str:
-    return f"stored {stored}; skipped {batch.not_ours} not ours, {batch.not_applicable} not applicable\n"
+    rejected = len(batch.unstorable)
+    return (
+        f"stored {stored}; skipped {batch.not_ours - rejected} not ours, {batch.not_applicable} not applicable; "
+        f"recorded {rejected} unstorable as rejections\n"
+    )
 
 
 def _dlr_done_date(value: str | None) -> datetime | None:

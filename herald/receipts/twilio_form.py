@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
+from herald.receipts.rejections import cut_short
+
 # Twilio's status callbacks are a few hundred bytes (about 20 fields of short values; the longest
 # real one seen carries ~900 bytes). 16 KiB is a generous multiple and no form past it is parsed.
 MAX_TWILIO_BODY_BYTES = 16 * 1024
@@ -27,8 +29,6 @@ MAX_SID_CHARS = 64  # Twilio's sids are 34 characters (SM + 32 hex); the unique 
 MAX_STATUS_CHARS = 32
 MAX_ERROR_CODE_DIGITS = 9  # fits PostgreSQL's integer; Twilio's codes have 5 digits
 MAX_ATTEMPT_REF_CHARS = 128
-# A rejection keeps each value cut to this, so even the row that records a 10 KB sid stays small.
-MAX_KEPT_VALUE_CHARS = 256
 
 
 class NotAForm(ValueError):
@@ -77,16 +77,6 @@ def is_storable_attempt_ref(attempt_ref: str) -> bool:
     return 0 < len(attempt_ref) <= MAX_ATTEMPT_REF_CHARS and _printable_ascii(attempt_ref)
 
 
-def kept_fields(fields: dict[str, str]) -> dict[str, str]:
-    """A rejection's copy of the fields: each name and value cut short and NUL spelled out, so it stores."""
-    return {_kept(name, 64): _kept(value, MAX_KEPT_VALUE_CHARS) for name, value in fields.items()}
-
-
-def _kept(text: str, limit: int) -> str:
-    cut = text[:limit].replace("\x00", "\\u0000")
-    return cut + "…" if len(text) > limit else cut
-
-
 def _shown_name(name: str) -> str:
     """A field name fit for a reason: cut short and spelled out, since an attacker-sized name is no name."""
-    return _kept(name, 64) or "(unnamed field)"
+    return cut_short(name, 64) or "(unnamed field)"

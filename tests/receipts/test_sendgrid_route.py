@@ -558,3 +558,28 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
     assert {(r["provider"], r["provider_message_id"]) for r in rows} == {("sendgrid", f"<{first}@herald.test>")}
     assert all(to not in json.dumps(r["payload"]) for r in rows)
     assert posts == [200] * 4, "every signed post was accepted at its first try"
+
+
+async def test_our_event_holding_an_unstorable_value_is_recorded_as_a_rejection_beside_the_stored_ones(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool
+) -> None:
+    """A NUL in one event of ours no longer vanishes into a log line: the rest of the post is stored,
+    the bad event becomes a receipt_rejections row naming the rule, and the post is answered 200."""
+    url, _ = route
+    ref = fresh_ref()
+    message_id = f"<{ref}@herald.test>"
+    body = post_body(
+        event("processed", ref, message_id),
+        event("delivered", ref, message_id, response="250 OK\u0000queued"),
+    )
+    response = await post(url, body, signed(body))
+    assert response.status_code == 200, response.text
+    assert "recorded 1 unstorable as rejections" in response.text
+    assert [r["provider_status"] for r in await inbox(pool, message_id)] == ["processed"]
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute("SELECT provider, reason, fields FROM receipt_rejections WHERE attempt_ref = %s", (ref,))
+        [rejection] = await cursor.fetchall()
+    assert rejection["provider"] == "sendgrid"
+    assert rejection["reason"] == "a field holds a NUL character, which the ledger cannot store"
+    assert rejection["fields"]["response"] == "250 OK\\u0000queued"
+    assert ADDRESS not in json.dumps(rejection["fields"])

@@ -1,0 +1,118 @@
+"""starter.py as a process: every run ends with its own exit code and one line, never an interpreter abort.
+
+The abort was "Fatal Python error: PyGILState_Release" at exit, 1 run in 5 to 30 of a command that
+exits right after a Temporal call: a thread of the Temporal runtime was still handing the last call's
+result to asyncio when the interpreter finalized (starter.Services explains it). These runs repeat
+the commands that showed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import starter
+from devstack.processes import free_port
+from herald.settings import load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BAD_DATA = ["send", "--key", "order_receipt:pay_157", "--to", "+15551230001", "--template", "order_receipt",
+            "--version", "1", "--data", "order_ref=ord_1", "--data", "currency=EUR", "--data", "merchant=Shop"]  # fmt: skip
+
+
+def run_starter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "starter.py", *args],
+        check=False, cwd=REPO_ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def server_down() -> dict[str, str]:
+    return {
+        "HERALD_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+        "DATABASE_URL": f"postgresql://herald@127.0.0.1:{free_port()}/herald",
+    }
+
+
+def stack_env(stack: Any) -> dict[str, str]:
+    return dict(stack.config.service_env(stack.database_url))
+
+
+def assert_clean_exit(done: subprocess.CompletedProcess[str], code: int, stderr: str) -> None:
+    assert "Fatal Python error" not in done.stderr, done.stderr
+    assert (done.returncode, done.stderr) == (code, stderr)
+
+
+def test_bad_data_with_the_server_down_is_refused_in_one_line_every_time() -> None:
+    """`send ... --data amount=bad` with Temporal unreachable: exit 2 and the validation line, 10 runs out of 10."""
+    env = server_down()
+    for _ in range(10):
+        done = run_starter(*BAD_DATA, "--data", "amount=bad", env=env)
+        assert_clean_exit(
+            done, 2, "error: render_data.amount: String should match pattern '^-?[0-9]{1,15}(\\.[0-9]{1,6})?$'\n"
+        )
+        assert done.stdout == ""
+
+
+def test_valid_input_with_the_server_down_is_one_line_exit_1_every_time() -> None:
+    """A valid request with Temporal unreachable connects (and fails) after checking: exit 1, one line, no abort."""
+    env = server_down()
+    address = env["HERALD_TEMPORAL_ADDRESS"]
+    for _ in range(5):
+        done = run_starter(*BAD_DATA, "--data", "amount=42.50", env=env)
+        assert_clean_exit(
+            done, 1, f"error: cannot reach Temporal at {address} (HERALD_TEMPORAL_ADDRESS): Connection refused\n"
+        )
+
+
+def test_a_command_ending_right_after_a_temporal_call_exits_cleanly_every_time(stack: Any) -> None:
+    """`status` of a key with no intent (a connect, two queries, exit 2) ends in its own line, 12 runs out of 12."""
+    env = stack_env(stack)
+    for _ in range(12):
+        key = f"order_receipt:absent_{uuid.uuid4().hex[:12]}"
+        done = run_starter("status", key, env=env)
+        assert_clean_exit(done, 2, f"error: key: no intent on any channel for {key}\n")
+
+
+def test_closing_the_services_releases_the_temporal_runtime(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a command that used Temporal, close() finds the runtime gone: its threads stopped before exit."""
+    monkeypatch.setattr(starter, "_settings", lambda: load_settings(stack_env(stack)))
+    services = starter.Services()
+    code = starter.run(starter.parse_args(["status", f"order_receipt:absent_{uuid.uuid4().hex[:12]}"]), services)
+    assert code == 2
+    assert services._runtime is not None
+    assert services.close() is True
+
+
+async def test_send_and_wait_then_status_with_the_ledger(stack: Any, herald: Any) -> None:
+    """A valid send waits for delivery and exits 0; `status --channel sms` then prints the ledger's rows."""
+    key = f"seller_new_order:cli_{uuid.uuid4().hex[:12]}"
+    to = f"+1555{uuid.uuid4().int % 10**7:07d}"
+
+    async def starter_process(*args: str) -> tuple[int, str, str]:
+        # A subprocess the event loop waits on, so the in-process worker keeps working meanwhile.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", *args, cwd=REPO_ROOT, env={**os.environ, **stack_env(stack)},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), timeout=90)
+        return process.returncode or 0, out.decode(), err.decode()
+
+    code, out, err = await starter_process(
+        "send", "--key", key, "--to", to, "--template", "seller_new_order", "--version", "latest",
+        "--data", "order_ref=A-1", "--data", "order_total=EUR 18.00", "--data", "item_count=2", "--wait",
+    )  # fmt: skip
+    assert (code, err) == (0, ""), err
+    assert f"intent {key}/sms started or attached" in out
+    assert out.rstrip().endswith("final state: delivered")
+    code, out, err = await starter_process("status", key, "--channel", "sms")
+    assert (code, err) == (0, ""), err
+    assert "state       delivered" in out
+    assert "transitions (ledger):" in out
