@@ -512,6 +512,20 @@ async def cmd_consent_grant(args: argparse.Namespace, services: Services) -> int
     return 0
 
 
+async def cmd_erase(args: argparse.Namespace, services: Services) -> int:
+    from herald.ledger.privacy import erase_recipient
+
+    recipient = cli_input.recipient(args.recipient, "RECIPIENT")
+    async with services.ledger(services.ledger_url("(erasure runs in the ledger's database)")) as pool:
+        erasure = await erase_recipient(pool, recipient=recipient, operator=args.operator, reason=args.reason)
+    print(
+        f"erased {erasure.rows_affected} intent(s) of recipient fingerprint {erasure.recipient_fingerprint[:16]}: "
+        f"number or address, render data, bodies and subjects; states, times and reasons kept; "
+        f"any opt-out kept by fingerprint (ledger_purges id {erasure.purge_id})"
+    )
+    return 0
+
+
 async def cmd_suppression_lift(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import lift_suppression, recipient_fingerprint
 
@@ -562,6 +576,7 @@ EXAMPLES = {
     ],
     "consent grant": ["consent grant +15551230001 marketing --source signup-form"],
     "suppression lift": ['suppression lift +15551230001 --channel sms --operator alice --reason "resubscribed"'],
+    "erase": ['erase +15551230001 --operator dpo --reason "erasure request 2026-118"'],
 }
 
 
@@ -711,6 +726,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
     )
     lift.set_defaults(run=cmd_suppression_lift)
+
+    erase = _command(
+        commands, "erase", "erase a recipient's personal data from the ledger, recorded in ledger_purges", "erase"
+    )
+    erase.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number or e-mail address whose data is erased")
+    erase.add_argument(
+        "--operator", required=True, type=cli_input.bounded_text(100), help="who erases (1-100 characters)"
+    )
+    erase.add_argument(
+        "--reason", required=True, type=cli_input.bounded_text(500), help="the request it answers (1-500 characters)"
+    )
+    erase.set_defaults(run=cmd_erase)
 
     template = _command(
         commands,

@@ -150,3 +150,26 @@ def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: 
     refused = subprocess.run([*command, "--inbox-days", "٣"], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert "--inbox-days: must be a whole number of days" in refused.stderr and "Traceback" not in refused.stderr
+
+
+async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipient_without_echoing_it(
+    herald: HeraldClient, settings: Any, pool: AsyncConnectionPool
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    to = fresh_recipient()
+    key = fresh_key()
+    await herald.send(receipt_request(key, to))
+    await asyncio.wait_for(herald.wait(key), 60)
+    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
+    command = [sys.executable, "starter.py", "erase", "--operator", "dpo", "--reason", "request 7"]
+    ran = await asyncio.to_thread(subprocess.run, [*command, to], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("erased 1 intent(s) of recipient fingerprint ") and to not in ran.stdout
+    assert await _rows(pool, "SELECT recipient FROM intents WHERE workflow_id = %s", f"{key}/sms") == [{"recipient": "(erased)"}]
+    bad = "+1555ABC"
+    refused = await asyncio.to_thread(subprocess.run, [*command, bad], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "RECIPIENT" in refused.stderr and bad not in refused.stderr
