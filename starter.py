@@ -450,13 +450,17 @@ async def cmd_template_publish(args: argparse.Namespace, services: Services) -> 
 _POLICY_LEDGER = "(the send policy lives in the ledger's database)"
 
 
+def _since(effective_from: datetime | None) -> str:
+    return "the beginning" if effective_from is None else effective_from.isoformat()
+
+
 async def cmd_policy_list(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.policy_store import policy_versions
 
     url = services.ledger_url(_POLICY_LEDGER)
     async with services.ledger(url) as pool:
         for row in await policy_versions(pool):
-            print(f"v{row['version']:<4} effective from {row['effective_from']}   owner {row['owner']}   {row['note']}")
+            print(f"v{row['version']:<4} effective from {_since(row['effective_from'])}   owner {row['owner']}   {row['note']}")
     return 0
 
 
@@ -470,7 +474,7 @@ async def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:
     if row is None:
         raise HeraldError(f"VERSION: no policy version {args.version}")
     rules = PolicyRules.model_validate(row["rules"])
-    print(f"v{row['version']} effective from {row['effective_from']}, owner {row['owner']}: {row['note']}")
+    print(f"v{row['version']} effective from {_since(row['effective_from'])}, owner {row['owner']}: {row['note']}")
     print(rules.model_dump_json(indent=2))
     return 0
 

@@ -35,17 +35,25 @@ async def publish_policy(
     return int(row[0])
 
 
+# Version 1 is in force from '-infinity', which no Python datetime can hold: it is read as None,
+# "from the beginning".
+_EFFECTIVE_FROM = "NULLIF(effective_from, '-infinity') AS effective_from"
+
+
 async def policy_versions(pool: AsyncConnectionPool) -> list[dict[str, Any]]:
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
-            "SELECT version, effective_from, owner, note, published_at FROM policy_versions ORDER BY version"
+            f"SELECT version, {_EFFECTIVE_FROM}, owner, note, published_at FROM policy_versions ORDER BY version"
         )
         return await cursor.fetchall()
 
 
 async def policy_version(pool: AsyncConnectionPool, version: int) -> dict[str, Any] | None:
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute("SELECT * FROM policy_versions WHERE version = %s", (version,))
+        await cursor.execute(
+            f"SELECT version, {_EFFECTIVE_FROM}, owner, note, rules, published_at FROM policy_versions WHERE version = %s",
+            (version,),
+        )
         return await cursor.fetchone()
 
 

@@ -134,3 +134,23 @@ async def test_the_failure_query_lists_every_intent_that_ended_without_delivery(
             break
         await asyncio.sleep(0.2)
     assert found == {ids[0], ids[1]}
+
+
+async def test_policy_list_and_show_read_version_one_in_force_from_the_beginning(pool: AsyncConnectionPool, settings) -> None:
+    """Version 1 is in force from '-infinity', which psycopg cannot load into a datetime: before, `starter.py
+    policy list` and `policy show 1` failed with "timestamp too small" on every real ledger."""
+    import os
+    import subprocess
+    import sys
+
+    from herald.ledger.policy_store import policy_version, policy_versions
+
+    assert (await policy_versions(pool))[0]["effective_from"] is None
+    assert (await policy_version(pool, 1))["effective_from"] is None
+    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
+    for command in (["policy", "list"], ["policy", "show", "1"]):
+        ran = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "starter.py", *command], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert "effective from the beginning" in ran.stdout.splitlines()[0]
