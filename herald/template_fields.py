@@ -76,11 +76,24 @@ def validate_render_data(model: type[BaseModel], data: dict[str, Any]) -> list[t
 
 
 def _rule(item: Any) -> str:
+    if item["type"] == "value_error":
+        return str(item["ctx"]["error"])
     if item["type"] == "missing":
         return "required by the template"
     if item["type"] == "extra_forbidden":
         return "not a field of the template"
     return str(item["msg"])
+
+
+_ASCII_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
+
+
+def _ascii_whole_number(value: Any) -> Any:
+    """Text for an int field must be ASCII digits: int() also reads Arabic-Indic digits ("٣"), "+5",
+    " 5" and "5_000", and the template would then render a number the caller never wrote."""
+    if isinstance(value, str) and not _ASCII_WHOLE_NUMBER.fullmatch(value):
+        raise ValueError("must be a whole number written in ASCII digits, with an optional leading minus")
+    return value
 
 
 def _number_as_text(value: Any) -> Any:
@@ -96,8 +109,10 @@ def _annotation(spec: FieldSpec) -> Any:
     try:
         if spec.kind == "int":
             low, high = spec.option("min"), spec.option("max")
-            # Lax on purpose: "15" and 15 render the same bytes, and callers have sent both.
-            return Annotated[int, Field(ge=int(low) if low else None, le=int(high) if high else None)]
+            # "15" and 15 render the same bytes, and callers have sent both; any other spelling is refused.
+            return Annotated[
+                int, BeforeValidator(_ascii_whole_number), Field(ge=int(low) if low else None, le=int(high) if high else None)
+            ]
         if spec.kind == "decimal":
             return Annotated[StrictStr, Field(pattern=_DECIMAL)]
         if spec.kind == "code":

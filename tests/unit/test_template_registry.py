@@ -87,18 +87,25 @@ def test_latest_resolves_when_the_intent_is_created_and_is_never_stored() -> Non
     assert v1.template_version == 1 and "item(s)" not in v1.body
 
 
+_ASCII_RULE = "must be a whole number written in ASCII digits, with an optional leading minus"
+
+
 @pytest.mark.parametrize(
     "render_data,problem",
     [
         ({"order_ref": "A-1", "order_total": "EUR 18.00"}, ("render_data.item_count", "required by the template")),
-        ({**ORDER, "item_count": "two"}, ("render_data.item_count", "Input should be a valid integer, unable to parse string as an integer")),
+        ({**ORDER, "item_count": "two"}, ("render_data.item_count", _ASCII_RULE)),
+        ({**ORDER, "item_count": "\u0663"}, ("render_data.item_count", _ASCII_RULE)),  # Arabic-Indic three
+        ({**ORDER, "item_count": "5_000"}, ("render_data.item_count", _ASCII_RULE)),
+        ({**ORDER, "item_count": "+5"}, ("render_data.item_count", _ASCII_RULE)),
+        ({**ORDER, "item_count": " 5"}, ("render_data.item_count", _ASCII_RULE)),
         ({**ORDER, "item_count": 0}, ("render_data.item_count", "Input should be greater than or equal to 1")),
         ({**ORDER, "order_total": "x" * 10_000}, ("render_data.order_total", "must be at most 500 characters")),
         ({**ORDER, "order_total": "x" * 31}, ("render_data.order_total", "String should have at most 30 characters")),
         ({**ORDER, "order_ref": "'; DROP TABLE intents;--"}, ("render_data.order_ref", "String should match pattern '^[A-Za-z0-9_.-]{1,40}$'")),
         ({**ORDER, "coupon": "X"}, ("render_data.coupon", "not a field of the template")),
     ],
-    ids=["missing", "wrong-type", "below-minimum", "10kb", "over-the-field-max", "sql-in-a-code", "unknown-field"],
+    ids=["missing", "wrong-type", "arabic-indic", "underscore", "plus", "space", "below-minimum", "10kb", "over-the-field-max", "sql-in-a-code", "unknown-field"],
 )
 def test_render_data_breaking_the_contract_is_refused_by_field_path(render_data: dict[str, object], problem: tuple[str, str]) -> None:
     with pytest.raises(InvalidIntent) as refused:
