@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 
 from agent_tool.server import json_schema, server
+from agent_tool.tools import CALLERS
+from herald.settings import InvalidSetting, load_settings
 
 
 def main() -> None:
@@ -19,6 +22,15 @@ def main() -> None:
     if args.json_schema:
         print(asyncio.run(json_schema()))
         return
+    # Settings are checked before the server answers anything: a bad one is one line, not a
+    # traceback at the agent's first tool call.
+    try:
+        load_settings()
+    except InvalidSetting as error:
+        raise SystemExit(str(error)) from None
+    caller = os.environ.get("HERALD_AGENT_CALLER", "eu-marketplace-agent")
+    if caller not in CALLERS:
+        raise SystemExit("HERALD_AGENT_CALLER: must be one of " + ", ".join(sorted(CALLERS)))
     server.run()  # stdio
 
 

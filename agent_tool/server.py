@@ -26,6 +26,7 @@ from agent_tool.tools import (
 from herald.client import HeraldClient
 from herald.settings import load_settings
 from herald.temporal_client import connect
+from herald.tracing import tracer_provider, tracing_interceptors
 
 server = MCPServer(
     "herald-notify",
@@ -44,7 +45,9 @@ async def _agent_tools() -> AgentTools:
     if _tools is None:
         settings = load_settings()
         caller = CALLERS[os.environ.get("HERALD_AGENT_CALLER", "eu-marketplace-agent")]
-        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+        tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans
+        client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
+        herald = HeraldClient(client, settings.temporal.task_queue)
         _tools = AgentTools(demo_store(), herald, caller)
     return _tools
 

@@ -22,6 +22,7 @@ from herald.outbox import apply_schema
 from herald.outbox.relay import OutboxRelay
 from herald.settings import InvalidSetting, load_settings
 from herald.temporal_client import connect
+from herald.tracing import tracer_provider, tracing_interceptors
 
 log = logging.getLogger("herald.outbox")
 
@@ -38,7 +39,11 @@ async def serve(apply: bool) -> None:
         if apply:
             async with pool.connection() as conn:
                 await apply_schema(conn)
-        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+        # The relay starts most intents, so their traces begin here (when a collector is set).
+        tracing = tracer_provider(settings.telemetry, "herald-outbox-relay")
+        herald = HeraldClient(
+            await connect(settings.temporal, interceptors=tracing_interceptors(tracing)), settings.temporal.task_queue
+        )
         relay = OutboxRelay(
             pool,
             herald,
@@ -46,7 +51,11 @@ async def serve(apply: bool) -> None:
             faults=FaultPoints(settings.fault_point, settings.fault_point_marker),
         )
         log.info("outbox relay polling herald_outbox; starting intents on %s", settings.temporal.task_queue)
-        await relay.run(stop)
+        try:
+            await relay.run(stop)
+        finally:
+            if tracing is not None:
+                tracing.shutdown()  # flushes the last batch of spans
 
 
 def main() -> None:

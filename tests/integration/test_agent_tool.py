@@ -62,3 +62,22 @@ async def test_an_agent_lists_the_tools_and_starts_one_intent_however_often_it_c
     assert len(await emulator.messages(SELLER_PHONE)) == 1  # two calls, one intent, one message
     with pytest.raises(RPCError):  # the refused call started nothing
         await herald.handle("seller_new_order:ord_2001", Channel.SMS).describe()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        ("HERALD_TWILIO_CONNECT_TIMEOUT", "abc", "HERALD_TWILIO_CONNECT_TIMEOUT: must be a number of seconds from 0 to 600"),
+        ("HERALD_AGENT_CALLER", "nobody", "HERALD_AGENT_CALLER: must be one of eu-marketplace-agent"),
+    ],
+)
+def test_a_bad_setting_stops_the_tool_server_in_one_line(variable: str, value: str, line: str) -> None:
+    """Before, the server started and the agent's first tool call hit a traceback."""
+    import os
+    import subprocess
+
+    ran = subprocess.run(
+        [sys.executable, "-m", "agent_tool"], env={**os.environ, variable: value}, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 1
+    assert ran.stderr == line + "\n"
