@@ -49,3 +49,30 @@ async def apply_migrations(conninfo: str) -> list[str]:
                 )
                 applied.append(name)
     return applied
+
+
+def main() -> int:
+    """`python -m herald.ledger.migrate`: apply pending migrations as the ledger's owner.
+
+    The owner is HERALD_MIGRATION_DATABASE_URL (DATABASE_URL when unset, as on a single-role dev
+    server); the services' own login may not run DDL (migration 012).
+    """
+    import asyncio
+    import os
+    import sys
+
+    url = os.environ.get("HERALD_MIGRATION_DATABASE_URL", "").strip() or os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        print("HERALD_MIGRATION_DATABASE_URL: required (the ledger owner's connection), or DATABASE_URL", file=sys.stderr)
+        return 2
+    try:
+        applied = asyncio.run(apply_migrations(url))
+    except psycopg.Error as error:  # the SQLSTATE and the server's own words, never the URL
+        print(f"migration failed: {type(error).__name__}: {error.diag.message_primary or 'no message'}", file=sys.stderr)
+        return 1
+    print("applied: " + (", ".join(applied) if applied else "none (up to date)"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

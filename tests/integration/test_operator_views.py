@@ -154,3 +154,15 @@ async def test_policy_list_and_show_read_version_one_in_force_from_the_beginning
         )
         assert ran.returncode == 0, ran.stderr
         assert "effective from the beginning" in ran.stdout.splitlines()[0]
+
+
+async def test_the_migrate_command_runs_as_the_owner_and_is_idempotent(stack) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HERALD_MIGRATION_DATABASE_URL": stack.database_url}
+    ran = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "herald.ledger.migrate"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (ran.returncode, ran.stdout) == (0, "applied: none (up to date)\n"), ran.stderr
