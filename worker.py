@@ -20,8 +20,9 @@ from contextlib import AsyncExitStack
 
 from pydantic import ValidationError
 from temporalio.client import Client, Interceptor
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.ledger import LedgerActivities
@@ -106,6 +107,24 @@ def build_providers(settings: Settings) -> dict[Channel, Provider]:
     return providers
 
 
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """Worker Versioning, when HERALD_WORKER_DEPLOYMENT_NAME and HERALD_WORKER_BUILD_ID are set; None: unversioned.
+
+    Auto-upgrade, not pinned: a notification lives for hours (quiet hours, the resolution horizon),
+    longer than an old build should be kept running to finish it, and NotificationWorkflow gates
+    every change to its command sequence with workflow.patched() (proven by the replay tests), so
+    a run may move to the new build at its next workflow task.
+    """
+    version = settings.worker_version
+    if version is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=version.deployment_name, build_id=version.build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
+
+
 def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities) -> Worker:
     """The workflow worker: NotificationWorkflow, the ledger's local activities, lookups and cancels."""
     return Worker(
@@ -116,6 +135,7 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         activities=[ledger.append_ledger, ledger.last_attempt_to_recipient, provider.lookup, provider.cancel],
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
+        deployment_config=deployment_config(settings),
     )
 
 
@@ -132,6 +152,8 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
         activities=[provider.submit],
         max_concurrent_activities=settings.twilio.max_in_flight,
         max_task_queue_activities_per_second=settings.twilio.submit_rate_limit,
+        # The same version as the workflow worker: one deployment version is one build of the whole process.
+        deployment_config=deployment_config(settings),
     )
 
 
@@ -161,6 +183,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         worker = build_worker(client, settings, LedgerActivities(pool), provider)
         submit_worker = build_submit_worker(client, settings, provider)
         async with worker, submit_worker:
+            if settings.worker_version is not None:
+                log.info(
+                    "worker versioning on: deployment %s, build %s (auto-upgrade)",
+                    settings.worker_version.deployment_name,
+                    settings.worker_version.build_id,
+                )
             log.info(
                 "worker polling task queues %s and %s (submits, %s)",
                 settings.temporal.task_queue,

@@ -18,6 +18,7 @@ from herald.ledger.roles import app_database_url
 from herald.outcomes import Frozen
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
 from herald.settings import REPO_ROOT
+from herald.temporal_profile import TEMPORAL_VARIABLES
 
 DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
 
@@ -218,6 +219,9 @@ class StackConfig(Frozen):
             "HERALD_CODEC_SERVER_PORT": str(self.codec.port),
             "HERALD_CODEC_SERVER_CORS_ORIGINS": f"http://{self.temporal.host}:{self.temporal.ui_port},"
             f"http://localhost:{self.temporal.ui_port}",
+            # Blank is unset: a Temporal Cloud profile or API key in the caller's shell must not
+            # reach this stack's processes (they inherit the shell; herald/temporal_profile.py).
+            **{name: "" for name in TEMPORAL_VARIABLES},
         }
 
 

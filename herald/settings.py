@@ -1,25 +1,29 @@
-"""The one module that reads the environment.
+"""Herald's settings, from the environment: the one entry point, ``load_settings``.
 
-Every address, namespace, credential and TLS setting is a variable here, so the
-same code runs against the local stack, a Temporal cluster or Temporal Cloud, a
-managed PostgreSQL and the real Twilio API. The local launcher sets these from
+Every address, namespace, credential and TLS setting is a variable, so the same code
+runs against the local stack, a Temporal cluster or Temporal Cloud, a managed
+PostgreSQL and the real Twilio API. The local launcher sets these from
 ``temporal-dev.yaml``; production sets them from its secret store.
+
+Reading is two steps: ``herald.variables`` parses and checks every variable through
+one typed model (a bad one is a single ``InvalidSetting`` line naming it), and
+``herald.temporal_profile`` asks Temporal's own loader what TEMPORAL_* and a profile
+say about the connection. This module shapes both into the nested ``Settings``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field, SecretBytes, SecretStr
+from temporalio.envconfig import ClientConfigProfile, DataSource
 
 from herald.fault_points import FaultPoint
 from herald.outcomes import Frozen
+from herald.temporal_profile import load_profile
+from herald.variables import InvalidSetting as InvalidSetting  # every entry point catches it from here
+from herald.variables import Variables, read_variables
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,13 +43,21 @@ class TemporalSettings(Frozen):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     task_queue: str = "herald-notifications"
-    # TLS for a real cluster: a CA to trust and, for mTLS, a client certificate and key.
+    # TLS for a real cluster: a CA to trust and, for mTLS, a client certificate and key, each
+    # from a file or, from a Temporal profile or TEMPORAL_TLS_*_DATA, as the PEM itself.
     tls: bool = False
     tls_ca_path: Path | None = None
     tls_cert_path: Path | None = None
     tls_key_path: Path | None = None
+    tls_ca_data: bytes | None = None
+    tls_cert_data: bytes | None = None
+    tls_key_data: SecretBytes | None = None
+    # SNI and certificate name override (a profile's tls.server_name, TEMPORAL_TLS_SERVER_NAME).
+    tls_server_name: str | None = None
     # Temporal Cloud API key authentication (implies TLS).
     api_key: SecretStr | None = None
+    # gRPC headers on every call (a profile's grpc_meta, TEMPORAL_GRPC_META_*); may carry credentials.
+    rpc_metadata: dict[str, SecretStr] = Field(default_factory=dict)
     # Here rather than beside it: every connect(settings.temporal) then encrypts, none can forget to.
     codec: CodecSettings = CodecSettings()
 
@@ -138,6 +150,17 @@ class CodecServerSettings(Frozen):
     token: SecretStr | None = None
 
 
+class WorkerVersionSettings(Frozen):
+    """The Worker Deployment Version the workers poll as (HERALD_WORKER_DEPLOYMENT_NAME and _BUILD_ID).
+
+    Set, the workers opt in to Temporal's Worker Versioning: a workflow runs on the version the
+    deployment's current version says, and moves to a newer one at its next workflow task (auto-upgrade).
+    """
+
+    deployment_name: str
+    build_id: str
+
+
 class Settings(Frozen):
     temporal: TemporalSettings = TemporalSettings()
     twilio: TwilioSettings = TwilioSettings()
@@ -147,6 +170,9 @@ class Settings(Frozen):
     telemetry: TelemetrySettings = TelemetrySettings()
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
+    # The ledger owner's connection, for migrations only (the services' login may not run DDL);
+    # None: DATABASE_URL, as on a single-role development server.
+    migration_database_url: SecretStr | None = None
     # The service database holding herald_outbox, for the outbox relay (and the report's backlog line).
     outbox_database_url: SecretStr | None = None
     # How long a relay holds the rows it claimed; a relay that dies hands them on after this.
@@ -155,260 +181,130 @@ class Settings(Frozen):
     # Fault-matrix tests only: a crash point in the worker, and the marker file that makes it fire once.
     fault_point: FaultPoint | None = None
     fault_point_marker: Path | None = None
-
-
-class InvalidSetting(ValueError):
-    """An environment variable holds a value Herald cannot use; the message names it and the rule."""
-
-    def __init__(self, name: str, rule: str) -> None:
-        self.name = name
-        super().__init__(f"{name}: {rule}")
-
-
-def _opt(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float, *, maximum: float) -> float:
-    """A duration in seconds between 0 and `maximum`; unset or empty keeps the default."""
-    raw = _opt(env, name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= maximum:  # also refuses NaN
-        raise InvalidSetting(name, f"must be a number of seconds from 0 to {maximum:g}")
-    return value
-
-
-def _positive_seconds(env: Mapping[str, str], name: str, default: float, *, maximum: float) -> float:
-    value = _seconds(env, name, default, maximum=maximum)
-    if value == 0:
-        raise InvalidSetting(name, f"must be a number of seconds above 0, at most {maximum:g}")
-    return value
-
-
-def _rate(env: Mapping[str, str], name: str) -> float | None:
-    """A per-second rate: unset, empty or 0 means unlimited (None)."""
-    raw = _opt(env, name)
-    if raw is None:
-        return None
-    try:
-        rate = float(raw)
-    except ValueError:
-        rate = math.nan
-    if not math.isfinite(rate) or rate < 0:
-        raise InvalidSetting(name, "must be a number of messages per second, at least 0 (0 or unset: unlimited)")
-    return rate or None
-
-
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = _opt(env, name)
-    if raw is None:
-        return default
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 65_535):
-        raise InvalidSetting(name, "must be a port number from 1 to 65535")
-    return int(raw)
-
-
-def _address(env: Mapping[str, str], name: str) -> str | None:
-    """A host:port to listen on ([::1]:9464 for IPv6); unset or empty is None."""
-    raw = _opt(env, name)
-    if raw is None:
-        return None
-    host, _, port = raw.rpartition(":")
-    if not (host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65_535) or " " in host:
-        raise InvalidSetting(name, "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:9464")
-    return raw
-
-
-def _url(env: Mapping[str, str], *names: str) -> str | None:
-    """The first of `names` that is set, as an http(s) URL with a host; unset or empty is None."""
-    for name in names:
-        raw = _opt(env, name)
-        if raw is None:
-            continue
-        scheme, _, rest = raw.partition("://")
-        if scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
-            raise InvalidSetting(name, "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4317")
-        return raw
-    return None
-
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    """A yes/no setting; anything but the listed spellings is refused (a typo must not mean "off")."""
-    raw = _opt(env, name)
-    if raw is None:
-        return False
-    if raw.lower() not in _TRUE + _FALSE:
-        raise InvalidSetting(name, "must be one of " + ", ".join(_TRUE + _FALSE))
-    return raw.lower() in _TRUE
-
-
-def _timeout(env: Mapping[str, str], name: str, default: float) -> float:
-    """A timeout in seconds, above 0 and at most 600."""
-    value = _seconds(env, name, default, maximum=600)
-    if value <= 0:
-        raise InvalidSetting(name, "must be a number of seconds from 0 to 600")
-    return value
-
-
-def _count(env: Mapping[str, str], name: str, default: int, *, maximum: int) -> int:
-    raw = _opt(env, name)
-    if raw is None:
-        return default
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum):
-        raise InvalidSetting(name, f"must be a whole number from 1 to {maximum}")
-    return int(raw)
-
-
-def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
-    raw = _opt(env, name)
-    if raw is None:
-        return default
-    if raw.lower() not in allowed:
-        raise InvalidSetting(name, "must be one of " + ", ".join(allowed))
-    return raw.lower()
-
-
-def _items(env: Mapping[str, str], name: str) -> list[str]:
-    """A comma-separated list; blanks around and between items are dropped."""
-    return [item.strip() for item in env.get(name, "").split(",") if item.strip()]
-
-
-_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_CODEC_KEY_BYTES = 32  # AES-256
-
-
-def _codec_key(name: str, where: str, entry: str, keys: dict[str, SecretBytes]) -> None:
-    """Add one `id:base64key` entry to `keys`. A refusal may name the id, never the key."""
-    key_id, colon, encoded = (part.strip() for part in entry.partition(":"))
-    if not colon or not _KEY_ID.fullmatch(key_id):
-        raise InvalidSetting(name, f"{where}each key must be id:base64key, the id 1-64 letters, digits, '.', '_' or '-'")
-    try:
-        key = base64.b64decode(encoded, validate=True)
-    except binascii.Error:
-        raise InvalidSetting(name, f"{where}key {key_id}: must be standard base64") from None
-    if len(key) != _CODEC_KEY_BYTES:
-        raise InvalidSetting(name, f"{where}key {key_id}: must decode to 32 bytes (AES-256), not {len(key)}")
-    if key_id in keys:
-        raise InvalidSetting(name, f"{where}key id {key_id} is given twice")
-    keys[key_id] = SecretBytes(key)
-
-
-def _codec(env: Mapping[str, str]) -> CodecSettings:
-    """Keys from HERALD_CODEC_KEYS, then from each file of HERALD_CODEC_KEY_FILES (mounted secrets)."""
-    keys: dict[str, SecretBytes] = {}
-    for entry in _items(env, "HERALD_CODEC_KEYS"):
-        _codec_key("HERALD_CODEC_KEYS", "", entry, keys)
-    for path in _items(env, "HERALD_CODEC_KEY_FILES"):
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or "not UTF-8 text"
-            raise InvalidSetting("HERALD_CODEC_KEY_FILES", f"{path}: cannot be read ({reason})") from None
-        for number, line in enumerate(lines, 1):
-            if line.strip() and not line.lstrip().startswith("#"):
-                _codec_key("HERALD_CODEC_KEY_FILES", f"{path} line {number}: ", line, keys)
-    active = _opt(env, "HERALD_CODEC_ACTIVE_KEY")
-    if active is not None and active not in keys:
-        # An active id without its key must not quietly mean "no encryption".
-        held = ", ".join(keys) or "none"
-        raise InvalidSetting(
-            "HERALD_CODEC_ACTIVE_KEY",
-            f"must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: {held})",
-        )
-    return CodecSettings(keys=keys, active_key=active or next(iter(keys), None))
-
-
-def _origins(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    origins = tuple(origin.rstrip("/") for origin in _items(env, name))
-    for origin in origins:
-        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", origin):
-            raise InvalidSetting(name, "each origin must be scheme://host[:port], no path and no wildcard, like http://127.0.0.1:8233")
-    return origins or default
+    # None: unversioned workers, as before Worker Versioning.
+    worker_version: WorkerVersionSettings | None = None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Read every HERALD_* variable (and DATABASE_URL); unset ones keep local-stack defaults."""
-    env = os.environ if env is None else env
-    temporal = TemporalSettings(
-        address=env.get("HERALD_TEMPORAL_ADDRESS", TemporalSettings().address),
-        namespace=env.get("HERALD_TEMPORAL_NAMESPACE", TemporalSettings().namespace),
-        task_queue=env.get("HERALD_TASK_QUEUE", TemporalSettings().task_queue),
-        tls=_flag(env, "HERALD_TEMPORAL_TLS"),
-        tls_ca_path=_opt(env, "HERALD_TEMPORAL_TLS_CA"),
-        tls_cert_path=_opt(env, "HERALD_TEMPORAL_TLS_CERT"),
-        tls_key_path=_opt(env, "HERALD_TEMPORAL_TLS_KEY"),
-        api_key=_opt(env, "HERALD_TEMPORAL_API_KEY"),
-        codec=_codec(env),
-    )
-    twilio = TwilioSettings(
-        api_base=env.get("HERALD_TWILIO_API_BASE", TwilioSettings().api_base),
-        account_sid=env.get("HERALD_TWILIO_ACCOUNT_SID", ""),
-        auth_token=SecretStr(env.get("HERALD_TWILIO_AUTH_TOKEN", "")),
-        from_number=_opt(env, "HERALD_TWILIO_FROM"),
-        messaging_service_sid=_opt(env, "HERALD_TWILIO_MESSAGING_SERVICE_SID"),
-        connect_timeout=_timeout(env, "HERALD_TWILIO_CONNECT_TIMEOUT", TwilioSettings().connect_timeout),
-        read_timeout=_timeout(env, "HERALD_TWILIO_READ_TIMEOUT", TwilioSettings().read_timeout),
-        max_in_flight=_count(env, "HERALD_TWILIO_MAX_IN_FLIGHT", TwilioSettings().max_in_flight, maximum=1024),
-        submit_rate_limit=_rate(env, "HERALD_SUBMIT_RATE_LIMIT"),
-    )
-    email = EmailSettings(
-        smtp_host=_opt(env, "HERALD_SMTP_HOST"),
-        smtp_port=_port(env, "HERALD_SMTP_PORT", EmailSettings().smtp_port),
-        smtp_security=_choice(env, "HERALD_SMTP_SECURITY", ("starttls", "tls", "none"), "starttls"),
-        smtp_username=_opt(env, "HERALD_SMTP_USERNAME"),
-        smtp_password=_opt(env, "HERALD_SMTP_PASSWORD"),
-        from_address=_opt(env, "HERALD_EMAIL_FROM"),
-        message_id_domain=env.get("HERALD_EMAIL_MESSAGE_ID_DOMAIN", EmailSettings().message_id_domain),
-        provider=env.get("HERALD_EMAIL_PROVIDER", EmailSettings().provider),
-        delivery_events=_choice(env, "HERALD_EMAIL_DELIVERY_EVENTS", ("true", "false"), "true") == "true",
-        connect_timeout=_seconds(env, "HERALD_SMTP_CONNECT_TIMEOUT", EmailSettings().connect_timeout, maximum=300),
-        read_timeout=_seconds(env, "HERALD_SMTP_READ_TIMEOUT", EmailSettings().read_timeout, maximum=600),
-    )
-    receipts = ReceiptSettings(
-        host=env.get("HERALD_RECEIPT_HOST", ReceiptSettings().host),
-        port=_port(env, "HERALD_RECEIPT_PORT", ReceiptSettings().port),
-        public_url=env.get("HERALD_RECEIPT_PUBLIC_URL", ReceiptSettings().public_url).rstrip("/"),
-        hold_seconds=_seconds(env, "HERALD_RECEIPT_HOLD_SECONDS", ReceiptSettings().hold_seconds, maximum=60),
-        store_timeout=_positive_seconds(env, "HERALD_RECEIPT_STORE_TIMEOUT", ReceiptSettings().store_timeout, maximum=14),
-        sendgrid_public_key=_opt(env, "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY"),
-    )
-    telemetry = TelemetrySettings(
-        worker_metrics_address=_address(env, "HERALD_WORKER_METRICS_ADDRESS"),
-        metrics_host=env.get("HERALD_METRICS_HOST", TelemetrySettings().metrics_host),
-        metrics_port=_port(env, "HERALD_METRICS_PORT", TelemetrySettings().metrics_port),
-        metrics_query_timeout=_positive_seconds(
-            env, "HERALD_METRICS_QUERY_TIMEOUT", TelemetrySettings().metrics_query_timeout, maximum=60
-        ),
-        # Herald's own name first; the OpenTelemetry standard variable otherwise.
-        otlp_endpoint=_url(env, "HERALD_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
-        service_name=_opt(env, "OTEL_SERVICE_NAME"),
-    )
-    codec_server = CodecServerSettings(
-        host=env.get("HERALD_CODEC_SERVER_HOST", CodecServerSettings().host),
-        port=_port(env, "HERALD_CODEC_SERVER_PORT", CodecServerSettings().port),
-        cors_origins=_origins(env, "HERALD_CODEC_SERVER_CORS_ORIGINS", CodecServerSettings().cors_origins),
-        token=_opt(env, "HERALD_CODEC_SERVER_TOKEN"),
-    )
+    """Every variable Herald reads, from `env` alone when given (a test's dict) or from the process's
+    environment; unset ones keep local-stack defaults. InvalidSetting names the first bad one."""
+    variables = read_variables(env)
     return Settings(
-        temporal=temporal,
-        twilio=twilio,
-        email=email,
-        receipts=receipts,
-        codec_server=codec_server,
-        telemetry=telemetry,
-        database_url=_opt(env, "DATABASE_URL"),
-        outbox_database_url=_opt(env, "HERALD_OUTBOX_DATABASE_URL"),
-        outbox_lease_seconds=_seconds(env, "HERALD_OUTBOX_LEASE_SECONDS", 30.0, maximum=3600) or 30.0,
-        state_dir=Path(env.get("HERALD_STATE_DIR", str(REPO_ROOT / ".state"))),
-        fault_point=_opt(env, "HERALD_FAULT_POINT"),
-        fault_point_marker=_opt(env, "HERALD_FAULT_POINT_MARKER"),
+        temporal=_temporal(variables, load_profile(variables)),
+        twilio=TwilioSettings(
+            api_base=variables.herald_twilio_api_base,
+            account_sid=variables.herald_twilio_account_sid,
+            auth_token=variables.herald_twilio_auth_token,
+            from_number=variables.herald_twilio_from,
+            messaging_service_sid=variables.herald_twilio_messaging_service_sid,
+            connect_timeout=variables.herald_twilio_connect_timeout,
+            read_timeout=variables.herald_twilio_read_timeout,
+            max_in_flight=variables.herald_twilio_max_in_flight,
+            submit_rate_limit=variables.herald_submit_rate_limit or None,  # 0: unlimited
+        ),
+        email=EmailSettings(
+            smtp_host=variables.herald_smtp_host,
+            smtp_port=variables.herald_smtp_port,
+            smtp_security=variables.herald_smtp_security,
+            smtp_username=variables.herald_smtp_username,
+            smtp_password=variables.herald_smtp_password,
+            from_address=variables.herald_email_from,
+            message_id_domain=variables.herald_email_message_id_domain,
+            provider=variables.herald_email_provider,
+            delivery_events=variables.herald_email_delivery_events == "true",
+            connect_timeout=variables.herald_smtp_connect_timeout,
+            read_timeout=variables.herald_smtp_read_timeout,
+        ),
+        receipts=ReceiptSettings(
+            host=variables.herald_receipt_host,
+            port=variables.herald_receipt_port,
+            public_url=variables.herald_receipt_public_url.rstrip("/"),
+            hold_seconds=variables.herald_receipt_hold_seconds,
+            store_timeout=variables.herald_receipt_store_timeout,
+            sendgrid_public_key=variables.herald_sendgrid_webhook_public_key,
+        ),
+        codec_server=CodecServerSettings(
+            host=variables.herald_codec_server_host,
+            port=variables.herald_codec_server_port,
+            cors_origins=variables.herald_codec_server_cors_origins,
+            token=variables.herald_codec_server_token,
+        ),
+        telemetry=TelemetrySettings(
+            worker_metrics_address=variables.herald_worker_metrics_address,
+            metrics_host=variables.herald_metrics_host,
+            metrics_port=variables.herald_metrics_port,
+            metrics_query_timeout=variables.herald_metrics_query_timeout,
+            # Herald's own name first; the OpenTelemetry standard variable otherwise.
+            otlp_endpoint=variables.herald_otlp_endpoint or variables.otel_exporter_otlp_endpoint,
+            service_name=variables.otel_service_name,
+        ),
+        database_url=variables.database_url,
+        migration_database_url=variables.herald_migration_database_url,
+        outbox_database_url=variables.herald_outbox_database_url,
+        outbox_lease_seconds=variables.herald_outbox_lease_seconds or 30.0,  # 0: the default
+        state_dir=variables.herald_state_dir or REPO_ROOT / ".state",
+        fault_point=variables.herald_fault_point,
+        fault_point_marker=variables.herald_fault_point_marker,
+        worker_version=(
+            WorkerVersionSettings(
+                deployment_name=variables.herald_worker_deployment_name, build_id=variables.herald_worker_build_id
+            )
+            if variables.herald_worker_deployment_name is not None and variables.herald_worker_build_id is not None
+            else None
+        ),
     )
+
+
+def _temporal(variables: Variables, profile: ClientConfigProfile) -> TemporalSettings:
+    """Temporal's configuration (TEMPORAL_* and a profile), each setting overridden by Herald's own
+    variable when that is set."""
+    tls = profile.tls
+    ca_path, ca_data = _source(variables.herald_temporal_tls_ca, tls.server_root_ca_cert if tls else None)
+    cert_path, cert_data = _source(variables.herald_temporal_tls_cert, tls.client_cert if tls else None)
+    key_path, key_data = _source(variables.herald_temporal_tls_key, tls.client_private_key if tls else None)
+    if variables.herald_temporal_tls is not None:
+        use_tls = variables.herald_temporal_tls
+    else:
+        # Temporal's reading: a tls section (or any TEMPORAL_TLS_* variable) means TLS unless disabled.
+        use_tls = tls is not None and tls.disabled is not True
+    api_key = variables.herald_temporal_api_key
+    if api_key is None and profile.api_key is not None:
+        api_key = SecretStr(profile.api_key)
+    # Half a client identity would fail at connect as a handshake error that names nothing.
+    has_cert, has_key = cert_path is not None or cert_data is not None, key_path is not None or key_data is not None
+    if (use_tls or api_key is not None) and has_cert != has_key:
+        missing, given = ("KEY", "certificate") if has_cert else ("CERT", "key")
+        raise InvalidSetting(
+            f"HERALD_TEMPORAL_TLS_{missing}",
+            f"required with a client {given} (mTLS needs both; TEMPORAL_TLS_CLIENT_{missing}_PATH works too)",
+        )
+    return TemporalSettings(
+        address=variables.herald_temporal_address or profile.address or TemporalSettings().address,
+        namespace=variables.herald_temporal_namespace or profile.namespace or TemporalSettings().namespace,
+        task_queue=variables.herald_task_queue,
+        tls=use_tls,
+        tls_ca_path=ca_path,
+        tls_cert_path=cert_path,
+        tls_key_path=key_path,
+        tls_ca_data=ca_data,
+        tls_cert_data=cert_data,
+        tls_key_data=SecretBytes(key_data) if key_data is not None else None,
+        tls_server_name=tls.server_name if tls else None,
+        api_key=api_key,
+        rpc_metadata={name: SecretStr(value) for name, value in profile.grpc_meta.items()},
+        codec=CodecSettings(
+            keys=variables.codec_keys,
+            active_key=variables.herald_codec_active_key or next(iter(variables.codec_keys), None),
+        ),
+    )
+
+
+def _source(herald_path: Path | None, temporal: DataSource | None) -> tuple[Path | None, bytes | None]:
+    """A certificate or key: Herald's file when set, else Temporal's file or PEM text."""
+    if herald_path is not None:
+        return herald_path, None
+    if isinstance(temporal, Path):
+        return temporal, None
+    if isinstance(temporal, str):
+        return None, temporal.encode()
+    return None, temporal

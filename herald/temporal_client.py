@@ -23,10 +23,12 @@ from herald.settings import CodecSettings, TemporalSettings
 def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
     if not (settings.tls or settings.api_key):
         return False
+    key_data = settings.tls_key_data.get_secret_value() if settings.tls_key_data else None
     return TLSConfig(
-        server_root_ca_cert=settings.tls_ca_path.read_bytes() if settings.tls_ca_path else None,
-        client_cert=settings.tls_cert_path.read_bytes() if settings.tls_cert_path else None,
-        client_private_key=settings.tls_key_path.read_bytes() if settings.tls_key_path else None,
+        server_root_ca_cert=settings.tls_ca_path.read_bytes() if settings.tls_ca_path else settings.tls_ca_data,
+        client_cert=settings.tls_cert_path.read_bytes() if settings.tls_cert_path else settings.tls_cert_data,
+        client_private_key=settings.tls_key_path.read_bytes() if settings.tls_key_path else key_data,
+        domain=settings.tls_server_name,
     )
 
 
@@ -57,6 +59,7 @@ async def connect(
         data_converter=data_converter(settings),
         tls=tls_config(settings),
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        rpc_metadata={name: value.get_secret_value() for name, value in settings.rpc_metadata.items()},
         runtime=runtime,
         interceptors=interceptors,
     )

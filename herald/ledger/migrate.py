@@ -58,15 +58,21 @@ def main() -> int:
     server); the services' own login may not run DDL (migration 012).
     """
     import asyncio
-    import os
     import sys
 
-    url = os.environ.get("HERALD_MIGRATION_DATABASE_URL", "").strip() or os.environ.get("DATABASE_URL", "").strip()
-    if not url:
+    from herald.settings import InvalidSetting, load_settings
+
+    try:
+        settings = load_settings()
+    except InvalidSetting as error:
+        print(str(error), file=sys.stderr)
+        return 2
+    url = settings.migration_database_url or settings.database_url
+    if url is None:
         print("HERALD_MIGRATION_DATABASE_URL: required (the ledger owner's connection), or DATABASE_URL", file=sys.stderr)
         return 2
     try:
-        applied = asyncio.run(apply_migrations(url))
+        applied = asyncio.run(apply_migrations(url.get_secret_value()))
     except psycopg.Error as error:  # the SQLSTATE and the server's own words, never the URL
         print(f"migration failed: {type(error).__name__}: {error.diag.message_primary or 'no message'}", file=sys.stderr)
         return 1
