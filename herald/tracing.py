@@ -17,14 +17,17 @@ timeout) itself.
 
 from __future__ import annotations
 
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from typing import TYPE_CHECKING
+
 from temporalio.client import Interceptor
-from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from herald.settings import TelemetrySettings
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+# The OpenTelemetry SDK, its gRPC exporter and Temporal's interceptor are imported only when a
+# collector is configured: a process without tracing does not carry them (several MiB each).
 
 
 def tracer_provider(settings: TelemetrySettings, default_service_name: str) -> TracerProvider | None:
@@ -34,6 +37,11 @@ def tracer_provider(settings: TelemetrySettings, default_service_name: str) -> T
     """
     if settings.otlp_endpoint is None:
         return None
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     resource = Resource.create({SERVICE_NAME: settings.service_name or default_service_name})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.otlp_endpoint)))
@@ -44,4 +52,6 @@ def tracing_interceptors(provider: TracerProvider | None) -> list[Interceptor]:
     """The client interceptors that trace through `provider`; none without one."""
     if provider is None:
         return []
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
     return [TracingInterceptor(provider.get_tracer("herald"))]
