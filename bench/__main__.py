@@ -29,9 +29,12 @@ from bench.floor_receipts import run_floor_receipts
 from bench.floor_run import run_floor
 from bench.herald_run import run_herald, run_parked, run_rate_limited, run_receipts
 from bench.naive import run_naive
+from bench.scale_out import ScaleOut, run_scale_out
+from bench.scale_out import render as render_scale_out
 from bench.stack import BenchStack
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SCALE_OUT_RESULTS = Path(__file__).resolve().parent / "RESULTS-scale-out.md"
 WARMUP_INTENTS = 10
 RUNNERS = {"naive": run_naive, "floor": run_floor, "herald": run_herald}
 # The limited worker's HERALD_SUBMIT_RATE_LIMIT as a fraction of the emulator's limit L. Temporal's
@@ -75,7 +78,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--results", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)"
     )
     parser.add_argument("--no-results", action="store_true", help="print only; do not write the results file")
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="only the capacity check: Herald's throughput pass with 1 worker + 1 receipt server, then 2 + 2"
+        " (writes bench/RESULTS-scale-out.md unless --results names another file)",
+    )
     args = parser.parse_args(argv)
+    if args.scale_out and args.results == RESULTS:
+        args.results = SCALE_OUT_RESULTS
     if args.receipts is None:
         args.receipts = args.intents
     return args
@@ -86,6 +97,17 @@ def wait_for_load(threshold: float) -> None:
     while float(report.loadavg()) >= threshold and time.monotonic() < deadline:
         print(f"1-minute load {report.loadavg()} ≥ {threshold}: waiting", flush=True)
         time.sleep(20)
+
+
+async def measure_scale_out(args: argparse.Namespace, stack: BenchStack) -> ScaleOut:
+    bench = Bench(stack)
+    await bench.open()
+    try:
+        await run_herald(bench, WARMUP_INTENTS, None, 120)
+        print(f"scale-out check: {args.intents} intents with 1 worker + 1 receipt server, then 2 + 2", flush=True)
+        return await run_scale_out(bench, args.intents, 120 + args.intents / 2)
+    finally:
+        await bench.close()
 
 
 async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
@@ -210,13 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"starting the bench stack in {stack.state_dir}", flush=True)
         stack.start()
-        out = asyncio.run(measure(args, stack))
+        out = asyncio.run(measure_scale_out(args, stack) if args.scale_out else measure(args, stack))
         failed = False
     finally:
         stack.stop(keep_state=failed)
         if failed:
             print(f"bench failed; logs kept in {stack.state_dir / 'logs'}", file=sys.stderr)
-    text = render(args, make_command, command, load_before, report.loadavg(), out)
+    if args.scale_out:
+        text = render_scale_out(out, make_command, report.now())
+    else:
+        text = render(args, make_command, command, load_before, report.loadavg(), out)
     print()
     print(text)
     if not args.no_results:

@@ -54,8 +54,10 @@ class Phase:
     last_end: float = 0.0
     latencies: list[float] = field(default_factory=list)  # seconds, start call -> end
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per display column
+    process_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stack process, by name
     accepted_at_provider: int = 0  # messages the emulator accepted during the phase
     events: int = 0  # history events, all runs
+    history_bytes: int = 0  # their serialized size
     actions: Counter[str] = field(default_factory=Counter)
     close_events: Counter[str] = field(default_factory=Counter)
     states: Counter[str] = field(default_factory=Counter)  # Herald: final intent states from the ledger
@@ -132,6 +134,7 @@ class HistoryFigures:
     events: int
     actions: Counter[str]
     close_events: Counter[str]
+    history_bytes: int = 0  # serialized size of every run's history, as Temporal stores and bills it
 
 
 async def read_histories(client: Client, first_runs: dict[str, str | None], concurrency: int = 8) -> HistoryFigures:
@@ -145,6 +148,7 @@ async def read_histories(client: Client, first_runs: dict[str, str | None], conc
                 history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
                 events = list(history.events)
                 figures.events += len(events)
+                figures.history_bytes += sum(event.ByteSize() for event in events)
                 figures.actions.update(billable_actions(events))
                 run_id = next_run_id(events)
                 if run_id is None:
@@ -163,6 +167,7 @@ def completed_latencies(phase: Phase, starts: dict[str, float], figures: History
     """Fill the phase's completion figures from histories: only completed workflows count as done."""
     done = {w: end for w, end in figures.ends.items() if figures.closed_as[w] == "WORKFLOW_EXECUTION_COMPLETED"}
     phase.events, phase.actions, phase.close_events = figures.events, figures.actions, figures.close_events
+    phase.history_bytes = figures.history_bytes
     phase.completed = len(done)
     phase.latencies = [done[w] - starts[w] for w in done]
     phase.first_start = min(starts.values())

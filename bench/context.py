@@ -62,10 +62,11 @@ class Bench:
     async def measured(
         self,
         phase: Phase,
-        roles: dict[str, str],
+        roles: dict[str, str | tuple[str, ...]],
         run: Callable[[], Awaitable[bool]],
         admin: httpx.AsyncClient | None = None,
     ) -> None:
+        # A role's value names one process, or several (the scale-out check's two workers) whose CPU adds up.
         """Run `run` (offer the load and wait for the end) between two CPU snapshots."""
         self.meter.groups = dict(self.stack.pids)
         accepted_before = (await self.emulator_stats(admin))["accepted"]
@@ -78,8 +79,13 @@ class Bench:
         phase.accepted_at_provider = (await self.emulator_stats(admin))["accepted"] - accepted_before
         delta = CpuMeter.delta(before, after)
         phase.foreign_cpu = CpuMeter.foreign(delta)
-        phase.cpu = {column: delta.get(process, 0.0) for column, process in roles.items()}
+        phase.process_cpu = {name: delta[name] for name in self.stack.pids if name in delta}
+        phase.cpu = {column: sum(delta.get(name, 0.0) for name in _names(process)) for column, process in roles.items()}
         if "worker" in roles:
-            phase.worker_rss = rss_mib(self.stack.pids[roles["worker"]])
+            phase.worker_rss = rss_mib(self.stack.pids[_names(roles["worker"])[0]])
         if "temporal" in roles:
             phase.server_rss = rss_mib(self.stack.pids["temporal"])
+
+
+def _names(process: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (process,) if isinstance(process, str) else process

@@ -34,9 +34,9 @@ from bench.common import (
 )
 from bench.context import ROLES, Bench
 from bench.measure import CpuMeter, rss_mib
+from devstack.processes import free_port, wait_for_port
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
-from devstack.processes import free_port, wait_for_port
 from herald.intent import workflow_id_for
 from herald.providers.twilio_signature import compute_signature
 
@@ -97,7 +97,9 @@ async def _start_intents(
     return starts, runs, recipients
 
 
-async def run_herald(bench: Bench, n: int, rate: float | None, timeout: float) -> Phase:
+async def run_herald(
+    bench: Bench, n: int, rate: float | None, timeout: float, roles: dict[str, str | tuple[str, ...]] | None = None
+) -> Phase:
     phase = Phase("herald", rate, n)
     tag = new_tag()
     prefix = f"order_receipt:bench_{tag}_"
@@ -107,7 +109,7 @@ async def run_herald(bench: Bench, n: int, rate: float | None, timeout: float) -
         started["starts"], started["runs"], _ = await _start_intents(bench.herald, n, rate, tag, None, phase)
         return await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(started["runs"])), timeout)
 
-    await bench.measured(phase, ROLES["herald"], run)
+    await bench.measured(phase, roles or ROLES["herald"], run)
     figures = await read_histories(bench.herald_temporal, started["runs"])
     completed_latencies(phase, started["starts"], figures)
     phase.states = await _final_states(bench, prefix + "%")
