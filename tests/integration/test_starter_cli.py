@@ -2,7 +2,7 @@
 
 The abort was "Fatal Python error: PyGILState_Release" at exit, 1 run in 5 to 30 of a command that
 exits right after a Temporal call: a thread of the Temporal runtime was still handing the last call's
-result to asyncio when the interpreter finalized (starter.Services explains it). These runs repeat
+result to asyncio when the interpreter finalized (herald.cli_services.Services explains it). These runs repeat
 the commands that showed it.
 """
 
@@ -84,7 +84,7 @@ def test_a_command_ending_right_after_a_temporal_call_exits_cleanly_every_time(s
 def test_closing_the_services_releases_the_temporal_runtime(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a command that used Temporal, close() finds the runtime gone: its threads stopped before exit."""
     monkeypatch.setattr(starter, "_settings", lambda: load_settings(stack_env(stack)))
-    services = starter.Services()
+    services = starter.services()
     code = starter.run(starter.parse_args(["status", f"order_receipt:absent_{uuid.uuid4().hex[:12]}"]), services)
     assert code == 2
     assert services._runtime is not None

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import starter
-from herald import cli_input
+from herald import cli_input, cli_services
 from herald.cli_input import CliInputError
 from herald.settings import load_settings
 
@@ -39,7 +39,7 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             'connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused'
         )
 
-    monkeypatch.setattr(starter, "connect", temporal)
+    monkeypatch.setattr(cli_services, "connect", temporal)
     monkeypatch.setattr(starter.psycopg.AsyncConnection, "connect", database)
     use_env(monkeypatch, UNREACHABLE)
     return tried
@@ -362,7 +362,7 @@ def test_a_bug_is_one_line_naming_where_not_what(
 
 def test_without_a_temporal_call_there_is_no_runtime_to_close() -> None:
     """A command that never connected leaves nothing to shut down (no Temporal runtime is made up front)."""
-    services = starter.Services()
+    services = starter.services()
     assert services.close() is True
 
 
