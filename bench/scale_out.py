@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from bench.common import Phase
+from bench.common import Phase, fresh_recipient, new_tag, offer, read_histories, wait_until, workflows_closed
 from bench.context import ROLES, Bench
 from bench.herald_run import run_herald
 from bench.stack import NO_FAULTS
@@ -39,6 +41,10 @@ class ScaleOut:
     wal_bytes_per_intent: float = 0.0
     table_rows_per_intent: dict[str, float] = field(default_factory=dict)
     table_bytes_per_intent: dict[str, float] = field(default_factory=dict)
+    # Two-channel notices (an SMS and an e-mail under one key): billable actions per notice, by channel.
+    notices: int = 0
+    notice_actions: dict[str, Counter[str]] = field(default_factory=dict)
+    notice_states: Counter[str] = field(default_factory=Counter)
 
 
 async def _database_counters(bench: Bench) -> tuple[int, int]:
@@ -82,6 +88,43 @@ def start_second_pair(bench: Bench) -> None:
     _wait_for_log(bench, "worker-2", "worker polling task queue")
 
 
+def _notice(key: str, index: int) -> dict[str, Any]:
+    data = {"order_ref": f"ord_{index}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
+    return {
+        "business_key": key,
+        "channels": [
+            {"channel": "sms", "recipient": fresh_recipient(), "template_id": "order_receipt", "template_version": 1,
+             "render_data": data},
+            {"channel": "email", "recipient": f"member.{index}.{new_tag()}@example.com",
+             "template_id": "order_receipt_email", "template_version": 1, "render_data": data},
+        ],
+    }  # fmt: skip
+
+
+async def run_notices(bench: Bench, n: int, timeout: float) -> tuple[dict[str, Counter[str]], Counter[str]]:
+    """Send n two-channel notices, wait for every intent to close, count actions per channel."""
+    tag = new_tag()
+    prefix = f"order_receipt:notice_{tag}_"
+    runs: dict[str, str | None] = {}
+
+    async def start_one(index: int) -> None:
+        receipt = await bench.herald.send_notice(_notice(f"{prefix}{index}", index))
+        for sent in receipt.intents.values():
+            runs[sent.workflow_id] = sent.run_id
+
+    await offer(n, None, start_one)
+    await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, 2 * n), timeout)
+    by_channel: dict[str, Counter[str]] = {}
+    for channel in ("sms", "email"):
+        figures = await read_histories(bench.herald_temporal, {w: r for w, r in runs.items() if w.endswith(f"/{channel}")})
+        by_channel[channel] = figures.actions
+    async with bench.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT channel || ' ' || state, count(*) FROM intent_current_state WHERE business_key LIKE %s GROUP BY 1",
+            (prefix + "%",))).fetchall()  # fmt: skip
+    return by_channel, Counter({name: count for name, count in rows})
+
+
 async def run_scale_out(bench: Bench, n: int, timeout: float) -> ScaleOut:
     # The stats collector flushes at each transaction's end; a moment lets the warm-up's land first.
     await asyncio.sleep(1.0)
@@ -96,8 +139,13 @@ async def run_scale_out(bench: Bench, n: int, timeout: float) -> ScaleOut:
     finally:
         bench.stack.stop_process("worker-2")
         bench.stack.stop_process("receipts-2")
+    notices = max(10, n // 3)
+    notice_actions, notice_states = await run_notices(bench, notices, timeout)
     rows, sizes = await _ledger_footprint(bench)
     return ScaleOut(
+        notices=notices,
+        notice_actions=notice_actions,
+        notice_states=notice_states,
         one=one,
         two=two,
         commits_per_intent=(commits_after - commits) / n,
@@ -156,9 +204,24 @@ def render(result: ScaleOut, command: str, when: str) -> str:
             f"- PostgreSQL, 1 + 1 pass: {result.commits_per_intent:.1f} commits and {result.wal_bytes_per_intent:,.0f} WAL"
             " bytes per intent (every database of the server: the ledger, and the stats collector's own writes)",
             "- ledger rows per intent: " + ", ".join(f"{t} {v:.2f}" for t, v in result.table_rows_per_intent.items() if v),
+            _notice_line(result),
             "- ledger bytes per intent (table + indexes + TOAST): "
             + ", ".join(f"{t} {v:,.0f}" for t, v in result.table_bytes_per_intent.items() if v)
             + f"; total {sum(result.table_bytes_per_intent.values()):,.0f}",
             "",
         ]
+    )
+
+
+def _notice_line(result: ScaleOut) -> str:
+    if not result.notices:
+        return "- two-channel notices: not run"
+    per = {channel: sum(actions.values()) / result.notices for channel, actions in result.notice_actions.items()}
+    sms_alone = sum(result.one.actions.values()) / max(result.one.completed, 1)
+    total = sum(per.values())
+    return (
+        f"- a two-channel notice (SMS + e-mail under one key, {result.notices} of them, offered at once):"
+        f" {total:.2f} billable actions ({', '.join(f'{c} {v:.2f}' for c, v in per.items())}) ="
+        f" {total / sms_alone:.2f}× an SMS alone ({sms_alone:.2f}); by type"
+        f" {({c: dict(a) for c, a in result.notice_actions.items()})}; final states {dict(result.notice_states)}"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 
 from bench.measure import postmaster_pid
-from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
+from devstack.config import AdapterDev, EmulatorDev, EspDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import ManagedProcess, free_port, wait_for_port
 from devstack.stack import START_TIMEOUT_SECONDS, LocalStack
 from herald.ledger.roles import APP_ROLE
@@ -42,6 +42,8 @@ class BenchStack:
             state_dir=self.state_dir,
             temporal=TemporalDev(port=free_port(), ui_port=free_port(), metrics_port=free_port(), db_filename=None),
             emulator=EmulatorDev(port=free_port(), step_ms=step_ms),
+            # The ESP emulator, for the two-channel notice figure (scale-out check); idle otherwise.
+            esp=EspDev(smtp_port=free_port(), admin_port=free_port(), step_ms=step_ms),
             receipts=ReceiptsDev(port=free_port()),
             # Production adapter timeouts, not the demo's short ones.
             adapter=AdapterDev(connect_timeout=production.connect_timeout, read_timeout=production.read_timeout),
@@ -83,6 +85,7 @@ class BenchStack:
         self.pids["postgres"] = postmaster_pid(self.state_dir / self.config.postgres.data_dir) or 0
         self.pids["temporal"] = local.start_temporal().pid or 0
         self.pids["emulator"] = local.start_emulator().pid or 0
+        self.pids["esp"] = local.start_esp().pid or 0
         self.pids["receipts"] = local.start_receipts().pid or 0
         self.pids["worker"] = local.start_worker(extra_env=NO_FAULTS).pid or 0
         self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"])
