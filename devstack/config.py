@@ -174,6 +174,20 @@ class StackConfig(Frozen):
                 handle.write(line)
         return path
 
+    def app_login_password(self) -> str:
+        """The services' login password for this stack, made on first use and kept in the state
+        folder (mode 0600), so every process of the stack, and every later run, uses the same one."""
+        path = self.state_path / "app-login-password"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return path.read_text(encoding="utf-8").strip()  # another process of the stack wrote it first
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(secrets.token_urlsafe(24))
+        return path.read_text(encoding="utf-8").strip()
+
     def outbox_database_url(self, database_url: str) -> str:
         """The demo service's database: the ledger's server, another database name."""
         return make_conninfo(database_url, dbname=self.outbox.service_database)
@@ -189,7 +203,7 @@ class StackConfig(Frozen):
             "HERALD_TASK_QUEUE": self.temporal.task_queue,
             # Services connect as the application's login (herald_app: SELECT and INSERT on the
             # ledger, nothing else); `database_url` is the owner's, which migrates and administers.
-            "DATABASE_URL": app_database_url(database_url),
+            "DATABASE_URL": app_database_url(database_url, self.app_login_password()),
             "HERALD_MIGRATION_DATABASE_URL": database_url,
             "HERALD_TWILIO_API_BASE": f"http://{self.emulator.host}:{self.emulator.port}",
             "HERALD_TWILIO_ACCOUNT_SID": self.emulator.account_sid,

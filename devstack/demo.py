@@ -17,12 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-
-from psycopg_pool import AsyncConnectionPool
-
 import psycopg
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from psycopg_pool import AsyncConnectionPool
 
 from agent_tool.store import demo_store
 from herald import outbox

@@ -87,7 +87,7 @@ class LocalStack:
         """Apply the ledger's migrations as the owner, then make sure the services' login exists."""
         assert self.database_url is not None
         applied = asyncio.run(apply_migrations(self.database_url))
-        ensure_app_login(self.database_url)
+        ensure_app_login(self.database_url, self.config.app_login_password())
         return applied
 
     def start_emulator(self, extra_args: list[str] | None = None) -> ManagedProcess:

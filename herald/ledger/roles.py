@@ -16,17 +16,23 @@ APP_ROLE = "herald_app"
 LOCAL_LOGIN = "herald_service"
 
 
-def app_database_url(owner_url: str, login: str = LOCAL_LOGIN) -> str:
-    """The owner's connection with the application login as its user (the local stack's servers
-    trust local connections, so the login needs no password)."""
-    return make_conninfo(owner_url, user=login)
+def app_database_url(owner_url: str, password: str, login: str = LOCAL_LOGIN) -> str:
+    """The owner's connection with the application login and its password in place of the owner's."""
+    return make_conninfo(owner_url, user=login, password=password)
 
 
-def ensure_app_login(owner_url: str, login: str = LOCAL_LOGIN) -> str:
-    """Create ``login`` (a member of herald_app, no password: for servers that trust local sockets)
-    unless it exists; returns its connection string."""
+def ensure_app_login(owner_url: str, password: str, login: str = LOCAL_LOGIN) -> str:
+    """Make ``login`` a member of herald_app that logs in with ``password``; returns its connection string.
+
+    The password is set on every call, so a stack whose state folder (where the password lives) was
+    recreated still logs in. A server that trusts local sockets (the embedded one) ignores it; a
+    real one given as DATABASE_URL asks for it.
+    """
     with psycopg.connect(owner_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)).fetchone()
-        if exists is None:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(login), sql.Identifier(APP_ROLE)))
-    return app_database_url(owner_url, login)
+        who, secret = sql.Identifier(login), sql.Literal(password)
+        if exists:
+            conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(who, secret))
+        else:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(who, secret, sql.Identifier(APP_ROLE)))
+    return app_database_url(owner_url, password, login)

@@ -166,3 +166,36 @@ async def test_the_migrate_command_runs_as_the_owner_and_is_idempotent(stack) ->
         subprocess.run, [sys.executable, "-m", "herald.ledger.migrate"], env=env, capture_output=True, text=True, timeout=60
     )
     assert (ran.returncode, ran.stdout) == (0, "applied: none (up to date)\n"), ran.stderr
+
+
+def test_the_services_login_works_on_a_server_that_asks_for_passwords(stack) -> None:
+    """DATABASE_URL may name a real server with password authentication: the services' login then
+    needs a password of its own (before, it was created without one and could not log in there).
+    Shown on the session's server by making it ask one probe login for a password (pg_hba.conf)."""
+    import secrets
+
+    from herald.ledger.roles import app_database_url, ensure_app_login
+
+    login, password = f"herald_pw_{secrets.token_hex(4)}", secrets.token_urlsafe(16)
+    url = ensure_app_login(stack.database_url, password, login)
+    hba = stack.config.state_path / stack.config.postgres.data_dir / "pg_hba.conf"
+    if stack._external_database_url:
+        hba = None  # a real server: it asks for passwords already, or the check below proves nothing new
+    original = hba.read_text() if hba else ""
+    try:
+        if hba:
+            hba.write_text(f"local all {login} scram-sha-256\nhost all {login} 0.0.0.0/0 scram-sha-256\n" + original)
+            with psycopg.connect(stack.database_url, autocommit=True) as owner:
+                owner.execute("SELECT pg_reload_conf()")
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (login,)
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(app_database_url(stack.database_url, "not-the-password", login)).close()
+        ensure_app_login(stack.database_url, password + "x", login)  # a new state folder: a new password, set again
+        with psycopg.connect(app_database_url(stack.database_url, password + "x", login)) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        if hba:
+            hba.write_text(original)
+            with psycopg.connect(stack.database_url, autocommit=True) as owner:
+                owner.execute("SELECT pg_reload_conf()")
