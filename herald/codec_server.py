@@ -45,6 +45,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
+from herald.http_bodies import read_bounded
 from herald.payload_codec import CodecError
 from herald.settings import InvalidSetting, load_settings
 from herald.temporal_client import payload_codec
@@ -73,7 +74,7 @@ class CodecEndpoint:
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, self._expected):
                 return PlainTextResponse("Authorization: a bearer token is required", status_code=401)
-        body = await _read_bounded(request, MAX_BODY_BYTES)
+        body = await read_bounded(request, MAX_BODY_BYTES)
         if body is None:
             return PlainTextResponse(f"request body: larger than {MAX_BODY_BYTES} bytes (4 MiB)", status_code=413)
         try:
@@ -90,17 +91,6 @@ class CodecEndpoint:
             log.warning("refused a %s request: %s", operation, error)
             return PlainTextResponse(str(error), status_code=400)
         return JSONResponse(json_format.MessageToDict(Payloads(payloads=converted)))
-
-
-async def _read_bounded(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` bytes (the rest is never read)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def create_codec_app(codec: PayloadCodec, *, token: str | None, cors_origins: Sequence[str]) -> Starlette:

@@ -53,6 +53,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
+from herald.http_bodies import read_bounded
 from herald.ledger import store
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import EventBatch, EventBodyError, map_status, parse_events
@@ -126,7 +127,7 @@ class ReceiptEndpoint:
 
     async def twilio_status(self, request: Request) -> Response:
         """One Twilio status callback: bound, parse, verify, then store it (or its rejection) and answer."""
-        body = await _read_bounded(request, MAX_TWILIO_BODY_BYTES)
+        body = await read_bounded(request, MAX_TWILIO_BODY_BYTES)
         if body is None:
             return PlainTextResponse(
                 f"request body: larger than {MAX_TWILIO_BODY_BYTES} bytes, the limit for one status callback",
@@ -198,7 +199,7 @@ class ReceiptEndpoint:
 
     async def sendgrid_events(self, request: Request) -> Response:
         """SendGrid's Signed Event Webhook: bound, verify, parse, store every event of ours at once."""
-        body = await _read_bounded(request, MAX_SENDGRID_BODY_BYTES)
+        body = await read_bounded(request, MAX_SENDGRID_BODY_BYTES)
         if body is None:
             return PlainTextResponse(
                 f"request body: larger than {MAX_SENDGRID_BODY_BYTES} bytes (1 MiB), the limit for one event post",
@@ -344,21 +345,6 @@ def _error_kind(error: BaseException) -> str:
         return str(error)
     sqlstate = getattr(error, "sqlstate", None)
     return type(error).__name__ + (f" SQLSTATE {sqlstate}" if sqlstate else "")
-
-
-async def _read_bounded(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it is known to exceed ``limit`` bytes (nothing past it is read)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _routing_order(reports: list[StoredReport]) -> list[StoredReport]:
