@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import Intent
+from herald.ledger.lending import CheckIfIdle
 from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
 from herald.lifecycle import IntentState, ObservationKind
 from herald.send_policy import Decision, PolicyDecision
@@ -22,16 +25,17 @@ def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: f
 
     ``timeout`` bounds the wait for a connection: with the database down, the receipt endpoint
     must answer 5xx (so the provider redelivers) well inside the provider's own timeout.
+    A connection idle for a while is checked before it is lent (``herald.ledger.lending``).
     """
-    # check: a connection broken by a database restart is replaced when lent, instead of failing
-    # the activity or request that drew it (costs one round trip per loan).
+    lending = CheckIfIdle()
     return AsyncConnectionPool(
         conninfo,
         min_size=min_size,
         max_size=max_size,
         open=False,
         timeout=timeout,
-        check=AsyncConnectionPool.check_connection,
+        check=lending.check,
+        reset=lending.reset,
     )
 
 
@@ -197,6 +201,22 @@ _INBOX_COLUMNS = (
 _WORKFLOW_OF_ATTEMPT = "(SELECT a.workflow_id FROM attempts a WHERE a.attempt_ref = receipt_inbox.attempt_ref) AS workflow_id"
 
 
+@asynccontextmanager
+async def each_statement_commits(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    """Within the block every statement commits by itself (autocommit).
+
+    For a write that is one statement: it is as atomic and as durable as in a transaction block,
+    without the BEGIN and COMMIT round trips (two of the three a lone INSERT costs otherwise).
+    The connection goes back to the pool as it came; a broken one is left for the pool to discard.
+    """
+    await conn.set_autocommit(True)
+    try:
+        yield conn
+    finally:
+        if conn.pgconn.transaction_status == TransactionStatus.IDLE:
+            await conn.set_autocommit(False)
+
+
 async def store_report(
     conn: AsyncConnection,
     *,
@@ -212,6 +232,9 @@ async def store_report(
 
     Returns the inbox row, with ``new`` (False for a repeat) and ``workflow_id`` (the intent its
     attempt belongs to; None while our attempt row is unknown), read in the same transaction.
+    Outside a transaction (``each_statement_commits``) a new row is committed by its INSERT
+    alone; a repeat is then read by a second statement, which sees the first copy committed (the
+    INSERT's conflict check waited for it).
     """
     async with conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
