@@ -33,6 +33,7 @@ from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.logs import configure_logging
 from herald.metrics.runtime import worker_runtime
+from herald.pacing import Pacer
 from herald.providers.port import Provider
 from herald.providers.smtp import SmtpAdapter, SmtpConfig
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
@@ -144,7 +145,8 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
 
     With HERALD_SUBMIT_RATE_LIMIT set, the Temporal server paces the dispatch of submit tasks
     to that many per second for the whole queue, across every worker on every machine polling
-    it; the pace is not this process's: a task waits in the server's queue, not in a worker.
+    it: a task waits in the server's queue, not in a worker. The submit activity also spaces its
+    own provider calls at that pace (herald.pacing), which only smooths the server's bursts.
     """
     return Worker(
         client,
@@ -155,6 +157,12 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
         # The same version as the workflow worker: one deployment version is one build of the whole process.
         deployment_config=deployment_config(settings),
     )
+
+
+def submit_pacer(settings: Settings) -> Pacer | None:
+    """The submit activity's own pacing: the server's queue limit, smoothed (None when unlimited)."""
+    pace = settings.twilio.submit_rate_limit
+    return Pacer(pace) if pace else None
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
@@ -178,7 +186,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
             return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
         provider = ProviderActivities(
-            providers, settings.receipts.public_url, pool, faults, artifacts=PostgresArtifactStore(pool)
+            providers,
+            settings.receipts.public_url,
+            pool,
+            faults,
+            artifacts=PostgresArtifactStore(pool),
+            pacer=submit_pacer(settings),
         )
         worker = build_worker(client, settings, LedgerActivities(pool), provider)
         submit_worker = build_submit_worker(client, settings, provider)

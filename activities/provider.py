@@ -29,6 +29,7 @@ from herald.intent import Channel
 from herald.ledger import store
 from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
+from herald.pacing import Pacer
 from herald.providers.port import Attachment, OutboundMessage, Provider
 
 
@@ -40,8 +41,10 @@ class ProviderActivities:
         ledger: AsyncConnectionPool,
         faults: FaultPoints | None = None,
         artifacts: ArtifactStore | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self._providers = dict(providers)
+        self._pacer = pacer
         self._receipt_public_url = receipt_public_url.rstrip("/")
         self._ledger = ledger
         self._faults = faults or FaultPoints()
@@ -82,6 +85,9 @@ class ProviderActivities:
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
             return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=str(error)))})
+        if self._pacer is not None:
+            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.pacing).
+            await self._pacer.wait()
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
             outcome = await provider.submit(

@@ -1,0 +1,53 @@
+"""The submit pacer spaces calls one interval apart, in call order, and never waits when idle."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from herald.pacing import Pacer
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+async def test_a_burst_released_at_once_leaves_one_interval_apart() -> None:
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    waits = await asyncio.gather(*(pacer.wait() for _ in range(11)))  # the server's rate + 1 burst
+    assert waits == pytest.approx([0.1 * k for k in range(11)])
+    # In any t seconds the provider sees at most 1 + rate x t calls: 11 calls span a full second.
+    assert max(waits) == pytest.approx(1.0)
+
+
+async def test_a_worker_slower_than_the_pace_never_waits() -> None:
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    for _ in range(5):
+        assert await pacer.wait() == 0
+        fake.now += 0.25
+    assert fake.slept == []
+
+
+async def test_a_late_call_after_a_burst_waits_only_for_what_is_left() -> None:
+    fake = FakeTime()
+    pacer = Pacer(4, clock=fake.clock, sleep=fake.sleep)
+    await pacer.wait()
+    await pacer.wait()  # slot at +0.25
+    fake.now += 0.4
+    assert await pacer.wait() == pytest.approx(0.1)  # slot at +0.5
+
+
+def test_a_pace_that_is_not_positive_is_refused_naming_the_rule() -> None:
+    with pytest.raises(ValueError, match="per_second: must be a positive number"):
+        Pacer(0)
