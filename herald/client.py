@@ -29,6 +29,7 @@ from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
     UPDATE_CANCEL,
+    WORKFLOW_SHAPE,
     WORKFLOW_TYPE,
     initial_search_attributes,
 )
@@ -68,7 +69,7 @@ class HeraldClient:
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
-                NotificationInput(intent=intent, policy=policy),
+                NotificationInput(intent=intent, policy=policy, shape=WORKFLOW_SHAPE),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,

@@ -213,3 +213,8 @@ class NotificationInput(Frozen):
     policy: DeliveryPolicy = DeliveryPolicy()
     # Set only by continue-as-new; a fresh intent starts without it.
     carried: CarriedState | None = None
+    # Which sequence of Temporal commands this intent's workflow issues (WORKFLOW_SHAPES in
+    # herald.workflow_api). Fixed at the start and carried across continue-as-new, so a worker
+    # replays every history with the commands it was recorded with; 1 is what inputs without
+    # the field (started before it existed) ran.
+    shape: int = 1

@@ -72,6 +72,7 @@ class NotificationWorkflow:
         # Signals and updates delivered with the first task run before run(): all state lives here.
         self._intent = input.intent
         self._policy = input.policy
+        self._shape = input.shape
         self._record = IntentRecord(input.intent)
         self._reconciler = Reconciler(self._record, input.intent, input.policy)
         self._reports: deque[DeliveryReport] = deque()
@@ -107,7 +108,9 @@ class NotificationWorkflow:
         await self._checkpoints.checkpoint()
         self._clock.disarm()
         carried = self._record.carry(seen_inbox_ids=self._seen_inbox_ids, cancel=self._cancel)
-        workflow.continue_as_new(NotificationInput(intent=self._intent, policy=self._policy, carried=carried))
+        workflow.continue_as_new(
+            NotificationInput(intent=self._intent, policy=self._policy, carried=carried, shape=self._shape)
+        )
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -248,6 +251,7 @@ class NotificationWorkflow:
 
     async def _resolve_open_attempts(self) -> None:
         due: dict[int, tuple[bool, datetime]] = {}  # attempt number -> (polled by id, when)
+        quiet_until: datetime | None = None  # end of a report-only attempt's lazy first wait
         while self._state in OPEN_STATES:
             await self._continue_as_new_if_suggested()
             open_attempts = self._record.open_attempts()
@@ -270,6 +274,12 @@ class NotificationWorkflow:
                 attempt.provider_id is not None and attempt.lookups == 0 and self._reconciler.can_poll(attempt)
                 for attempt in open_attempts
             )
+            if not lazy and self._awaits_first_event(open_attempts):
+                # Nothing to poll (SMTP): the same laziness, on a clock of its own: at poll_initial
+                # the wait is checkpointed and goes on to the resolution horizon as before.
+                quiet_until = quiet_until or workflow.now() + self._policy.poll_initial
+                if workflow.now() < quiet_until:
+                    until, lazy = min(until, quiet_until), True
             waited_in = self._state
             timer_fired = await self._wait_until(until, governing, lazy=lazy)
             if self._state not in OPEN_STATES:
@@ -289,6 +299,15 @@ class NotificationWorkflow:
                 if due[attempt.number][1] <= workflow.now() and attempt.open:
                     del due[attempt.number]
                     await self._reconciler.look(attempt)
+
+    def _awaits_first_event(self, open_attempts: list[AttemptRecord]) -> bool:
+        """Shape 2: every open attempt is accepted by a provider that only reports (no lookups)."""
+        return self._shape >= 2 and all(
+            attempt.provider_id is not None
+            and not self._reconciler.can_poll(attempt)
+            and self._reconciler.capabilities(attempt).delivery_reports
+            for attempt in open_attempts
+        )
 
     async def _follow_open_attempt(self) -> None:
         """After a cancel or expiry closed the intent, keep recording what its attempt does.

@@ -81,6 +81,9 @@ EMAIL_SCENARIOS: dict[str, tuple[str | None, dict]] = {
     "email_permanent_550": ("perm_fail", {}),
     "email_bounced": ("bounce", {}),
     "email_unknown_at_horizon_without_events": ("no_events", {}),
+    # Recorded with workflow shape 2 (the lazy first wait for events); the names above with shape 1.
+    "email_shape2_delivered_by_event": (None, {}),
+    "email_shape2_unknown_at_horizon_without_events": ("no_events", {}),
 }
 
 
