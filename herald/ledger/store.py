@@ -70,10 +70,14 @@ async def write_batch(
     With ``admit`` (an attempt reference and its admission), the send policy is evaluated in the
     same transaction before any row is written: allowed, the attempt row records the version and
     decision; deferred or suppressed, everything rolls back and ``NotAdmitted`` is raised.
+
+    The statements go in pipeline mode: BEGIN, the inserts and COMMIT travel together and the
+    client waits only where it reads an answer (the intent row, the policy), so a checkpoint's
+    write is one round trip instead of one per statement; an error still rolls back the whole.
     """
     if batch.is_empty():
         return None
-    async with pool.connection(timeout=timeout) as conn, conn.transaction():
+    async with pool.connection(timeout=timeout) as conn, conn.pipeline(), conn.transaction():
         async with conn.cursor() as cursor:
             recorded = None
             if batch.record is not None:
