@@ -9,12 +9,15 @@ from temporalio import activity
 
 from herald.contracts import RecipientCooldownQuery
 from herald.ledger import store
+from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import IntentRecorded, LedgerBatch
 
 
 class LedgerActivities:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
+        # Checkpoints of many workflows finishing at once share a transaction (group commit).
+        self._checkpoints: GroupCommit[LedgerBatch, None] = GroupCommit(pool, store.write_checkpoints)
 
     @activity.defn(name="last_attempt_to_recipient")
     async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
@@ -26,4 +29,6 @@ class LedgerActivities:
     @activity.defn(name="append_ledger")
     async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
         """Append the workflow's unwritten rows (and its intent row, on its first write)."""
+        if batch.record is None and not batch.is_empty():
+            return await self._checkpoints.write(batch)
         return await store.write_batch(self._pool, batch)

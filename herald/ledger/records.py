@@ -1,8 +1,9 @@
-"""Typed rows the workflow hands to the ledger activity, one model per table."""
+"""Typed rows the workflow hands to the ledger activity, one model per table, and the inbox's report."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from herald.intent import Intent
 from herald.lifecycle import IntentState, ObservationKind, Source
@@ -114,3 +115,15 @@ class IntentRecorded(Frozen):
     next_transition_seq: int
     next_observation_seq: int
     last_state: IntentState | None
+
+
+class InboxReport(Frozen):
+    """A verified report as the inbox stores it (its provider's fields, our attempt reference)."""
+
+    provider: str
+    provider_message_id: str
+    provider_status: str
+    attempt_ref: str | None
+    error_code: int | None
+    provider_event_at: datetime | None
+    payload: dict[str, Any]  # what the provider posted, less personal data (JSON)

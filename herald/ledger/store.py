@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import Intent
 from herald.ledger.lending import CheckIfIdle
-from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
+from herald.ledger.records import InboxReport, IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
 from herald.lifecycle import IntentState, ObservationKind
 from herald.send_policy import Decision, PolicyDecision
 
@@ -90,33 +88,53 @@ async def write_batch(
                 if decision.decision is not Decision.ALLOW:
                     raise NotAdmitted(decision)  # leaves the transaction: nothing is written
                 batch = batch.admitted(attempt_ref, decision.version, decision.decision.value)
-            if batch.attempts:
-                await cursor.executemany(
-                    """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
-                           policy_version, policy_decision)
-                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                    [
-                        (a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route,
-                         a.policy_version, a.policy_decision)
-                        for a in batch.attempts
-                    ],  # fmt: skip
-                )
-            if batch.transitions:
-                await cursor.executemany(
-                    """INSERT INTO transitions (workflow_id, seq, at, from_state, to_state, reason, source,
-                           attempt_number)
-                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                    [
-                        (t.workflow_id, t.seq, t.at, t.from_state.value, t.to_state.value, t.reason,
-                         t.source.value, t.attempt_number)
-                        for t in batch.transitions
-                    ],
-                )
-            if batch.observations:
-                await _insert_observations(cursor, batch.observations)
-            if batch.receipt_outcomes:
-                await _insert_receipt_outcomes(cursor, batch.receipt_outcomes)
+            await _insert_rows(cursor, batch)
     return recorded
+
+
+async def write_checkpoints(conn: AsyncConnection, batches: list[LedgerBatch]) -> list[None]:
+    """The rows of several workflows' checkpoints in the caller's transaction (``GroupCommit``).
+
+    Only batches without an intent row to record: those carry no answer (``write_batch``
+    returns None for them) and cannot collide with another run, so they can share statements.
+    """
+    if any(batch.record is not None for batch in batches):
+        raise ValueError("write_checkpoints takes batches without an intent row to record")
+    merged = LedgerBatch()
+    for batch in batches:
+        merged = merged.merged_with(batch)
+    async with conn.cursor() as cursor:
+        await _insert_rows(cursor, merged)
+    return [None] * len(batches)
+
+
+async def _insert_rows(cursor: Any, batch: LedgerBatch) -> None:
+    if batch.attempts:
+        await cursor.executemany(
+            """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
+                   policy_version, policy_decision)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+            [
+                (a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route,
+                 a.policy_version, a.policy_decision)
+                for a in batch.attempts
+            ],  # fmt: skip
+        )
+    if batch.transitions:
+        await cursor.executemany(
+            """INSERT INTO transitions (workflow_id, seq, at, from_state, to_state, reason, source,
+                   attempt_number)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+            [
+                (t.workflow_id, t.seq, t.at, t.from_state.value, t.to_state.value, t.reason,
+                 t.source.value, t.attempt_number)
+                for t in batch.transitions
+            ],
+        )
+    if batch.observations:
+        await _insert_observations(cursor, batch.observations)
+    if batch.receipt_outcomes:
+        await _insert_receipt_outcomes(cursor, batch.receipt_outcomes)
 
 
 async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentRecorded:
@@ -205,20 +223,15 @@ _INBOX_COLUMNS = (
 _WORKFLOW_OF_ATTEMPT = "(SELECT a.workflow_id FROM attempts a WHERE a.attempt_ref = receipt_inbox.attempt_ref) AS workflow_id"
 
 
-@asynccontextmanager
-async def each_statement_commits(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
-    """Within the block every statement commits by itself (autocommit).
+_INSERT_REPORT = f"""INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
+        error_code, provider_event_at, payload)
+    VALUES (%s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (provider, provider_message_id, provider_status, attempt_ref) DO NOTHING
+    RETURNING {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT}"""
 
-    For a write that is one statement: it is as atomic and as durable as in a transaction block,
-    without the BEGIN and COMMIT round trips (two of the three a lone INSERT costs otherwise).
-    The connection goes back to the pool as it came; a broken one is left for the pool to discard.
-    """
-    await conn.set_autocommit(True)
-    try:
-        yield conn
-    finally:
-        if conn.pgconn.transaction_status == TransactionStatus.IDLE:
-            await conn.set_autocommit(False)
+_EXISTING_REPORT = f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM receipt_inbox
+     WHERE provider = %s AND provider_message_id = %s AND provider_status = %s
+       AND attempt_ref IS NOT DISTINCT FROM %s"""
 
 
 async def store_report(
@@ -230,36 +243,49 @@ async def store_report(
     attempt_ref: str | None,
     error_code: int | None,
     provider_event_at: datetime | None,
-    payload: dict[str, str],
+    payload: dict[str, Any],
 ) -> dict[str, Any]:
     """Insert a verified report into the inbox (a repeat finds the first copy's row).
 
     Returns the inbox row, with ``new`` (False for a repeat) and ``workflow_id`` (the intent its
     attempt belongs to; None while our attempt row is unknown), read in the same transaction.
-    Outside a transaction (``each_statement_commits``) a new row is committed by its INSERT
-    alone; a repeat is then read by a second statement, which sees the first copy committed (the
-    INSERT's conflict check waited for it).
     """
-    async with conn.cursor(row_factory=dict_row) as cursor:
+    report = InboxReport(
+        provider=provider, provider_message_id=provider_message_id, provider_status=provider_status,
+        attempt_ref=attempt_ref, error_code=error_code, provider_event_at=provider_event_at, payload=payload,
+    )  # fmt: skip
+    [row] = await store_reports(conn, [report])
+    return row
+
+
+async def store_reports(conn: AsyncConnection, reports: list[InboxReport]) -> list[dict[str, Any]]:
+    """``store_report`` for several reports in the caller's transaction (``GroupCommit``).
+
+    Every INSERT is sent before any answer is read, so in pipeline mode they cost one round trip
+    together. Two copies of one report in the same call find the same row, the second as a repeat.
+    """
+    cursors = []
+    for report in reports:
+        cursor = conn.cursor(row_factory=dict_row)
         await cursor.execute(
-            f"""INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
-                    error_code, provider_event_at, payload)
-                VALUES (%s, %s, %s, %s, %s, %s, %s)
-                ON CONFLICT (provider, provider_message_id, provider_status, attempt_ref) DO NOTHING
-                RETURNING {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT}""",
-            (provider, provider_message_id, provider_status, attempt_ref, error_code, provider_event_at, Jsonb(payload)),
-        )
+            _INSERT_REPORT,
+            (report.provider, report.provider_message_id, report.provider_status, report.attempt_ref,
+             report.error_code, report.provider_event_at, Jsonb(report.payload)),
+        )  # fmt: skip
+        cursors.append(cursor)
+    rows = []
+    for report, cursor in zip(reports, cursors, strict=True):
         row = await cursor.fetchone()
         new = row is not None
         if row is None:
             await cursor.execute(
-                f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM receipt_inbox
-                     WHERE provider = %s AND provider_message_id = %s AND provider_status = %s
-                       AND attempt_ref IS NOT DISTINCT FROM %s""",
-                (provider, provider_message_id, provider_status, attempt_ref),
+                _EXISTING_REPORT,
+                (report.provider, report.provider_message_id, report.provider_status, report.attempt_ref),
             )
             row = await cursor.fetchone()
-    return {**row, "new": new}
+        await cursor.close()
+        rows.append({**row, "new": new})
+    return rows
 
 
 async def store_rejection(

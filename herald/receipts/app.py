@@ -55,6 +55,8 @@ from temporalio.client import Client
 
 from herald.http_bodies import read_bounded
 from herald.ledger import store
+from herald.ledger.group_commit import GroupCommit
+from herald.ledger.records import InboxReport
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import EventBatch, EventBodyError, map_status, parse_events
 from herald.providers.twilio_signature import is_valid_signature
@@ -112,6 +114,8 @@ class ReceiptEndpoint:
         )
         self._public_url = public_url.rstrip("/")
         self._pool = pool
+        # Twilio posts one report per request: concurrent ones share a transaction (group commit).
+        self._inbox: GroupCommit[InboxReport, dict[str, Any]] = GroupCommit(pool, store.store_reports)
         self._client = client
         self._hold_seconds = hold_seconds
         self._store_timeout = store_timeout
@@ -153,10 +157,8 @@ class ReceiptEndpoint:
         return Response(status_code=200, background=BackgroundTask(self._route, report))
 
     async def _store_twilio(self, fields: dict[str, str], attempt_ref: str | None) -> dict[str, Any]:
-        # One report, one INSERT: it commits by itself, so it pays no BEGIN or COMMIT round trip.
-        async with self._pool.connection() as conn, store.each_statement_commits(conn):
-            return await store.store_report(
-                conn,
+        return await self._inbox.write(
+            InboxReport(
                 provider=PROVIDER,
                 provider_message_id=fields["MessageSid"],
                 provider_status=fields["MessageStatus"],
@@ -165,6 +167,7 @@ class ReceiptEndpoint:
                 provider_event_at=_dlr_done_date(fields.get("RawDlrDoneDate")),
                 payload={key: value for key, value in fields.items() if key not in _PII_FIELDS},
             )
+        )
 
     async def _reject(self, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None) -> Response:
         """Record a signed report that can never be stored, with its rule, and answer 2xx so it stops."""

@@ -1,22 +1,24 @@
 """How ledger connections are lent, against the session's real PostgreSQL.
 
 A connection idle past the fresh window is checked (one round trip) and replaced if a restart
-broke it; one returned a moment ago is lent as it is. A lone report is stored in one statement
-that commits by itself, and its connection goes back to the pool in the state it came.
+broke it; one returned a moment ago is lent as it is. Reports written at once share a
+transaction (group commit), and one that cannot be stored fails alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import psycopg
 import pytest
-from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from herald.ledger import store
+from herald.ledger.group_commit import GroupCommit
 from herald.ledger.lending import CheckIfIdle
+from herald.ledger.records import InboxReport
 from tests.support import fresh_key
 
 
@@ -72,21 +74,44 @@ async def test_a_fresh_connection_broken_meanwhile_fails_its_one_use_and_is_then
         assert await _backend_pid(pool) != broken
 
 
-async def test_a_lone_report_commits_by_itself_and_its_connection_returns_as_it_came(pool, owner_pool) -> None:
-    message_id = "SM" + fresh_key()[-32:].replace("_", "0")
-    fields = dict(
-        provider="twilio", provider_message_id=message_id, provider_status="sent", attempt_ref=f"att_{fresh_key()[-12:]}",
-        error_code=None, provider_event_at=None, payload={"ApiVersion": "2010-04-01"},
-    )  # fmt: skip
-    async with pool.connection() as conn:
-        async with store.each_statement_commits(conn):
-            first = await store.store_report(conn, **fields)
-            # Committed already: another session sees the row before this block ends.
-            async with owner_pool.connection() as other:
-                cursor = await other.execute("SELECT count(*) FROM receipt_inbox WHERE id = %s", (first["id"],))
-                assert await cursor.fetchone() == (1,)
-            again = await store.store_report(conn, **fields)
-        assert conn.autocommit is False
-        assert conn.pgconn.transaction_status == TransactionStatus.IDLE
-    assert first["new"] is True
-    assert again["new"] is False and again["id"] == first["id"]
+async def test_reports_stored_together_share_one_transaction_and_each_gets_its_own_row(pool, owner_pool) -> None:
+    """Group commit on the inbox: concurrent writes queue behind the one committing and share
+    the next transaction; a repeat in the same transaction finds the first copy as a repeat."""
+    inbox = GroupCommit(pool, store.store_reports)
+
+    def report(status: str, message_id: str) -> InboxReport:
+        return InboxReport(
+            provider="twilio", provider_message_id=message_id, provider_status=status,
+            attempt_ref=f"att_{message_id[-12:]}", error_code=None, provider_event_at=None,
+            payload={"ApiVersion": "2010-04-01"},
+        )  # fmt: skip
+
+    ids = ["SM" + fresh_key()[-32:].replace("_", "0") for _ in range(20)]
+    writes = [report("sent", message_id) for message_id in ids] + [report("sent", ids[-1])]
+    rows = await asyncio.gather(*(inbox.write(write) for write in writes))
+
+    assert inbox.transactions < len(writes)  # the first went alone, the rest waited and went together
+    assert [row["new"] for row in rows] == [True] * 20 + [False]
+    assert rows[-1]["id"] == rows[-2]["id"]
+    async with owner_pool.connection() as other:
+        cursor = await other.execute(
+            "SELECT count(*) FROM receipt_inbox WHERE provider_message_id = ANY(%s)", (ids,)
+        )
+        assert await cursor.fetchone() == (20,)
+
+
+async def test_a_write_that_breaks_a_rule_fails_alone_and_the_rest_of_its_transaction_commits(pool) -> None:
+    inbox = GroupCommit(pool, store.store_reports)
+    good = [
+        InboxReport(
+            provider="twilio", provider_message_id="SM" + fresh_key()[-32:].replace("_", "0"), provider_status="sent",
+            attempt_ref=None, error_code=None, provider_event_at=None, payload={},
+        )  # fmt: skip
+        for _ in range(4)
+    ]
+    # NUL is not storable in PostgreSQL text: this one write fails, by itself.
+    bad = good[0].model_copy(update={"provider_message_id": "SM\x00bad"})
+    results = await asyncio.gather(*(inbox.write(write) for write in [good[0], *good[1:3], bad, good[3]]), return_exceptions=True)
+
+    assert [isinstance(result, dict) and result["new"] for result in results] == [True, True, True, False, True]
+    assert isinstance(results[3], psycopg.DataError)
