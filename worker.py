@@ -162,7 +162,7 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
 def submit_pacer(settings: Settings) -> Pacer | None:
     """The submit activity's own pacing: the server's queue limit, smoothed (None when unlimited)."""
     pace = settings.twilio.submit_rate_limit
-    return Pacer(pace) if pace else None
+    return Pacer.for_route(pace) if pace else None
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:

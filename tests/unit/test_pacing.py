@@ -51,3 +51,29 @@ async def test_a_late_call_after_a_burst_waits_only_for_what_is_left() -> None:
 def test_a_pace_that_is_not_positive_is_refused_naming_the_rule() -> None:
     with pytest.raises(ValueError, match="per_second: must be a positive number"):
         Pacer(0)
+
+
+async def test_the_route_lets_half_its_pace_go_at_once_then_spaces_the_rest() -> None:
+    fake = FakeTime()
+    pacer = Pacer.for_route(9.7, clock=fake.clock, sleep=fake.sleep)  # burst ceil(9.7 / 2) = 5
+    waits = await asyncio.gather(*(pacer.wait() for _ in range(11)))
+    assert waits == pytest.approx([0] * 5 + [k / 9.7 for k in range(1, 7)])
+
+
+async def test_a_burst_allowance_is_spent_once_and_refills_at_the_pace() -> None:
+    fake = FakeTime()
+    pacer = Pacer(10, burst=5, clock=fake.clock, sleep=fake.sleep)
+    waits = await asyncio.gather(*(pacer.wait() for _ in range(11)))
+    # Five at once, then one per interval: the provider sees at most 5 + 10 t calls in t seconds.
+    assert waits == pytest.approx([0, 0, 0, 0, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    fake.now += 0.7  # the allowance refills one call per interval: at +0.7 one may go at once, not two
+    assert await pacer.wait() == 0
+    assert await pacer.wait() == pytest.approx(0.1)
+    fake.now += 10  # a quiet spell refills the whole allowance, no more
+    again = await asyncio.gather(*(pacer.wait() for _ in range(6)))
+    assert again == pytest.approx([0, 0, 0, 0, 0, 0.1])
+
+
+def test_a_burst_below_one_is_refused_naming_the_rule() -> None:
+    with pytest.raises(ValueError, match="burst: must be at least 1"):
+        Pacer(10, burst=0)
