@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench import report
+from bench.common import Phase
 from bench.context import Bench
 from bench.floor_receipts import run_floor_receipts
 from bench.floor_run import run_floor
@@ -46,7 +47,13 @@ SUBMIT_RATE_FRACTION = 0.97
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0].splitlines()[0])
-    parser.add_argument("--intents", type=int, default=300, help="intents per variant and pass (default 300)")
+    parser.add_argument("--intents", type=int, default=300, help="intents per variant, pass and round (default 300)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds of the throughput and latency passes, variants in alternating order, pooled (default 1)",
+    )
     parser.add_argument(
         "--rate", type=float, default=0, help="offered intents/s of the throughput pass; 0 = unlimited (default)"
     )
@@ -124,9 +131,19 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
             passes.append(("latency", args.latency_rate))
             out["latency"] = {}
         for pass_name, rate in passes:
-            for name, runner in RUNNERS.items():
-                print(f"{pass_name} pass: {name}, {args.intents} intents, offered {rate or 'unlimited'}/s", flush=True)
-                out[pass_name][name] = await runner(bench, args.intents, rate, timeout)
+            rounds: dict[str, list[Phase]] = {name: [] for name in RUNNERS}
+            for round_number in range(args.rounds):
+                # Every other round runs the variants in reverse order, so a machine that speeds up
+                # or slows down during the pass does not favour the variant that always runs first.
+                order = list(RUNNERS.items()) if round_number % 2 == 0 else list(reversed(RUNNERS.items()))
+                for name, runner in order:
+                    print(
+                        f"{pass_name} pass, round {round_number + 1}/{args.rounds}: {name}, {args.intents} intents,"
+                        f" offered {rate or 'unlimited'}/s",
+                        flush=True,
+                    )
+                    rounds[name].append(await runner(bench, args.intents, rate, timeout))
+            out[pass_name] = {name: Phase.pooled(rounds[name]) for name in RUNNERS}
         if args.receipts:
             print(f"report path: {args.receipts} reports", flush=True)
             out["receipts"] = await run_receipts(bench, args.receipts, timeout + args.receipts / 5)
@@ -168,7 +185,13 @@ def render(
         "## Side by side",
         "",
         (
-            f"{args.intents} intents per variant and pass; emulator step {args.step_ms} ms (`delivered` is reported"
+            f"{args.intents} intents per variant and pass"
+            + (
+                f", in each of {args.rounds} rounds (variants in alternating order; figures pool the rounds)"
+                if args.rounds > 1
+                else ""
+            )
+            + f"; emulator step {args.step_ms} ms (`delivered` is reported"
             f" {3 * args.step_ms} ms after acceptance, the same for all three)."
         ),
         "",

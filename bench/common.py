@@ -83,6 +83,36 @@ class Phase:
     def cpu_ms_per_intent(self) -> dict[str, float]:
         return {name: 1000 * seconds / self.completed for name, seconds in self.cpu.items()} if self.completed else {}
 
+    @classmethod
+    def pooled(cls, rounds: list[Phase]) -> Phase:
+        """Several rounds of one variant as one phase: counts, CPU, latencies and actions added up,
+        intents/s as all completions over the rounds' summed spans, RSS from the last round."""
+        if len(rounds) == 1:
+            return rounds[0]
+        first, last = rounds[0], rounds[-1]
+        pooled = cls(variant=first.variant, offered_rate=first.offered_rate, intents=sum(r.intents for r in rounds))
+        for phase in rounds:
+            pooled.completed += phase.completed
+            pooled.failed_to_start += phase.failed_to_start
+            pooled.latencies += phase.latencies
+            pooled.accepted_at_provider += phase.accepted_at_provider
+            pooled.events += phase.events
+            pooled.history_bytes += phase.history_bytes
+            pooled.actions += phase.actions
+            pooled.close_events += phase.close_events
+            pooled.states += phase.states
+            pooled.timed_out = pooled.timed_out or phase.timed_out
+            pooled.window_seconds += phase.window_seconds
+            pooled.foreign_cpu += phase.foreign_cpu
+            for name, seconds in phase.cpu.items():
+                pooled.cpu[name] = pooled.cpu.get(name, 0.0) + seconds
+            for name, seconds in phase.process_cpu.items():
+                pooled.process_cpu[name] = pooled.process_cpu.get(name, 0.0) + seconds
+        pooled.first_start = 0.0
+        pooled.last_end = sum(phase.last_end - phase.first_start for phase in rounds)
+        pooled.worker_rss, pooled.server_rss = last.worker_rss, last.server_rss
+        return pooled
+
 
 async def offer(n: int, rate: float | None, start_one: Callable[[int], Awaitable[None]]) -> None:
     """Call start_one(0..n-1): at `rate` per second on a fixed schedule, or as fast as allowed.
