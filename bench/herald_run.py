@@ -20,6 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from bench.common import (
@@ -39,6 +42,7 @@ from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
 from herald.providers.twilio_signature import compute_signature
+from herald.task_queues import submit_task_queue
 
 # Parked and report-path intents wait for a report with their first status poll an hour away,
 # so the figures isolate what they measure (memory of open intents; the report path) from
@@ -310,6 +314,26 @@ class RateLimitResult:
         return self.rejected_429 / self.submits if self.submits else None
 
 
+async def _wait_for_pollers(client: Client, task_queue: str, *, timeout: float) -> None:
+    """Until a worker polls both the workflow queue and its submit queue."""
+    queues = [
+        (task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+        (submit_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+    ]
+
+    async def polled() -> bool:
+        for name, kind in queues:
+            response = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(namespace=client.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind)
+            )
+            if not response.pollers:
+                return False
+        return True
+
+    if not await wait_until(polled, timeout):
+        raise RuntimeError(f"no worker polls {task_queue} after {timeout:g} s")
+
+
 def _steady_rate(accepted_at: list[float]) -> float | None:
     """Acceptances per second over the later half of them: the pace once the first burst is spent."""
     later = sorted(accepted_at)[len(accepted_at) // 2 :]
@@ -345,6 +369,9 @@ async def run_rate_limited(
                 "HERALD_SUBMIT_RATE_LIMIT": str(submit_rate or 0),
             },
         )
+        # The window below starts at the first intent: a worker still importing would put its own
+        # start-up (a second or more here) into the achieved rate, which is the provider's pace.
+        await _wait_for_pollers(bench.herald_temporal, LIMITED_TASK_QUEUE, timeout=60)
         herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE)
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
