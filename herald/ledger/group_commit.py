@@ -51,7 +51,7 @@ class GroupCommit(Generic[Item, Result]):
         self._connection_timeout = connection_timeout
         self._waiting: list[tuple[Item, asyncio.Future[Result]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        self.transactions = 0  # committed or not, for tests and the bench's curiosity
+        self.transactions = 0  # committed or not: how the tests see writes share a transaction
 
     async def write(self, item: Item) -> Result:
         """The item's result, once the transaction that wrote it has committed."""

@@ -28,7 +28,7 @@ class CheckIfIdle:
     def __init__(self, fresh_seconds: float = DEFAULT_FRESH_SECONDS) -> None:
         self._fresh_seconds = fresh_seconds
         self._returned_at: weakref.WeakKeyDictionary[AsyncConnection, float] = weakref.WeakKeyDictionary()
-        self.checks = 0  # round trips spent on checks, for tests and curiosity
+        self.checks = 0  # round trips spent on checks: how the tests see a loan was not checked
 
     async def check(self, conn: AsyncConnection) -> None:
         returned_at = self._returned_at.get(conn)

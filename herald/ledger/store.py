@@ -100,9 +100,12 @@ async def write_checkpoints(conn: AsyncConnection, batches: list[LedgerBatch]) -
     """
     if any(batch.record is not None for batch in batches):
         raise ValueError("write_checkpoints takes batches without an intent row to record")
-    merged = LedgerBatch()
-    for batch in batches:
-        merged = merged.merged_with(batch)
+    merged = LedgerBatch(
+        attempts=[row for batch in batches for row in batch.attempts],
+        transitions=[row for batch in batches for row in batch.transitions],
+        observations=[row for batch in batches for row in batch.observations],
+        receipt_outcomes=[row for batch in batches for row in batch.receipt_outcomes],
+    )
     async with conn.cursor() as cursor:
         await _insert_rows(cursor, merged)
     return [None] * len(batches)
@@ -234,35 +237,14 @@ _EXISTING_REPORT = f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM rece
        AND attempt_ref IS NOT DISTINCT FROM %s"""
 
 
-async def store_report(
-    conn: AsyncConnection,
-    *,
-    provider: str,
-    provider_message_id: str,
-    provider_status: str,
-    attempt_ref: str | None,
-    error_code: int | None,
-    provider_event_at: datetime | None,
-    payload: dict[str, Any],
-) -> dict[str, Any]:
-    """Insert a verified report into the inbox (a repeat finds the first copy's row).
-
-    Returns the inbox row, with ``new`` (False for a repeat) and ``workflow_id`` (the intent its
-    attempt belongs to; None while our attempt row is unknown), read in the same transaction.
-    """
-    report = InboxReport(
-        provider=provider, provider_message_id=provider_message_id, provider_status=provider_status,
-        attempt_ref=attempt_ref, error_code=error_code, provider_event_at=provider_event_at, payload=payload,
-    )  # fmt: skip
-    [row] = await store_reports(conn, [report])
-    return row
-
-
 async def store_reports(conn: AsyncConnection, reports: list[InboxReport]) -> list[dict[str, Any]]:
-    """``store_report`` for several reports in the caller's transaction (``GroupCommit``).
+    """Insert verified reports into the inbox in the caller's transaction, in the order given.
 
-    Every INSERT is sent before any answer is read, so in pipeline mode they cost one round trip
-    together. Two copies of one report in the same call find the same row, the second as a repeat.
+    Returns each report's inbox row, with ``new`` (False for a repeat: the first copy's row) and
+    ``workflow_id`` (the intent its attempt belongs to; None while our attempt row is unknown).
+    Every INSERT is sent before any answer is read, so in pipeline mode (``GroupCommit``) they
+    cost one round trip together. Two copies of one report in the same call find the same row,
+    the second as a repeat.
     """
     cursors = []
     for report in reports:

@@ -264,7 +264,6 @@ class ReceiptEndpoint:
         events = batch.events
         if not events and not batch.unstorable:
             return []
-        rows = []
         async with self._pool.connection() as conn, conn.transaction():
             for rejected in batch.unstorable:
                 await store.store_rejection(
@@ -273,10 +272,11 @@ class ReceiptEndpoint:
                 )  # fmt: skip
             # One order for every post, so two posts holding the same facts take their row locks in
             # the same order and cannot deadlock each other; within an attempt, lifecycle order.
-            for event in sorted(events, key=lambda e: (e.message_id, e.attempt_ref, map_status(e.event).rank, e.event)):
-                rows.append(
-                    await store.store_report(
-                        conn,
+            ordered = sorted(events, key=lambda e: (e.message_id, e.attempt_ref, map_status(e.event).rank, e.event))
+            rows = await store.store_reports(
+                conn,
+                [
+                    InboxReport(
                         provider=SENDGRID_PROVIDER,
                         provider_message_id=event.message_id,
                         provider_status=event.event,
@@ -285,7 +285,9 @@ class ReceiptEndpoint:
                         provider_event_at=event.occurred_at,
                         payload=event.payload,
                     )
-                )
+                    for event in ordered
+                ],
+            )
         return rows
 
     async def _route_each(self, reports: list[StoredReport]) -> None:

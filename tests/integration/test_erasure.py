@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
 from herald.ledger import store
+from herald.ledger.records import InboxReport
 from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient, purge_inbox_payloads
 from herald.lifecycle import IntentState
@@ -121,10 +122,10 @@ async def test_inbox_retention_purges_decided_payloads_and_keeps_undecided_ones(
             break
         await asyncio.sleep(0.1)
     async with pool.connection() as conn, conn.transaction():  # a report for an attempt nobody knows: undecided
-        undecided = await store.store_report(
-            conn, provider="twilio", provider_message_id="SM" + fresh_key()[-32:].replace("_", "0"), provider_status="delivered",
+        [undecided] = await store.store_reports(conn, [InboxReport(
+            provider="twilio", provider_message_id="SM" + fresh_key()[-32:].replace("_", "0"), provider_status="delivered",
             attempt_ref=f"att_unknown_{fresh_key()[-12:]}", error_code=None, provider_event_at=None, payload={"ApiVersion": "2010-04-01"},
-        )  # fmt: skip
+        )])  # fmt: skip
 
     purge = await purge_inbox_payloads(
         pool, older_than=datetime.now(UTC) + timedelta(seconds=1), operator="retention-job", reason="inbox payloads: 0 days"

@@ -28,6 +28,7 @@ from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
 from herald.contracts import ReportBatch
 from herald.ledger import store
+from herald.ledger.records import InboxReport
 from herald.ledger.store import open_pool
 from herald.outcomes import ProviderStatus
 from herald.providers.sendgrid_signature import (
@@ -473,10 +474,10 @@ async def test_a_row_of_a_provider_without_a_vocabulary_is_left_undecided_for_an
     """No vocabulary: never final, never signalled, no verdict; its redelivery row names the provider."""
     ref = fresh_ref()
     async with pool.connection() as conn, conn.transaction():
-        row = await store.store_report(
-            conn, provider="mailgun", provider_message_id=f"<{ref}@herald.test>", provider_status="delivered",
+        [row] = await store.store_reports(conn, [InboxReport(
+            provider="mailgun", provider_message_id=f"<{ref}@herald.test>", provider_status="delivered",
             attempt_ref=ref, error_code=None, provider_event_at=None, payload={},
-        )  # fmt: skip
+        )])  # fmt: skip
     report = StoredReport(row)
     assert report.vocabulary is None and report.is_final is False
     with pytest.raises(UnknownProviderError, match="mailgun"):
