@@ -337,4 +337,8 @@ async def test_unknown_only_after_a_last_lookup_found_nothing_final(
     assert final.state is IntentState.UNKNOWN
     assert "last lookup at" in final.transitions[-1].reason and "attempt 1 found sent" in final.transitions[-1].reason
     history = await intent_history(pool, f"{key}/sms")
-    assert [o["provider_status"] for o in history["observations"] if o["source"] == "poll"] == ["sent"]
+    looks = [o for o in history["observations"] if o["source"] == "poll"]
+    # One look found it sent. On a loaded machine the emulator may not answer the first try in time:
+    # the last look asks again (a bounded number of times), and each such try is recorded as unavailable.
+    assert [(o["kind"], o["provider_status"]) for o in looks if o["kind"] != "unavailable"] == [("found", "sent")]
+    assert [o["kind"] for o in looks][-1] == "found"
