@@ -121,7 +121,7 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
     bench = Bench(stack)
     await bench.open()
     timeout = 120 + args.intents / 2
-    out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None}
+    out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None, "rounds": {}}
     try:
         # Untimed warm-up: workers polling, imports and connection pools warm, caches primed.
         for name, runner in RUNNERS.items():
@@ -144,6 +144,7 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
                     )
                     rounds[name].append(await runner(bench, args.intents, rate, timeout))
             out[pass_name] = {name: Phase.pooled(rounds[name]) for name in RUNNERS}
+            out["rounds"][pass_name] = rounds
         if args.receipts:
             print(f"report path: {args.receipts} reports", flush=True)
             out["receipts"] = await run_receipts(bench, args.receipts, timeout + args.receipts / 5)
@@ -198,6 +199,7 @@ def render(
         report.main_table(out["throughput"], out["latency"], args.latency_rate),
         "",
         *report.details(out["throughput"], out["latency"]),
+        *(line for name, rounds in out.get("rounds", {}).items() for line in report.round_ratios(name, rounds)),
         "",
         "How each figure is taken:",
         "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -130,6 +131,40 @@ def details(throughput: dict[str, Phase], latency: dict[str, Phase] | None) -> l
             if extras:
                 lines.append(f"- {title}, {variant}: " + "; ".join(extras))
     return lines
+
+
+def round_ratios(pass_name: str, rounds: dict[str, list[Phase]]) -> list[str]:
+    """Herald/floor for each round of a pass, in run order, with their median and range.
+
+    The two run back to back in every round (the order alternates around them), so a round's
+    ratio compares them under the same machine; how far the rounds' ratios spread is how far
+    this machine's drift alone moves a ratio, which the pooled figure above cannot show.
+    """
+    herald, floor = rounds.get("herald", []), rounds.get("floor", [])
+    if len(herald) < 2 or len(herald) != len(floor):
+        return []
+    measures = [
+        ("intents/s", lambda p: p.throughput),
+        ("CPU ms/intent, total", lambda p: sum(p.cpu_ms_per_intent.values()) if p.completed else None),
+        ("latency p50", lambda p: _ms(p, 50)),
+        ("latency p99", lambda p: _ms(p, 99)),
+    ]
+    lines = []
+    for label, getter in measures:
+        ratios = [_quotient(getter(h), getter(f)) for h, f in zip(herald, floor, strict=True)]
+        known = sorted(r for r in ratios if r is not None)
+        if not known:
+            continue
+        each = ", ".join("—" if r is None else f"{r:.2f}×" for r in ratios)
+        lines.append(
+            f"- {pass_name} pass, Herald/floor {label} by round: {each} "
+            f"(median {statistics.median(known):.2f}×, range {known[0]:.2f}–{known[-1]:.2f}×)"
+        )
+    return lines
+
+
+def _quotient(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
 
 
 def _rss(r: ReceiptsResult) -> str:
