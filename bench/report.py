@@ -128,6 +128,10 @@ def details(throughput: dict[str, Phase], latency: dict[str, Phase] | None) -> l
                 extras.append(f"failed to start {p.failed_to_start}, timed out {p.timed_out}")
             if p.close_events and set(p.close_events) != {"WORKFLOW_EXECUTION_COMPLETED"}:
                 extras.append(f"close events {dict(p.close_events)}")
+            if title == "latency pass" and p.cpu_ms_per_intent:
+                # The table breaks CPU down by process for the throughput pass only.
+                by_process = {COLUMN_NAMES[c]: round(ms, 1) for c, ms in p.cpu_ms_per_intent.items()}
+                extras.append(f"CPU ms/intent by process {by_process}")
             if extras:
                 lines.append(f"- {title}, {variant}: " + "; ".join(extras))
     return lines

@@ -31,8 +31,8 @@ Result = TypeVar("Result")
 # each write alone would only wait for the same answer once per write.
 _UNREACHABLE = (OperationalError, PoolTimeout, OSError, TimeoutError)
 
-# Writes one transaction's worth of items on a connection already inside a transaction; returns
-# one result per item, in order.
+# Writes one transaction's worth of items on a connection already inside a transaction (or, for
+# one item with ``alone_in_autocommit``, in autocommit mode); returns one result per item, in order.
 WriteMany = Callable[[AsyncConnection, list[Item]], Awaitable[list[Result]]]
 
 
@@ -44,11 +44,20 @@ class GroupCommit(Generic[Item, Result]):
         *,
         max_batch: int = 64,
         connection_timeout: float | None = None,
+        alone_in_autocommit: bool = False,
     ) -> None:
+        """``alone_in_autocommit``: a write that finds nothing to share its transaction with runs in
+        autocommit mode, with no BEGIN, COMMIT or pipeline around it. Only for a ``write`` whose
+        statements for one item are each safe to commit by themselves (the inbox: one idempotent
+        INSERT, and a SELECT of the first copy for a repeat). That is the common case below
+        saturation, and it costs the client about a third of the CPU and PostgreSQL one statement
+        instead of three (about 0.2 against 0.7 ms of client CPU per write, measured on the
+        embedded server)."""
         self._pool = pool
         self._write = write
         self._max_batch = max_batch
         self._connection_timeout = connection_timeout
+        self._alone_in_autocommit = alone_in_autocommit
         self._waiting: list[tuple[Item, asyncio.Future[Result]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.transactions = 0  # committed or not: how the tests see writes share a transaction
@@ -99,8 +108,20 @@ class GroupCommit(Generic[Item, Result]):
 
     async def _transaction(self, items: list[Item]) -> list[Result]:
         self.transactions += 1
-        async with self._pool.connection(timeout=self._connection_timeout) as conn, conn.pipeline(), conn.transaction():
-            return await self._write(conn, items)
+        async with self._pool.connection(timeout=self._connection_timeout) as conn:
+            if len(items) == 1 and self._alone_in_autocommit:
+                return await _in_autocommit(conn, self._write, items)
+            async with conn.pipeline(), conn.transaction():
+                return await self._write(conn, items)
+
+
+async def _in_autocommit(conn: AsyncConnection, write: WriteMany[Item, Result], items: list[Item]) -> list[Result]:
+    await conn.set_autocommit(True)
+    try:
+        return await write(conn, items)
+    finally:
+        if not conn.closed:  # a broken connection is discarded by the pool, not lent again
+            await conn.set_autocommit(False)
 
 
 def _settle(future: asyncio.Future[Result], *, result: Result | None = None, error: BaseException | None = None) -> None:

@@ -240,6 +240,10 @@ _EXISTING_REPORT = f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM rece
 async def store_reports(conn: AsyncConnection, reports: list[InboxReport]) -> list[dict[str, Any]]:
     """Insert verified reports into the inbox in the caller's transaction, in the order given.
 
+    One report may be stored in autocommit mode instead (``GroupCommit(alone_in_autocommit=True)``):
+    its INSERT is idempotent and the SELECT that finds a repeat's first copy reads committed rows,
+    so each statement is safe to commit by itself.
+
     Returns each report's inbox row, with ``new`` (False for a repeat: the first copy's row) and
     ``workflow_id`` (the intent its attempt belongs to; None while our attempt row is unknown).
     Every INSERT is sent before any answer is read, so in pipeline mode (``GroupCommit``) they

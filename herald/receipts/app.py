@@ -114,8 +114,11 @@ class ReceiptEndpoint:
         )
         self._public_url = public_url.rstrip("/")
         self._pool = pool
-        # Twilio posts one report per request: concurrent ones share a transaction (group commit).
-        self._inbox: GroupCommit[InboxReport, dict[str, Any]] = GroupCommit(pool, store.store_reports)
+        # Twilio posts one report per request: concurrent ones share a transaction (group commit),
+        # and one that arrives alone is a single autocommitted INSERT.
+        self._inbox: GroupCommit[InboxReport, dict[str, Any]] = GroupCommit(
+            pool, store.store_reports, alone_in_autocommit=True
+        )
         self._client = client
         self._hold_seconds = hold_seconds
         self._store_timeout = store_timeout

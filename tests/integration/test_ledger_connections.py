@@ -115,3 +115,49 @@ async def test_a_write_that_breaks_a_rule_fails_alone_and_the_rest_of_its_transa
 
     assert [isinstance(result, dict) and result["new"] for result in results] == [True, True, True, False, True]
     assert isinstance(results[3], psycopg.DataError)
+
+
+def _report(message_id: str, status: str = "sent") -> InboxReport:
+    return InboxReport(
+        provider="twilio", provider_message_id=message_id, provider_status=status,
+        attempt_ref=f"att_{message_id[-12:]}", error_code=None, provider_event_at=None, payload={},
+    )  # fmt: skip
+
+
+async def test_a_report_stored_alone_is_autocommitted_and_a_shared_batch_is_one_transaction(pool, owner_pool) -> None:
+    """Alone, a report is one autocommitted INSERT (no BEGIN, COMMIT or pipeline); reports that
+    queue behind it still share a transaction; the pool lends its connections back in the
+    ordinary mode either way, and a repeat stored alone finds its first copy."""
+    seen: list[tuple[int, bool, psycopg.pq.TransactionStatus]] = []
+
+    async def recording(conn: psycopg.AsyncConnection, reports: list[InboxReport]) -> list[dict]:
+        seen.append((len(reports), conn.autocommit, conn.info.transaction_status))
+        return await store.store_reports(conn, reports)
+
+    inbox = GroupCommit(pool, recording, alone_in_autocommit=True)
+    ids = ["SM" + fresh_key()[-32:].replace("_", "0") for _ in range(8)]
+
+    first = await inbox.write(_report(ids[0]))
+    repeat = await inbox.write(_report(ids[0]))
+    together = await asyncio.gather(*(inbox.write(_report(message_id)) for message_id in ids[1:]))
+
+    idle, in_transaction = psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.INTRANS
+    assert seen[0] == (1, True, idle) and seen[1] == (1, True, idle)
+    assert any(size > 1 and not autocommit and status == in_transaction for size, autocommit, status in seen[2:])
+    assert first["new"] and not repeat["new"] and repeat["id"] == first["id"]
+    assert all(row["new"] for row in together)
+    async with pool.connection() as conn:
+        assert conn.autocommit is False
+    async with owner_pool.connection() as other:
+        cursor = await other.execute("SELECT count(*) FROM receipt_inbox WHERE provider_message_id = ANY(%s)", (ids,))
+        assert await cursor.fetchone() == (8,)
+
+
+async def test_a_report_that_cannot_be_stored_alone_fails_and_leaves_the_connection_usable(pool) -> None:
+    inbox = GroupCommit(pool, store.store_reports, alone_in_autocommit=True)
+    with pytest.raises(psycopg.DataError):
+        await inbox.write(_report("SM\x00bad"))  # NUL is not storable in PostgreSQL text
+    row = await inbox.write(_report("SM" + fresh_key()[-32:].replace("_", "0")))
+    assert row["new"]
+    async with pool.connection() as conn:
+        assert conn.autocommit is False
