@@ -28,8 +28,16 @@ def _num(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
+def _quotient(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def _times(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}×"
+
+
 def _ratio(a: float | None, b: float | None) -> str:
-    return "—" if a is None or not b else f"{a / b:.2f}×"
+    return _times(_quotient(a, b))
 
 
 def _ms(phase: Phase | None, q: float) -> float | None:
@@ -159,16 +167,12 @@ def round_ratios(pass_name: str, rounds: dict[str, list[Phase]]) -> list[str]:
         known = sorted(r for r in ratios if r is not None)
         if not known:
             continue
-        each = ", ".join("—" if r is None else f"{r:.2f}×" for r in ratios)
+        each = ", ".join(_times(r) for r in ratios)
         lines.append(
             f"- {pass_name} pass, Herald/floor {label} by round: {each} "
             f"(median {statistics.median(known):.2f}×, range {known[0]:.2f}–{known[-1]:.2f}×)"
         )
     return lines
-
-
-def _quotient(a: float | None, b: float | None) -> float | None:
-    return None if a is None or not b else a / b
 
 
 def _rss(r: ReceiptsResult) -> str:
