@@ -43,6 +43,8 @@ class PolicyGate:
         self._time_zone = time_zone
         self._workflow_id = workflow_id
         self._at = at
+        # Set when this attempt claimed the recipient's cooldown: its answer restamps the claim.
+        self.claimed_cooldown = False
 
     async def __call__(self, cursor: Any) -> PolicyDecision:
         fingerprint = policy_store.recipient_fingerprint(self._recipient)
@@ -78,6 +80,7 @@ class PolicyGate:
                 cursor, fingerprint=fingerprint, channel=self._channel, workflow_id=self._workflow_id,
                 cooldown=cooldown, at=self._at,
             )  # fmt: skip
+            self.claimed_cooldown = blocked_until is None
             if blocked_until is not None:
                 return PolicyDecision(
                     version=version,
@@ -87,3 +90,11 @@ class PolicyGate:
                     not_before=blocked_until,
                 )
         return decision
+
+    async def provider_answered(self, pool: Any) -> None:
+        """Count the next intent's cooldown from now, when the provider has answered this attempt
+        (only after this attempt claimed the cooldown)."""
+        await policy_store.count_cooldown_from_answer(
+            pool, fingerprint=policy_store.recipient_fingerprint(self._recipient),
+            channel=self._channel, workflow_id=self._workflow_id,
+        )  # fmt: skip

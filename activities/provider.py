@@ -9,6 +9,9 @@ the composition root (``worker.py``).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Mapping
 
 from psycopg import Error as DatabaseError
@@ -31,6 +34,8 @@ from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, OutboundMessage, Provider
+
+log = logging.getLogger("herald.activities")
 
 
 class ProviderActivities:
@@ -62,12 +67,13 @@ class ProviderActivities:
         # A quarter of the activity's budget for the ledger: with the database away the answer
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
         budget = activity.info().start_to_close_timeout
+        started = time.monotonic()
         # The attempt row says which provider and route it was handed to, committed before the call.
         rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
+        ledger_seconds = budget.total_seconds() / 4 if budget else None
+        admit = _gate(input)
         try:
-            recorded = await store.write_batch(
-                self._ledger, rows, timeout=budget.total_seconds() / 4 if budget else None, admit=_gate(input)
-            )
+            recorded = await store.write_batch(self._ledger, rows, timeout=ledger_seconds, admit=admit)
         except store.NotAdmitted as held:
             return SubmitStep(held=held.decision)
         except (DatabaseError, PoolTimeout, OSError) as error:
@@ -103,6 +109,11 @@ class ProviderActivities:
                 )
             )
             call.outcome = outcome.result.kind
+        if admit is not None and admit[1].claimed_cooldown:
+            # Within what is left of the budget: the answer must reach the workflow, stamp or not.
+            left = budget.total_seconds() - (time.monotonic() - started) if budget else None
+            seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
+            await _count_cooldown_from_answer(admit[1], self._ledger, seconds)
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return step.model_copy(update={"outcome": outcome})
@@ -145,6 +156,21 @@ class ProviderActivities:
             outcome = await provider.cancel(input.provider_id)
             call.outcome = "canceled" if outcome.canceled else "refused"
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
+
+
+async def _count_cooldown_from_answer(gate: PolicyGate, ledger: AsyncConnectionPool, seconds: float | None) -> None:
+    """Restamp the recipient's cooldown claim at the answer; the answer itself is never at stake.
+
+    If the ledger fails here the claim keeps its earlier stamp (the next intent may go out up to
+    this call's duration early): logged, because the message was sent and its outcome must reach
+    the workflow whatever the database does.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            await gate.provider_answered(ledger)
+    except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:
+        log.warning("recipient cooldown kept its claim-time stamp: ledger failed after the provider answered (%s)",
+                    type(error).__name__)  # fmt: skip
 
 
 def _gate(input: SubmitInput) -> tuple[str, PolicyGate] | None:

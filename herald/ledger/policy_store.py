@@ -139,10 +139,14 @@ async def claim_cooldown(
     this recipient too recently. The row lock orders racing workers: the second waits for the
     first to commit, then sees its claim and is refused. An intent's own earlier attempts do not
     count (the cooldown is across intents).
+
+    The claim is stamped with the later of the workflow's clock (`at`: a time-skipping test runs
+    ahead of the wall) and the database's clock now: the activity may start well after the
+    workflow decided, and the cooldown is about when messages go out, not when they were decided.
     """
     await cursor.execute(
         """INSERT INTO recipient_cooldowns (recipient_fingerprint, channel, last_submit_at, workflow_id)
-           VALUES (%s, %s, %s, %s)
+           VALUES (%s, %s, greatest(%s::timestamptz, clock_timestamp()), %s)
            ON CONFLICT (recipient_fingerprint, channel) DO UPDATE
                SET last_submit_at = EXCLUDED.last_submit_at, workflow_id = EXCLUDED.workflow_id
              WHERE recipient_cooldowns.last_submit_at <= EXCLUDED.last_submit_at - %s
@@ -158,6 +162,24 @@ async def claim_cooldown(
     )
     row = await cursor.fetchone()
     return row[0] if row else None
+
+
+async def count_cooldown_from_answer(
+    pool: AsyncConnectionPool, *, fingerprint: str, channel: str, workflow_id: str
+) -> None:
+    """Restamp this intent's claim with the instant the provider answered its submit.
+
+    The claim was stamped before the call; the message reached the provider somewhere between the
+    claim and the answer. Counting the next intent's cooldown from the answer keeps the gap the
+    provider sees at least the cooldown, however long the call took. Only this intent's own claim
+    moves, and never backwards (a time-skipping workflow clock may be ahead of the database's).
+    """
+    async with pool.connection() as conn:
+        await conn.execute(
+            """UPDATE recipient_cooldowns SET last_submit_at = greatest(last_submit_at, clock_timestamp())
+                WHERE recipient_fingerprint = %s AND channel = %s AND workflow_id = %s""",
+            (fingerprint, channel, workflow_id),
+        )
 
 
 async def grant_consent(pool: AsyncConnectionPool, *, fingerprint: str, category: Category, source: str, granted_at: datetime) -> None:
