@@ -31,6 +31,8 @@ from tests.faults.invariants import check_invariants
 from tests.faults.workers import worker
 from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
 
+# Scenario 6 stops and restarts the Temporal dev server: its workflows must outlive it (a file).
+RESTARTS_TEMPORAL = True
 WAIT = 90
 
 
