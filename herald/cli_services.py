@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 
@@ -25,6 +26,8 @@ from herald.temporal_client import connect
 
 # A database that has not answered in this long is reported as unreachable (libpq's connect_timeout).
 DATABASE_CONNECT_TIMEOUT_SECONDS = 5
+# How long close() waits for the Temporal runtime's threads to let go of the last call.
+RUNTIME_RELEASE_SECONDS = 2.0
 
 
 class ServiceUnreachable(Exception):
@@ -124,12 +127,21 @@ class Services:
         Returns True when the runtime is gone (or was never made). Clients and the runtime sit in
         reference cycles, hence the collection; the runtime's last reference going away shuts its
         Tokio runtime down and waits for its threads.
+
+        The collection is repeated for a moment: the runtime's hand-over thread can still hold the
+        last call's future (whose exception's traceback reaches the client, and so the runtime)
+        until it gets the GIL back, which the sleep between tries gives it. Seen on a loaded
+        machine: one collection right after the call found the runtime still referenced.
         """
         if self._runtime is None:
             return True
         released = weakref.ref(self._runtime)
         self._runtime = None
+        deadline = time.monotonic() + RUNTIME_RELEASE_SECONDS
         gc.collect()
+        while released() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            gc.collect()
         return released() is None
 
 
