@@ -358,12 +358,14 @@ async def _contradicted_presumption(
     )
 
 
-async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
-    """Inbox rows without a verdict whose redelivery is due, oldest first.
+async def undecided_reports(
+    pool: AsyncConnectionPool, *, older_than_seconds: float, limit: int, after_id: int = 0
+) -> list[dict[str, Any]]:
+    """Inbox rows above `after_id` without a verdict whose redelivery is due, oldest first.
 
     A row with a redelivery schedule is due at its ``next_try_at``; a row without one (its
     direct delivery signalled it, or its receipt server died first) once it is older than
-    ``older_than_seconds``.
+    ``older_than_seconds``. `after_id` is a floor from `decided_floor` (0: the whole inbox).
     """
     # Row factories are set per cursor: a pooled connection must come back as it was lent.
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
@@ -373,14 +375,39 @@ async def undecided_reports(pool: AsyncConnectionPool, *, older_than_seconds: fl
                  FROM receipt_inbox r
                  LEFT JOIN receipt_outcomes o ON o.inbox_id = r.id
                  LEFT JOIN receipt_redelivery d ON d.inbox_id = r.id
-                WHERE o.inbox_id IS NULL
+                WHERE r.id > %s AND o.inbox_id IS NULL
                   AND (d.next_try_at <= now()
                        OR (d.inbox_id IS NULL AND r.received_at < now() - make_interval(secs => %s)))
                 ORDER BY r.received_at
                 LIMIT %s""",
-            (older_than_seconds, limit),
+            (after_id, older_than_seconds, limit),
         )
         return await cursor.fetchall()
+
+
+async def decided_floor(pool: AsyncConnectionPool, *, after_id: int, settled_seconds: float) -> int:
+    """The highest inbox id at or below which every row that will ever exist has a verdict.
+
+    Walks up from `after_id` (a floor already known, or 0) to the first row that is undecided or
+    received in the last `settled_seconds`, and answers the last row before it: an id handed out
+    before an old, visible row's belongs to a transaction that ended long ago (an inbox write
+    lasts seconds), so nothing can still appear below the floor. Costs the rows since `after_id`,
+    read in id order, not the whole inbox.
+    """
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            """WITH first_open AS (
+                   SELECT min(r.id) AS id FROM receipt_inbox r
+                    WHERE r.id > %(after)s
+                      AND (r.received_at >= now() - make_interval(secs => %(settled)s)
+                           OR NOT EXISTS (SELECT 1 FROM receipt_outcomes o WHERE o.inbox_id = r.id)))
+               SELECT coalesce(max(r.id), %(after)s) FROM receipt_inbox r, first_open f
+                WHERE r.id > %(after)s AND (f.id IS NULL OR r.id < f.id)""",
+            {"after": after_id, "settled": settled_seconds},
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 async def schedule_redeliveries(pool: AsyncConnectionPool, rows: list[tuple[int, float, str | None]]) -> None:
