@@ -66,6 +66,22 @@ def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Pope
     raise TimeoutError(f"nothing listened on {host}:{port} within {timeout:.0f}s")
 
 
+def wait_for_temporal_health(address: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Until the Temporal frontend at `address` answers its health check as serving."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process {process.args[0]} exited with {process.returncode} before it was healthy")
+        check = subprocess.run(
+            [str(BIN_DIR / "temporal"), "operator", "cluster", "health", "--address", address],
+            capture_output=True, timeout=max(1.0, deadline - time.monotonic()), check=False,
+        )  # fmt: skip
+        if check.returncode == 0 and b"SERVING" in check.stdout.upper():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the Temporal frontend at {address} was not healthy within {timeout:.0f}s")
+
+
 class ManagedProcess:
     """One child process; its own session, so a stop reaches everything it started."""
 

@@ -13,7 +13,7 @@ import psycopg
 from psycopg import sql
 
 from devstack.config import StackConfig
-from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port
+from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
 from herald.ledger.embedded import start_embedded_postgres
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.roles import ensure_app_login
@@ -73,6 +73,9 @@ class LocalStack:
             argv += ["--search-attribute", f"{name}={kind}"]
         process = self._spawn("temporal", argv)
         wait_for_port(t.host, t.port, START_TIMEOUT_SECONDS, process.process)
+        # The port opens before the frontend is healthy: a client connecting in between is refused
+        # ("Frontend is not healthy yet"), seen after a restart on a loaded machine.
+        wait_for_temporal_health(f"{t.host}:{t.port}", START_TIMEOUT_SECONDS, process.process)
         return process
 
     def start_postgres(self) -> str:

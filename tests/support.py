@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-import secrets
 from datetime import timedelta
 from typing import Any
 
 import httpx
+import psycopg
+from psycopg.conninfo import make_conninfo
 
 from herald.delivery_policy import DeliveryPolicy
 
@@ -148,3 +149,11 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
     async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
         yield HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+
+
+async def create_database(server_url: str, prefix: str) -> str:
+    """A new, empty database on `server_url`'s server (same login); its connection string."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as admin:
+        await admin.execute(f"CREATE DATABASE {name}")
+    return make_conninfo(server_url, dbname=name)

@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from devstack.processes import ManagedProcess
@@ -31,7 +30,7 @@ from herald.ledger.store import open_pool
 from herald.lifecycle import IntentState
 from herald.outbox.relay import backlog, describe
 from tests.faults.workers import service, worker
-from tests.support import Emulator, fresh_key, fresh_recipient
+from tests.support import Emulator, create_database, fresh_key, fresh_recipient
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
@@ -46,10 +45,7 @@ def notice(key: str, to: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 async def service_db(fault_stack: LocalStack) -> AsyncIterator[str]:
     """A service's own database beside Herald's ledger, with its business table and the outbox."""
-    name = f"service_{secrets.token_hex(4)}"
-    async with await psycopg.AsyncConnection.connect(fault_stack.database_url, autocommit=True) as admin:
-        await admin.execute(f"CREATE DATABASE {name}")
-    url = make_conninfo(fault_stack.database_url, dbname=name)
+    url = await create_database(fault_stack.database_url, "service")
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("CREATE TABLE payments (id text PRIMARY KEY, settled boolean NOT NULL)")
         await outbox.apply_schema(conn)

@@ -11,15 +11,14 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from herald.ledger import store
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
 from herald.receipts.drainer import DrainFloor
+from tests.support import create_database
 
 SETTLED = 600.0
 
@@ -27,10 +26,7 @@ SETTLED = 600.0
 @pytest.fixture(scope="module")
 async def ledger(stack: Any) -> AsyncIterator[AsyncConnectionPool]:
     """A ledger of its own: the session's drainer and other tests' rows stay out of these counts."""
-    name = f"floor_{secrets.token_hex(4)}"
-    async with await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True) as admin:
-        await admin.execute(f"CREATE DATABASE {name}")
-    url = make_conninfo(stack.database_url, dbname=name)
+    url = await create_database(stack.database_url, "floor")
     await apply_migrations(url)
     async with open_pool(url, max_size=2) as pool:
         yield pool
