@@ -6,7 +6,7 @@ is in the inbox, and this loop keeps offering it until the workflow decides.
 
 Each pass reads only the inbox above a floor below which every row has its verdict
 (`store.decided_floor`), so a pass costs the recent rows, not the inbox's whole history
-(at 1,000,000 decided rows, the whole-inbox query took 360-380 ms a pass). Every
+(at 1,000,000 decided rows, the whole-inbox query took 360-510 ms a pass). Every
 FULL_PASS_SECONDS a pass reads the whole inbox again, the safety net for a row the floor's
 reasoning would miss (an inbox transaction held open longer than SETTLED_SECONDS).
 """
