@@ -8,14 +8,20 @@ time-skipping test and a replay see the same instant the workflow saw.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import datetime
 from typing import Any
 
 import phonenumbers
 from phonenumbers import timezone as number_zones
+from psycopg import Error as DatabaseError
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from herald.ledger import policy_store
 from herald.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
+
+log = logging.getLogger("herald.activities")
 
 # phonenumbers' answer when a range has no known zone.
 _UNKNOWN_ZONE = "Etc/Unknown"
@@ -91,10 +97,21 @@ class PolicyGate:
                 )
         return decision
 
-    async def provider_answered(self, pool: Any) -> None:
+    async def provider_answered(self, pool: AsyncConnectionPool, *, within: float | None) -> None:
         """Count the next intent's cooldown from now, when the provider has answered this attempt
-        (only after this attempt claimed the cooldown)."""
-        await policy_store.count_cooldown_from_answer(
-            pool, fingerprint=policy_store.recipient_fingerprint(self._recipient),
-            channel=self._channel, workflow_id=self._workflow_id,
-        )  # fmt: skip
+        (call only after this attempt claimed the cooldown).
+
+        The answer itself is never at stake: if the ledger fails or is slower than `within`
+        seconds, the claim keeps its earlier stamp (the next intent may go out up to this call's
+        duration early), and that is logged, because the message was sent and its outcome must
+        reach the workflow whatever the database does.
+        """
+        try:
+            async with asyncio.timeout(within):
+                await policy_store.count_cooldown_from_answer(
+                    pool, fingerprint=policy_store.recipient_fingerprint(self._recipient),
+                    channel=self._channel, workflow_id=self._workflow_id,
+                )  # fmt: skip
+        except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:
+            log.warning("recipient cooldown kept its claim-time stamp: ledger failed after the provider answered (%s)",
+                        type(error).__name__)  # fmt: skip

@@ -9,8 +9,6 @@ the composition root (``worker.py``).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import Mapping
 
@@ -34,8 +32,6 @@ from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, OutboundMessage, Provider
-
-log = logging.getLogger("herald.activities")
 
 
 class ProviderActivities:
@@ -113,7 +109,7 @@ class ProviderActivities:
             # Within what is left of the budget: the answer must reach the workflow, stamp or not.
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None
             seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
-            await _count_cooldown_from_answer(admit[1], self._ledger, seconds)
+            await admit[1].provider_answered(self._ledger, within=seconds)
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return step.model_copy(update={"outcome": outcome})
@@ -156,21 +152,6 @@ class ProviderActivities:
             outcome = await provider.cancel(input.provider_id)
             call.outcome = "canceled" if outcome.canceled else "refused"
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
-
-
-async def _count_cooldown_from_answer(gate: PolicyGate, ledger: AsyncConnectionPool, seconds: float | None) -> None:
-    """Restamp the recipient's cooldown claim at the answer; the answer itself is never at stake.
-
-    If the ledger fails here the claim keeps its earlier stamp (the next intent may go out up to
-    this call's duration early): logged, because the message was sent and its outcome must reach
-    the workflow whatever the database does.
-    """
-    try:
-        async with asyncio.timeout(seconds):
-            await gate.provider_answered(ledger)
-    except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:
-        log.warning("recipient cooldown kept its claim-time stamp: ledger failed after the provider answered (%s)",
-                    type(error).__name__)  # fmt: skip
 
 
 def _gate(input: SubmitInput) -> tuple[str, PolicyGate] | None:

@@ -36,10 +36,11 @@ async def _report(pool: AsyncConnectionPool, *, age: timedelta, decided: bool, r
     sid = f"SM{secrets.token_hex(16)}"
     async with pool.connection() as conn:
         cursor = await conn.execute(
-            f"""INSERT INTO receipt_inbox ({"id, " if row_id else ""}provider, provider_message_id, provider_status,
-                                           attempt_ref, payload, received_at)
-                VALUES ({"%(id)s, " if row_id else ""}'twilio', %(sid)s, 'delivered', 'a', '{{}}', now() - %(age)s)
-                RETURNING id""",
+            """INSERT INTO receipt_inbox (id, provider, provider_message_id, provider_status, attempt_ref,
+                                          payload, received_at)
+               VALUES (coalesce(%(id)s, nextval('receipt_inbox_id_seq')), 'twilio', %(sid)s, 'delivered', 'a',
+                       '{}', now() - %(age)s)
+               RETURNING id""",
             {"id": row_id, "sid": sid, "age": age},
         )
         (inbox_id,) = await cursor.fetchone()  # type: ignore[misc]
