@@ -44,6 +44,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-messages", type=int, default=10_000, help="messages kept before DATA answers 452")
     parser.add_argument("--faults-file", type=Path, help='JSON list of {"to": ..., "fault": ..., ...} armed at start')
     parser.add_argument("--private-key-file", type=Path, help="PEM P-256 key that signs events (default: a new one)")
+    parser.add_argument(
+        "--activity-api-key",
+        default=os.environ.get("ESP_EMULATOR_ACTIVITY_API_KEY"),
+        help="Bearer key of the Email Activity API (GET /v3/messages on the admin port; default: "
+        "$ESP_EMULATOR_ACTIVITY_API_KEY); without one the API answers 403, as for an account without the add-on",
+    )
+    parser.add_argument(
+        "--activity-lag-ms", type=int, default=1000, help="how long after acceptance the Activity API shows a message"
+    )
+    parser.add_argument(
+        "--activity-requests-per-minute",
+        type=int,
+        default=6,
+        help="Activity API rate limit (default 6, SendGrid's documented limit; 0 = unlimited)",
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if (args.username is None) != (args.password is None):
@@ -64,6 +79,10 @@ def build_config(args: argparse.Namespace) -> EspConfig:
         max_messages=args.max_messages,
         private_key_file=args.private_key_file,
         initial_faults=load_faults_file(args.faults_file) if args.faults_file else (),
+        activity_api_key=args.activity_api_key,
+        activity_lag_ms=args.activity_lag_ms,
+        # 0 on the command line reads as "no limit"; the config says that with None.
+        activity_requests_per_minute=args.activity_requests_per_minute or None,
     )
 
 

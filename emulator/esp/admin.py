@@ -8,10 +8,18 @@
     GET    /_esp/messages[?to=...]    every accepted message, its recipients, events and webhook attempts
     GET    /_esp/stats                counters
     GET    /_esp/public-key           {"public_key": "<base64 DER>"}: what verifies the event signatures
-    POST   /_esp/reset                forget messages, faults, counters; stop pending events
+    GET    /_esp/activity             the Email Activity API's lag, rate limit, armed fault and rate window
+    PUT    /_esp/activity             {"lag_ms": int, "requests_per_minute": int|null}; 422 when invalid
+    PUT    /_esp/activity-fault       {"status": 429|500|502|503, "count": n|null}; 422 when invalid
+    DELETE /_esp/activity-fault       disarm the Activity API fault
+    POST   /_esp/reset                forget messages, faults, counters; stop pending events; the Activity
+                                      API back to its configured lag and rate, its fault disarmed
 
 The admin API is how tests arm faults and count what was really accepted; it
 never takes part in what a client of the SMTP side sees.
+
+The same server also answers SendGrid's Email Activity API (``GET /v3/messages``,
+``GET /v3/messages/{msg_id}``, Bearer key, from any client): see ``emulator.esp.activity_api``.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from emulator.armed_faults import fault_routes, refuse_foreign
+from emulator.esp.activity_api import ActivityApi
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
 from emulator.esp.faults import FAULT_ADAPTER, FaultRegistry
@@ -43,12 +52,14 @@ class EspState:
     stats: EspStats
     poster: EventPoster
     public_key: str
+    activity: ActivityApi
 
     async def reset(self) -> None:
         await self.poster.cancel_all()
         self.store.clear()
         self.faults.clear()
         self.stats.reset()
+        self.activity.reset()
 
 
 def _email_address_problem(address: str) -> str | None:
@@ -67,6 +78,7 @@ def create_admin_app(state: EspState) -> Starlette:
         Route("/_esp/stats", admin.get_stats, methods=["GET"]),
         Route("/_esp/public-key", admin.public_key, methods=["GET"]),
         Route("/_esp/reset", admin.reset, methods=["POST"]),
+        *state.activity.routes(),
     ]
     app = Starlette(routes=routes)
     app.state.esp = state

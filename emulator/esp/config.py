@@ -16,6 +16,9 @@ from emulator.config import LOOPBACK_HOSTS
 from emulator.esp.faults import FaultAssignment
 
 _MAX_WEBHOOK_URL_CHARS = 4000
+# An hour of feed lag and 100,000 requests a minute are past anything a test or a demo needs.
+MAX_ACTIVITY_LAG_MS = 3_600_000
+MAX_ACTIVITY_REQUESTS_PER_MINUTE = 100_000
 
 
 class EspConfig(BaseModel):
@@ -53,6 +56,14 @@ class EspConfig(BaseModel):
     smtp_idle_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Faults armed at start (the demo's --faults-file).
     initial_faults: tuple[FaultAssignment, ...] = ()
+    # SendGrid's Email Activity API (GET /v3/messages, /v3/messages/{msg_id}) on the admin port. It is a
+    # paid add-on: None means "not purchased" and every request answers 403; else the Bearer key it takes.
+    activity_api_key: str | None = Field(default=None, min_length=1, max_length=500)
+    # How long after acceptance (and after each event) the feed shows it. SendGrid documents no bound;
+    # users report about a minute. The default is short enough for a demo, long enough to be noticed.
+    activity_lag_ms: int = Field(default=1000, ge=0, le=MAX_ACTIVITY_LAG_MS)
+    # SendGrid: "The current limit is 6 requests per minute"; None = unlimited.
+    activity_requests_per_minute: int | None = Field(default=6, ge=1, le=MAX_ACTIVITY_REQUESTS_PER_MINUTE)
 
     @model_validator(mode="after")
     def _check(self) -> EspConfig:

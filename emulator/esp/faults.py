@@ -9,8 +9,12 @@ Faults fall into three groups:
 
 * answer faults decide an SMTP reply (``temp_fail``, ``perm_fail``), either at
   ``RCPT`` or at the end of ``DATA``; nothing is accepted;
-* connection faults accept the message and garble what the client hears
-  (``drop_after_data``: no reply at all, ``slow_reply``: a late one);
+* connection faults garble what the client hears after the final dot:
+  ``drop_after_data`` accepts the message and hangs up instead of replying,
+  ``drop_during_data`` hangs up the same way but without taking the message
+  (nothing stored, no events), ``slow_reply`` accepts it and replies late.
+  The client of either drop sees the same thing (a disconnect during ``DATA``);
+  only the relay's store and its events tell the two apart;
 * event faults accept the message and change its webhook events (bounce,
   deferral, drop, spam report, silence, duplicates, order, delay).
 """
@@ -57,6 +61,13 @@ class DropAfterData(_FaultBase):
 
     fault: Literal["drop_after_data"]
     events: bool = True
+
+
+class DropDuringData(_FaultBase):
+    """Close the connection once the final dot has arrived, before the message is stored or any reply is
+    written: the reply was lost and the relay really did not take the message (no record, no events)."""
+
+    fault: Literal["drop_during_data"]
 
 
 class SlowReply(_FaultBase):
@@ -129,6 +140,7 @@ Fault = Annotated[
         TempFail,
         PermFail,
         DropAfterData,
+        DropDuringData,
         SlowReply,
         NoEvents,
         DuplicateEvents,

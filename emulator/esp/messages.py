@@ -16,7 +16,7 @@ import secrets
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timezone
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -82,6 +82,9 @@ class EventRecord:
     # Order in which this emulator started posting events, across all messages (0 = never posted).
     posted_seq: int = 0
     attempts: list[WebhookAttempt] = field(default_factory=list)
+    # When the event happened, to the microsecond (its `timestamp` has whole seconds): the Activity
+    # feed shows an event only once its lag has passed since this instant.
+    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
     @property
     def delivered(self) -> bool:
@@ -90,6 +93,7 @@ class EventRecord:
     def oracle(self) -> dict[str, Any]:
         return {
             "event": self.body,
+            "created_at": self.created_at.isoformat(),
             "posted_seq": self.posted_seq,
             "delivered": self.delivered,
             "attempts": [attempt.oracle() for attempt in self.attempts],
@@ -155,6 +159,8 @@ class MessageRecord:
     fault: str | None
     parsed: ParsedMessage
     recipients: list[RecipientRecord]
+    # The SMTP client's address (the Activity API's originating_ip); None when the socket did not say.
+    client_ip: str | None = None
 
     def oracle(self) -> dict[str, Any]:
         """The admin view: everything a test needs to judge what really happened."""
@@ -165,6 +171,7 @@ class MessageRecord:
             "mail_from": self.mail_from,
             "rcpt_to": [recipient.email for recipient in self.recipients],
             "accepted_at": self.accepted_at.isoformat(),
+            "client_ip": self.client_ip,
             "fault": self.fault,
             "message_id": parsed.message_id,
             "message_id_generated": parsed.message_id_generated,
@@ -320,6 +327,8 @@ class EspStats:
     refused_by_code: Counter[int] = field(default_factory=Counter)
     auth_failures: int = 0
     dropped_connections: int = 0  # drop_after_data: accepted, no reply
+    # drop_during_data: hung up after the final dot without storing the message; a refusal without a code.
+    dropped_during_data: int = 0
     slow_replies: int = 0
     # Accepted messages per Message-ID: more than one means the client sent the same message again.
     accepted_by_message_id: Counter[str] = field(default_factory=Counter)
@@ -328,6 +337,9 @@ class EspStats:
     event_posts_succeeded: int = 0
     event_posts_failed: int = 0  # attempts with a non-2xx answer or no answer
     events_abandoned: int = 0  # event copies given up after the last attempt
+    # Email Activity API requests (/v3/messages*), every answer included, and their answers by status.
+    activity_requests: int = 0
+    activity_answers_by_code: Counter[int] = field(default_factory=Counter)
 
     def reset(self) -> None:
         """Zero every counter in place (the SMTP handler and event poster hold this object)."""
@@ -343,9 +355,11 @@ class EspStats:
             "accepted": self.accepted_messages,
             "accepted_recipients": self.accepted_recipients,
             "refused_by_code": {str(code): count for code, count in sorted(self.refused_by_code.items())},
-            "refused": sum(self.refused_by_code.values()),
+            # Every transaction the relay did not accept: refused with a code, or dropped before storing.
+            "refused": sum(self.refused_by_code.values()) + self.dropped_during_data,
             "auth_failures": self.auth_failures,
             "dropped_connections": self.dropped_connections,
+            "dropped_during_data": self.dropped_during_data,
             "slow_replies": self.slow_replies,
             "accepted_by_message_id": dict(self.accepted_by_message_id),
             "events": {
@@ -354,5 +368,9 @@ class EspStats:
                 "posts_succeeded": self.event_posts_succeeded,
                 "posts_failed": self.event_posts_failed,
                 "abandoned": self.events_abandoned,
+            },
+            "activity_requests": self.activity_requests,
+            "activity_answers_by_code": {
+                str(code): count for code, count in sorted(self.activity_answers_by_code.items())
             },
         }

@@ -1,7 +1,8 @@
 """Builds one ESP emulator and runs its SMTP server and admin API together in one asyncio loop.
 
 ``EspServer(config).start()`` binds both (port 0 lets the OS choose; read
-``smtp_port`` and ``admin_port`` afterwards), ``stop()`` closes the listeners,
+``smtp_port`` and ``admin_port`` afterwards; the admin port also serves SendGrid's
+Email Activity API), ``stop()`` closes the listeners,
 the open SMTP connections and the pending event tasks. Both servers share the
 loop so that faults armed through the admin API and messages accepted over
 SMTP are one state, with no locks.
@@ -19,6 +20,7 @@ import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from emulator.esp.activity_api import ActivityApi
 from emulator.esp.admin import EspState, create_admin_app
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
@@ -62,13 +64,15 @@ class EspServer:
         if private_key is None:
             private_key = load_private_key(config.private_key_file) if config.private_key_file else new_private_key()
         stats = EspStats()
+        store = MessageStore()
         self.state = EspState(
             config=config,
-            store=MessageStore(),
+            store=store,
             faults=FaultRegistry(),
             stats=stats,
             poster=EventPoster(config, stats, private_key),
             public_key=public_key_text(private_key),
+            activity=ActivityApi(config, store, stats),
         )
         for assignment in config.initial_faults:
             self.state.faults.arm(assignment.to, assignment.fault)

@@ -16,6 +16,9 @@ Replies:
 Faults are taken per ``RCPT TO``. A fault at ``RCPT`` refuses that recipient only;
 a fault at the end of ``DATA`` decides the one reply of the whole transaction,
 as SMTP has only one. After a ``421`` the server closes the connection (RFC 5321).
+At the end of ``DATA`` the connection faults come first: ``drop_during_data`` hangs
+up before anything is stored (nothing accepted, counted with the refusals),
+``drop_after_data`` hangs up after storing, ``slow_reply`` stores and answers late.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
-from emulator.esp.faults import DropAfterData, Fault, FaultRegistry, PermFail, SlowReply, TempFail
+from emulator.esp.faults import DropAfterData, DropDuringData, Fault, FaultRegistry, PermFail, SlowReply, TempFail
 from emulator.esp.messages import (
     EspStats,
     MessageRecord,
@@ -53,8 +56,11 @@ _PERM_RCPT_REPLY = "550 5.1.1 Requested action not taken: mailbox unavailable"
 _PERM_DATA_REPLY = "554 5.7.1 Transaction failed: message rejected"
 _AUTH_REQUIRED_REPLY = "530 5.7.0 Authentication required"
 _STORE_FULL_REPLY = "452 4.3.1 Insufficient system storage: POST /_esp/reset"
-# drop_after_data: the closed transport cancels the handler at once; this only bounds the wait in case it does not.
+# drop_after_data, drop_during_data: the closed transport cancels the handler at once; this only bounds the
+# wait in case it does not.
 _DROP_WAIT_SECONDS = 5.0
+# What drop_during_data would say if the cancellation never came; the aborted transport writes nothing.
+_LOST_REPLY = "451 4.3.0 Connection dropped before the message was stored"
 
 
 class EspEnvelope(Envelope):
@@ -79,6 +85,14 @@ def _close_after_reply(server: SMTP) -> None:
         # aiosmtpd writes the hook's reply before it next yields, so this runs after the write;
         # close() still flushes anything buffered.
         server.loop.call_soon(transport.close)
+
+
+def _peer_ip(session: Session) -> str | None:
+    """The SMTP client's IP address, as the socket reported it."""
+    peer = session.peer
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return None
 
 
 class EspHandler:
@@ -171,6 +185,11 @@ class EspHandler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         assert isinstance(envelope, EspEnvelope)
         faults = [envelope.faults.get(address) for address in envelope.rcpt_tos]
+        if any(isinstance(fault, DropDuringData) for fault in faults):
+            # Before any other decision: the relay hangs up holding nothing, whatever else was armed.
+            self._stats.dropped_during_data += 1
+            await self._hang_up(server)
+            return _LOST_REPLY
         for fault in faults:
             if isinstance(fault, TempFail) and fault.stage == "data":
                 if fault.code == 421:
@@ -181,7 +200,7 @@ class EspHandler:
         if len(self._store) >= self._config.max_messages:
             return self._refuse(452, _STORE_FULL_REPLY)
 
-        record = self._accept(envelope, faults)
+        record = self._accept(envelope, faults, _peer_ip(session))
         reply = f"250 Ok: queued as {record.x_message_id}"
         # The message is stored and its events are under way before any reply trouble, so a client
         # that hears nothing (or gives up waiting) cannot tell whether it was accepted.
@@ -191,13 +210,18 @@ class EspHandler:
             await asyncio.sleep(slow)
         if any(isinstance(fault, DropAfterData) for fault in faults):
             self._stats.dropped_connections += 1
-            if server.transport is not None:
-                # abort(): nothing written after this point can reach the client.
-                server.transport.abort()
-            await asyncio.sleep(_DROP_WAIT_SECONDS)
+            await self._hang_up(server)
         return reply
 
-    def _accept(self, envelope: EspEnvelope, faults: list[Fault | None]) -> MessageRecord:
+    @staticmethod
+    async def _hang_up(server: SMTP) -> None:
+        """Close the connection without a reply, then wait for the cancellation that follows."""
+        if server.transport is not None:
+            # abort(): nothing written after this point can reach the client.
+            server.transport.abort()
+        await asyncio.sleep(_DROP_WAIT_SECONDS)
+
+    def _accept(self, envelope: EspEnvelope, faults: list[Fault | None], client_ip: str | None) -> MessageRecord:
         raw = envelope.original_content or b""
         x_message_id = new_x_message_id()
         seq = self._store.next_seq()
@@ -209,6 +233,7 @@ class EspHandler:
             mail_from=envelope.mail_from or "",
             accepted_at=datetime.now(timezone.utc),
             fault=transaction_fault,
+            client_ip=client_ip,
             parsed=parsed,
             recipients=[
                 RecipientRecord(

@@ -2,7 +2,7 @@
 
 The emulator runs in its own thread with its own event loop, on ports the OS
 picked; tests speak SMTP to it with aiosmtplib over TCP and read its admin API
-over HTTP. A webhook receiver (a real uvicorn server in another thread) checks
+and its Email Activity API over HTTP. A webhook receiver (a real uvicorn server in another thread) checks
 every event POST with ``is_valid_signature`` under the key the emulator
 publishes. Tests use fresh random addresses so they never see each other's mail.
 """
@@ -22,8 +22,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from email.message import EmailMessage
 from email.utils import make_msgid
 from pathlib import Path
@@ -40,6 +41,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from emulator.esp.__main__ import build_config, parse_args
+from emulator.esp.activity_query import QuerySyntaxError, parse_query
 from emulator.esp.admin import create_admin_app
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
@@ -62,6 +65,19 @@ SMTP_TIMEOUT = 5.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The fields SendGrid sets on every delivery event; the rest are per event or the message's unique_args.
 COMMON_EVENT_KEYS = {"email", "timestamp", "event", "sg_event_id", "sg_message_id", "smtp-id"}
+ACTIVITY_KEY = "SG.activity-id.activity-secret"
+# Short enough to keep the Activity tests fast, long enough that "not yet visible" is a real state.
+ACTIVITY_LAG_MS = 50
+# The fields SendGrid's OpenAPI description declares for the list's "Abbv. Message" and the detail's "Message".
+SUMMARY_KEYS = {
+    "from_email", "msg_id", "subject", "to_email", "status", "opens_count", "clicks_count", "last_event_time",
+}  # fmt: skip
+DETAIL_KEYS = {
+    "from_email", "msg_id", "subject", "to_email", "status", "template_id", "asm_group_id", "teammate", "api_key_id",
+    "events", "originating_ip", "categories", "unique_args", "outbound_ip", "outbound_ip_type",
+}  # fmt: skip
+EVENT_KEYS = {"event_name", "processed", "reason", "attempt_num", "url", "bounce_type", "http_user_agent", "mx_server"}
+ISO_SECONDS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 
 T = TypeVar("T")
 
@@ -260,6 +276,32 @@ def esp(receiver_server: tuple[WebhookReceiver, ReceiverThread]) -> Iterator[Esp
 @pytest.fixture
 async def admin(esp: EspThread) -> Any:
     async with httpx.AsyncClient(base_url=esp.admin_url, timeout=5.0, trust_env=False) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def activity_esp(receiver_server: tuple[WebhookReceiver, ReceiverThread]) -> Iterator[EspThread]:
+    """An emulator with the Activity API purchased, a short lag and no rate limit (tests that need one set it)."""
+    receiver, server = receiver_server
+    config = _esp_config(
+        f"{server.base_url}/wh/activity",
+        activity_api_key=ACTIVITY_KEY,
+        activity_lag_ms=ACTIVITY_LAG_MS,
+        activity_requests_per_minute=None,
+    )
+    thread = EspThread(config).start()
+    receiver.register("activity", thread.server.public_key)
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture
+async def activity(activity_esp: EspThread) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of ``activity_esp``'s admin port that sends the Activity API key with every request."""
+    headers = {"Authorization": f"Bearer {ACTIVITY_KEY}"}
+    async with httpx.AsyncClient(
+        base_url=activity_esp.admin_url, timeout=5.0, trust_env=False, headers=headers
+    ) as http:
         yield http
 
 
@@ -655,6 +697,41 @@ async def test_drop_after_data_accepts_silently_so_a_resend_duplicates(
     assert (await stats(admin))["accepted_by_message_id"][message["Message-ID"]] == 2
 
 
+async def test_drop_during_data_hangs_up_without_taking_the_message(
+    esp: EspThread, admin: httpx.AsyncClient, receiver: WebhookReceiver
+) -> None:
+    """drop_during_data closes the connection after the final dot with no reply and nothing stored: the client
+    sees a disconnect during DATA, the relay has no record and posts no event, the drop counts as a refusal,
+    and the client's resend is the only copy."""
+    to = fresh_address()
+    message = make_message(to)
+    before = await stats(admin)
+    await arm(admin, to, fault="drop_during_data", count=1)
+    client = aiosmtplib.SMTP(hostname="127.0.0.1", port=esp.smtp_port, start_tls=False, timeout=SMTP_TIMEOUT)
+    async with asyncio.timeout(10):
+        await client.connect(username=USERNAME, password=PASSWORD)
+        await client.mail(SENDER)
+        await client.rcpt(to)
+        with pytest.raises(aiosmtplib.SMTPServerDisconnected):
+            await client.data(message.as_bytes())
+    client.close()
+    assert await oracle(admin, to) == []
+    after = await stats(admin)
+    assert after["dropped_during_data"] == before["dropped_during_data"] + 1
+    assert after["refused"] == before["refused"] + 1
+    assert (after["accepted"], after["dropped_connections"]) == (before["accepted"], before["dropped_connections"])
+    assert message["Message-ID"] not in after["accepted_by_message_id"]
+
+    await send(esp, message)
+    posts = await wait_for_events(receiver, to, 2)
+    [record] = await oracle(admin, to)
+    assert record["fault"] is None
+    assert {event["sg_message_id"] for post in posts for event in post.events} == {
+        record["recipients"][0]["sg_message_id"]
+    }
+    assert (await stats(admin))["accepted_by_message_id"][message["Message-ID"]] == 1
+
+
 async def test_slow_reply_holds_the_250_but_the_message_is_already_accepted(
     esp: EspThread, admin: httpx.AsyncClient
 ) -> None:
@@ -945,6 +1022,462 @@ async def test_reset_forgets_messages_faults_and_counters(
             assert (await http.get("/_esp/faults")).json() == {"faults": []}
     finally:
         thread.stop()
+
+
+# --- Email Activity API -----------------------------------------------------------------------
+
+
+def unique_arg_query(name: str, value: str) -> str:
+    """SendGrid's documented form for a unique argument: the key in single quotes, the value in double."""
+    return f"unique_args['{name}']=\"{value}\""
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def between(start: datetime, end: datetime) -> str:
+    return f'last_event_time BETWEEN TIMESTAMP "{iso(start)}" AND TIMESTAMP "{iso(end)}"'
+
+
+async def feed(http: httpx.AsyncClient, query: str, **params: Any) -> list[dict[str, Any]]:
+    response = await http.get("/v3/messages", params={"query": query, **params})
+    assert response.status_code == 200, response.text
+    return response.json()["messages"]
+
+
+async def feed_when(
+    http: httpx.AsyncClient, query: str, ready: Callable[[list[dict[str, Any]]], bool], what: str, **params: Any
+) -> list[dict[str, Any]]:
+    """The list for ``query`` once ``ready`` holds for it."""
+
+    async def probe() -> list[dict[str, Any]] | None:
+        messages = await feed(http, query, **params)
+        return messages if ready(messages) else None
+
+    return await wait_for(probe, what)
+
+
+async def detail_when(http: httpx.AsyncClient, msg_id: str, events: list[str], what: str) -> dict[str, Any]:
+    """The detail of ``msg_id`` once its events are ``events``."""
+
+    async def probe() -> dict[str, Any] | None:
+        response = await http.get(f"/v3/messages/{msg_id}")
+        if response.status_code != 200:
+            return None
+        body = response.json()
+        return body if [e["event_name"] for e in body["events"]] == events else None
+
+    return await wait_for(probe, what)
+
+
+async def sent_msg_id(esp: EspThread, http: httpx.AsyncClient, message: EmailMessage) -> str:
+    """Send ``message`` to its one recipient and return that recipient's sg_message_id (the feed's msg_id)."""
+    await send(esp, message)
+    [record] = await oracle(http, message["To"])
+    return str(record["recipients"][0]["sg_message_id"])
+
+
+async def set_activity(http: httpx.AsyncClient, lag_ms: int, requests_per_minute: int | None) -> None:
+    response = await http.put("/_esp/activity", json={"lag_ms": lag_ms, "requests_per_minute": requests_per_minute})
+    assert response.status_code == 200, response.text
+
+
+async def test_activity_list_finds_exactly_the_message_with_a_unique_arg(
+    activity_esp: EspThread, activity: httpx.AsyncClient
+) -> None:
+    """GET /v3/messages with unique_args['name']="value" lists only the recipient whose message carried that value,
+    with the fields of SendGrid's Abbv. Message, its sg_message_id as msg_id, and delivered once its event was."""
+    key = secrets.token_hex(6)
+    to, other = fresh_address(), fresh_address("other")
+    msg_id = await sent_msg_id(activity_esp, activity, make_message(to, "Receipt 157", {"intent_key": key}))
+    await send(activity_esp, make_message(other, unique_args={"intent_key": key + "-other"}))
+    query = unique_arg_query("intent_key", key)
+    [message] = await feed_when(
+        activity, query, lambda found: [m["status"] for m in found] == ["delivered"], "the message as delivered"
+    )
+    assert set(message) == SUMMARY_KEYS
+    assert message == {
+        "from_email": SENDER,
+        "msg_id": msg_id,
+        "subject": "Receipt 157",
+        "to_email": to,
+        "status": "delivered",
+        "opens_count": 0,
+        "clicks_count": 0,
+        "last_event_time": message["last_event_time"],
+    }
+    assert ISO_SECONDS.fullmatch(message["last_event_time"])
+    assert abs(datetime.fromisoformat(message["last_event_time"]).timestamp() - time.time()) < 60
+    assert await feed(activity, unique_arg_query("intent_key", key + "-none")) == []
+
+
+async def test_activity_query_combines_clauses_with_and_or_parentheses_and_time(
+    activity_esp: EspThread, activity: httpx.AsyncClient
+) -> None:
+    """Clauses joined by AND (whole clauses in parentheses or not) must all hold, OR needs one, and
+    last_event_time BETWEEN / > take ISO timestamps: the message is found inside its time window only."""
+    key = secrets.token_hex(6)
+    to = fresh_address()
+    msg_id = await sent_msg_id(activity_esp, activity, make_message(to, "Combined", {"intent_key": key}))
+    await feed_when(activity, f'msg_id="{msg_id}"', lambda found: len(found) == 1, "the message in the feed")
+    now = datetime.now(timezone.utc)
+    arg = unique_arg_query("intent_key", key)
+    found = [
+        f'({arg}) AND (to_email="{to.upper()}") AND {between(now - timedelta(minutes=5), now + timedelta(minutes=5))}',
+        f'{arg} and subject="Combined" and msg_id="{msg_id}"',
+        f'to_email="nobody@example.test" OR ({arg} AND (status="delivered" OR status="processed"))',
+        f'{arg} AND last_event_time>TIMESTAMP "{iso(now - timedelta(hours=1))}"',
+    ]
+    for query in found:
+        assert [m["msg_id"] for m in await feed(activity, query)] == [msg_id], query
+    missed = [
+        f"{arg} AND {between(now - timedelta(days=2), now - timedelta(days=1))}",
+        f'{arg} AND subject="combined"',
+        f'{arg} AND to_email="{fresh_address()}"',
+    ]
+    for query in missed:
+        assert await feed(activity, query) == [], query
+
+
+async def test_activity_list_answers_the_newest_first_and_at_most_limit(
+    activity_esp: EspThread, activity: httpx.AsyncClient
+) -> None:
+    """The list is newest first and holds at most limit messages (default 10); there is no paging."""
+    key = secrets.token_hex(6)
+    ids = [
+        await sent_msg_id(activity_esp, activity, make_message(fresh_address(), unique_args={"batch": key}))
+        for _ in range(12)
+    ]
+    query = unique_arg_query("batch", key)
+    every = await feed_when(
+        activity, query, lambda found: len(found) == 12 and {m["status"] for m in found} == {"delivered"},
+        "twelve delivered messages", limit=1000,
+    )  # fmt: skip
+    assert [m["msg_id"] for m in every] == list(reversed(ids))
+    assert [m["msg_id"] for m in await feed(activity, query)] == list(reversed(ids))[:10]
+    assert [m["msg_id"] for m in await feed(activity, query, limit=1)] == [ids[-1]]
+
+
+@pytest.mark.parametrize("limit", ["0", "1001", "ten", "1.5", "-1", "", " 5", "+5"])
+async def test_activity_list_refuses_a_limit_outside_1_to_1000(activity: httpx.AsyncClient, limit: str) -> None:
+    """limit must be a whole number from 1 to 1000; anything else answers 400 naming the field and the rule."""
+    response = await activity.get("/v3/messages", params={"query": 'to_email="a@example.test"', "limit": limit})
+    assert response.status_code == 400, response.text
+    assert response.json() == {"errors": [{"field": "limit", "message": "limit must be a whole number from 1 to 1000"}]}
+
+
+async def test_activity_list_without_a_query_answers_400(activity: httpx.AsyncClient) -> None:
+    """query is required (SendGrid's OpenAPI description): a list request without one answers 400 naming it."""
+    response = await activity.get("/v3/messages", params={"limit": 5})
+    assert response.status_code == 400
+    assert response.json() == {"errors": [{"field": "query", "message": "query is required"}]}
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ('unique_args="order-157"', "operator = is incompatible with MAP<STRING,STRING>, STRING"),
+        ('unique_args["intent_key"]="order-157"', "unique argument name in single quotes"),
+        ('bad_field="x"', "'bad_field' is not a known field"),
+        ('template_id="x"', "'template_id' is a SendGrid field this emulator keeps no data for"),
+        ("to_email=", 'expected a "double-quoted" value'),
+        ('to_email="a@example.test" AND', "expected a field name, found end of query"),
+        ('(to_email="a@example.test"', "expected ')'"),
+        ('to_email="a@example.test', "unterminated string"),
+        ('to_email="a@example.test" subject="x"', "expected AND, OR or the end of the query"),
+        ('subject>"x"', "compares subject with = only"),
+        ('last_event_time>"2024-01-01T00:00:00Z"', 'last_event_time compares with TIMESTAMP "..."'),
+        ('last_event_time>TIMESTAMP "yesterday"', 'TIMESTAMP "yesterday" is not an ISO 8601 time'),
+        ('last_event_time BETWEEN TIMESTAMP "2024-01-01T00:00:00Z" TIMESTAMP "2024-01-02T00:00:00Z"', "expected AND"),
+        ("to_email=\u201ca@example.test\u201d", "unexpected character"),
+        ("   ", "the query is empty"),
+        ("(" * 40 + 'to_email="a@example.test"' + ")" * 40, "parentheses nest deeper than 32 levels"),
+    ],
+)
+async def test_activity_list_refuses_bad_syntax_with_400(activity: httpx.AsyncClient, query: str, says: str) -> None:
+    """A query outside the language answers 400 "invalid syntax: ..." saying what is wrong (SendGrid's own words
+    for a bare unique_args and an unknown field)."""
+    response = await activity.get("/v3/messages", params={"query": query})
+    assert response.status_code == 400, response.text
+    [error] = response.json()["errors"]
+    assert error["message"].startswith("invalid syntax: ") and says in error["message"], error
+
+
+@dataclass(frozen=True)
+class FeedRow:
+    """A stand-in feed message for the query language's unit test."""
+
+    msg_id: str = "abc.filter-1.0"
+    from_email: str = "Receipts@herald.test"
+    subject: str = 'Say "hi"'
+    to_email: str = "buyer@example.test"
+    status: str = "delivered"
+    unique_args: Mapping[str, str] = field(default_factory=lambda: {"intent_key": "order-157", "it's": "x"})
+    last_event_time: datetime = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("query", "matches"),
+    [
+        ("unique_args['intent_key']=\"order-157\"", True),
+        ("unique_args['intent_key']=\"order-158\"", False),
+        ("unique_args['missing']=\"order-157\"", False),
+        ("unique_args['it\\'s']=\"x\"", True),
+        ('to_email="BUYER@example.test"', True),
+        ('subject="Say \\"hi\\""', True),
+        ('subject="say \\"hi\\""', False),
+        ('status="delivered" and msg_id="abc.filter-1.0"', True),
+        ('(to_email="x@example.test") OR (status="delivered")', True),
+        ('to_email="x@example.test" OR status="delivered" AND subject="nope"', False),
+        ('last_event_time BETWEEN TIMESTAMP "2024-05-01T11:00:00Z" AND TIMESTAMP "2024-05-01T12:00:00Z"', True),
+        ('last_event_time between timestamp "2024-05-01T12:00:01Z" and timestamp "2024-05-02T00:00:00Z"', False),
+        ('last_event_time>TIMESTAMP "2024-05-01T12:00:00Z"', False),
+        ('last_event_time>=TIMESTAMP "2024-05-01T14:00:00+02:00"', True),
+        ('last_event_time<TIMESTAMP "2024-05-01T12:00:00.001"', True),
+    ],
+)
+def test_activity_query_language_judges_each_clause(query: str, matches: bool) -> None:
+    """The parser reads SendGrid's forms (case-insensitive keywords, AND before OR, escapes, ISO times with any
+    offset) and the condition judges a feed message as SendGrid would."""
+    assert parse_query(query).matches(FeedRow()) is matches
+
+
+def test_activity_query_refuses_an_overlong_query() -> None:
+    """A query longer than the bound is refused before it is tokenized."""
+    with pytest.raises(QuerySyntaxError, match="at most 10000 characters"):
+        parse_query('subject="' + "x" * 10_001 + '"')
+
+
+async def test_activity_api_refuses_a_missing_or_wrong_key_with_401(activity: httpx.AsyncClient) -> None:
+    """Without "Authorization: Bearer <the key>" both endpoints answer 401 "authorization required"; the scheme
+    is case-insensitive."""
+    unauthorized = {"errors": [{"field": None, "message": "authorization required"}]}
+    query = {"query": 'to_email="a@example.test"'}
+    for headers in ({}, {"Authorization": "Bearer SG.wrong"}, {"Authorization": f"Basic {ACTIVITY_KEY}"},
+                    {"Authorization": ACTIVITY_KEY}):  # fmt: skip
+        bare = httpx.AsyncClient(base_url=str(activity.base_url), timeout=5.0, trust_env=False, headers=headers)
+        async with bare:
+            for response in (await bare.get("/v3/messages", params=query), await bare.get("/v3/messages/abc")):
+                assert response.status_code == 401, headers
+                assert response.json() == unauthorized
+    lowercase_scheme = {"Authorization": f"bearer {ACTIVITY_KEY}"}
+    async with httpx.AsyncClient(
+        base_url=str(activity.base_url), timeout=5.0, trust_env=False, headers=lowercase_scheme
+    ) as lowercase:
+        assert (await lowercase.get("/v3/messages", params=query)).status_code == 200
+
+
+async def test_activity_api_not_purchased_answers_403(esp: EspThread) -> None:
+    """With no activity_api_key configured (the add-on not purchased) every /v3/messages request answers 403,
+    whatever key it carries."""
+    forbidden = {"errors": [{"field": None, "message": "access forbidden"}]}
+    headers = {"Authorization": f"Bearer {ACTIVITY_KEY}"}
+    async with httpx.AsyncClient(base_url=esp.admin_url, timeout=5.0, trust_env=False, headers=headers) as http:
+        listed = await http.get("/v3/messages", params={"query": 'to_email="a@example.test"'})
+        detail = await http.get("/v3/messages/abc")
+    for response in (listed, detail):
+        assert response.status_code == 403
+        assert response.json() == forbidden
+
+
+async def test_activity_feed_lags_a_fresh_message(activity_esp: EspThread, activity: httpx.AsyncClient) -> None:
+    """A message enters the feed only activity_lag_ms after it was accepted: until then the list leaves it out
+    and the detail answers 404, then both show it."""
+    await set_activity(activity, lag_ms=1500, requests_per_minute=None)
+    try:
+        key = secrets.token_hex(6)
+        sent_at = time.monotonic()
+        msg_id = await sent_msg_id(activity_esp, activity, make_message(fresh_address(), unique_args={"lag": key}))
+        query = unique_arg_query("lag", key)
+        assert await feed(activity, query) == []
+        hidden = await activity.get(f"/v3/messages/{msg_id}")
+        assert hidden.status_code == 404
+        assert hidden.json() == {"errors": [{"field": "message_id", "message": "not found"}]}
+        await feed_when(activity, query, lambda found: [m["msg_id"] for m in found] == [msg_id], "the lagged message")
+        assert time.monotonic() - sent_at >= 1.4
+        assert (await activity.get(f"/v3/messages/{msg_id}")).status_code == 200
+    finally:
+        await set_activity(activity, lag_ms=ACTIVITY_LAG_MS, requests_per_minute=None)
+
+
+async def test_activity_api_answers_429_past_the_requests_per_minute(activity: httpx.AsyncClient) -> None:
+    """With 6 requests per minute, six requests across both endpoints answer with X-RateLimit headers counting
+    down, and the seventh in the minute answers 429 "too many requests" with Remaining 0 and the reset time."""
+    await set_activity(activity, lag_ms=ACTIVITY_LAG_MS, requests_per_minute=6)
+    try:
+        started = time.time()
+        answers = [await activity.get("/v3/messages", params={"query": 'status="delivered"'}) for _ in range(5)]
+        answers.append(await activity.get("/v3/messages/not-a-message"))
+        assert [r.status_code for r in answers] == [200] * 5 + [404]
+        assert [r.headers["X-RateLimit-Remaining"] for r in answers] == ["5", "4", "3", "2", "1", "0"]
+        assert {r.headers["X-RateLimit-Limit"] for r in answers} == {"6"}
+        reset = int(answers[0].headers["X-RateLimit-Reset"])
+        assert started + 59 <= reset <= time.time() + 61
+        refused = await activity.get("/v3/messages/not-a-message")
+        assert refused.status_code == 429
+        assert refused.json() == {"errors": [{"message": "too many requests"}]}
+        assert refused.headers["X-RateLimit-Limit"] == "6"
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        assert int(refused.headers["X-RateLimit-Reset"]) == reset
+        assert (await activity.get("/_esp/activity")).json()["window"]["used"] == 6
+    finally:
+        await set_activity(activity, lag_ms=ACTIVITY_LAG_MS, requests_per_minute=None)
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [(503, "internal error"), (500, "internal error"), (502, "internal error"), (429, "too many requests")],
+)
+async def test_activity_fault_answers_its_status_then_the_api_recovers(
+    activity: httpx.AsyncClient, status: int, message: str
+) -> None:
+    """An armed Activity fault answers its status to the next `count` requests, then the API answers 200 again;
+    the stats count every request and its answer."""
+    before = (await activity.get("/_esp/stats")).json()
+    armed = await activity.put("/_esp/activity-fault", json={"status": status, "count": 2})
+    assert armed.status_code == 200 and armed.json()["fault"] == {"status": status, "count": 2, "remaining": 2}
+    query = {"query": 'status="delivered"'}
+    failed = [await activity.get("/v3/messages", params=query), await activity.get("/v3/messages/abc")]
+    assert [r.status_code for r in failed] == [status, status]
+    assert all(r.json() == {"errors": [{"message": message}]} for r in failed)
+    assert (await activity.get("/v3/messages", params=query)).status_code == 200
+    assert (await activity.get("/_esp/activity")).json()["fault"] is None
+    after = (await activity.get("/_esp/stats")).json()
+    assert after["activity_requests"] == before["activity_requests"] + 3
+    answers = after["activity_answers_by_code"]
+    assert answers[str(status)] == before["activity_answers_by_code"].get(str(status), 0) + 2
+
+
+async def test_activity_detail_lists_the_message_and_its_events(
+    activity_esp: EspThread, activity: httpx.AsyncClient
+) -> None:
+    """GET /v3/messages/{msg_id} answers the fields SendGrid's Message declares, its events named as the Activity
+    API names them with ISO times, unique_args as a JSON string (reserved names included) and the categories."""
+    to = fresh_address()
+    message = make_message(to, subject="Detail 157")
+    args = {"intent_key": "order-157", "attempt": "2"}
+    message["X-SMTPAPI"] = json.dumps({"unique_args": args, "category": ["receipts", "orders"]})
+    msg_id = await sent_msg_id(activity_esp, activity, message)
+    detail = await detail_when(activity, msg_id, ["processed", "delivered"], "processed and delivered")
+    assert set(detail) == DETAIL_KEYS
+    assert (detail["msg_id"], detail["to_email"], detail["from_email"]) == (msg_id, to, SENDER)
+    assert (detail["subject"], detail["status"]) == ("Detail 157", "delivered")
+    assert json.loads(detail["unique_args"]) == args
+    assert detail["categories"] == ["receipts", "orders"]
+    assert detail["originating_ip"] == "127.0.0.1"
+    # Sent over SMTP with a password that is not an SG.<id>.<secret> key, so there is no key id to report.
+    assert detail["api_key_id"] is None
+    assert (detail["template_id"], detail["asm_group_id"], detail["teammate"]) == (None, None, "")
+    assert detail["outbound_ip_type"] in ("dedicated", "shared")
+    for event in detail["events"]:
+        assert set(event) == EVENT_KEYS
+        assert ISO_SECONDS.fullmatch(event["processed"])
+        assert (event["reason"], event["bounce_type"], event["attempt_num"]) == (None, None, None)
+    assert detail["events"][0]["processed"] <= detail["events"][1]["processed"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "events", "status"),
+    [
+        ({"fault": "bounce", "type": "bounce", "reason": "550 5.1.1 no such user"}, ["processed", "bounced"],
+         "not_delivered"),
+        ({"fault": "bounce", "type": "blocked", "reason": "550 5.7.1 blocked"}, ["processed", "bounced"],
+         "not_delivered"),
+        ({"fault": "dropped", "reason": "Bounced Address"}, ["dropped"], "not_delivered"),
+        ({"fault": "deferred_then_delivered", "deferrals": 1, "response": "451 4.3.0 later"},
+         ["processed", "deferred", "delivered"], "delivered"),
+        ({"fault": "spamreport"}, ["processed", "delivered", "spam_report"], "delivered"),
+    ],
+)  # fmt: skip
+async def test_activity_detail_names_failures_and_their_reasons(
+    activity_esp: EspThread, activity: httpx.AsyncClient, fault: dict[str, Any], events: list[str], status: str
+) -> None:
+    """A bounce is event "bounced" with its reason and a hard (bounce) or soft (blocked) bounce_type, a drop is
+    "dropped", a deferral carries its response and attempt_num; status is not_delivered after a bounce or drop."""
+    to = fresh_address()
+    await arm(activity, to, count=1, **fault)
+    msg_id = await sent_msg_id(activity_esp, activity, make_message(to))
+    detail = await detail_when(activity, msg_id, events, f"events {events}")
+    assert detail["status"] == status
+    [summary] = await feed(activity, f'msg_id="{msg_id}"')
+    assert summary["status"] == status
+    by_name = {event["event_name"]: event for event in detail["events"]}
+    if fault["fault"] == "bounce":
+        bounced = by_name["bounced"]
+        assert bounced["reason"] == fault["reason"]
+        assert bounced["bounce_type"] == {"bounce": "hard", "blocked": "soft"}[fault["type"]]
+    if fault["fault"] == "dropped":
+        assert by_name["dropped"]["reason"] == "Bounced Address"
+    if fault["fault"] == "deferred_then_delivered":
+        assert (by_name["deferred"]["reason"], by_name["deferred"]["attempt_num"]) == ("451 4.3.0 later", 1)
+
+
+async def test_activity_detail_of_an_unknown_msg_id_answers_404(activity: httpx.AsyncClient) -> None:
+    """A msg_id the relay never issued answers 404 "not found" (with field message_id, as SendGrid's example)."""
+    response = await activity.get("/v3/messages/nothing-like-this.filter-0.0")
+    assert response.status_code == 404
+    assert response.json() == {"errors": [{"field": "message_id", "message": "not found"}]}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field_name"),
+    [
+        ("/_esp/activity", {"lag_ms": -1, "requests_per_minute": 6}, "lag_ms"),
+        ("/_esp/activity", {"lag_ms": 10, "requests_per_minute": 0}, "requests_per_minute"),
+        ("/_esp/activity", {"lag_ms": 10}, "requests_per_minute"),
+        ("/_esp/activity", {"lag_ms": 10, "requests_per_minute": None, "burst": 3}, "burst"),
+        ("/_esp/activity-fault", {"status": 404}, "status"),
+        ("/_esp/activity-fault", {"status": 503, "count": 0}, "count"),
+    ],
+)
+async def test_activity_admin_refuses_invalid_settings_with_422_naming_the_field(
+    activity: httpx.AsyncClient, path: str, body: dict[str, Any], field_name: str
+) -> None:
+    """PUT /_esp/activity and /_esp/activity-fault validate their body and answer 422 naming the field and the
+    rule, changing nothing."""
+    before = (await activity.get("/_esp/activity")).json()
+    response = await activity.put(path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].split(": ", 1)[1].startswith(f"{field_name}: ")
+    assert [detail["loc"][0] for detail in response.json()["details"]] == [field_name]
+    assert (await activity.get("/_esp/activity")).json() == before
+
+
+async def test_reset_disarms_the_activity_fault_and_restores_the_configured_settings(
+    receiver_server: tuple[WebhookReceiver, ReceiverThread],
+) -> None:
+    """POST /_esp/reset disarms the Activity fault, restores the configured lag and rate and zeroes its counters."""
+    config = _esp_config(f"{receiver_server[1].base_url}/wh/unused", activity_api_key=ACTIVITY_KEY, activity_lag_ms=200)
+    thread = EspThread(config).start()
+    headers = {"Authorization": f"Bearer {ACTIVITY_KEY}"}
+    try:
+        async with httpx.AsyncClient(base_url=thread.admin_url, timeout=5.0, trust_env=False, headers=headers) as http:
+            await set_activity(http, lag_ms=0, requests_per_minute=None)
+            assert (await http.put("/_esp/activity-fault", json={"status": 503})).status_code == 200
+            assert (await http.get("/v3/messages/abc")).status_code == 503
+            assert (await http.post("/_esp/reset")).json() == {"reset": True}
+            settings = (await http.get("/_esp/activity")).json()
+            assert (settings["lag_ms"], settings["requests_per_minute"], settings["fault"]) == (200, 6, None)
+            assert (await stats(http))["activity_requests"] == 0
+            assert (await http.get("/v3/messages/abc")).status_code == 404
+            assert (await http.delete("/_esp/activity-fault")).status_code == 404
+    finally:
+        thread.stop()
+
+
+def test_command_line_configures_the_activity_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--activity-api-key (or $ESP_EMULATOR_ACTIVITY_API_KEY), --activity-lag-ms and --activity-requests-per-minute
+    reach the config, 0 meaning no rate limit; by default the API is not purchased, lags 1 s and allows 6 a minute."""
+    base = ["--webhook-url", "http://127.0.0.1:9/wh"]
+    default = build_config(parse_args(base))
+    assert (default.activity_api_key, default.activity_lag_ms, default.activity_requests_per_minute) == (None, 1000, 6)
+    flags = ["--activity-api-key", ACTIVITY_KEY, "--activity-lag-ms", "250", "--activity-requests-per-minute", "0"]
+    configured = build_config(parse_args([*base, *flags]))
+    assert (configured.activity_api_key, configured.activity_lag_ms) == (ACTIVITY_KEY, 250)
+    assert configured.activity_requests_per_minute is None
+    monkeypatch.setenv("ESP_EMULATOR_ACTIVITY_API_KEY", "SG.from-env.secret")
+    assert build_config(parse_args(base)).activity_api_key == "SG.from-env.secret"
 
 
 # --- configuration ----------------------------------------------------------------------------
