@@ -133,7 +133,13 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         task_queue=settings.temporal.task_queue,
         workflows=[NotificationWorkflow],
         workflow_runner=WORKFLOW_RUNNER,
-        activities=[ledger.append_ledger, ledger.last_attempt_to_recipient, provider.lookup, provider.cancel],
+        activities=[
+            ledger.append_ledger,
+            ledger.last_attempt_to_recipient,
+            ledger.read_event_stream,
+            provider.lookup,
+            provider.cancel,
+        ],
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
         deployment_config=deployment_config(settings),

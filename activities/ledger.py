@@ -8,9 +8,10 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
 from herald.contracts import RecipientCooldownQuery
-from herald.ledger import store
+from herald.ledger import event_streams, store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import IntentRecorded, LedgerBatch
+from herald.silence import EventStream, EventStreamQuery
 
 
 class LedgerActivities:
@@ -32,3 +33,8 @@ class LedgerActivities:
         if batch.record is None and not batch.is_empty():
             return await self._checkpoints.write(batch)
         return await store.write_batch(self._pool, batch)
+
+    @activity.defn(name="read_event_stream")
+    async def read_event_stream(self, query: EventStreamQuery) -> EventStream:
+        """What the ledger recorded of the event stream that would carry one attempt's events."""
+        return await event_streams.read(self._pool, query)

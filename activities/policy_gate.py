@@ -51,6 +51,8 @@ class PolicyGate:
         self._at = at
         # Set when this attempt claimed the recipient's cooldown: its answer restamps the claim.
         self.claimed_cooldown = False
+        # The decision that admitted the attempt (None until evaluated, or when it was held).
+        self.admitted: PolicyDecision | None = None
 
     async def __call__(self, cursor: Any) -> PolicyDecision:
         fingerprint = policy_store.recipient_fingerprint(self._recipient)
@@ -95,6 +97,8 @@ class PolicyGate:
                     reason=f"recipient cooldown until {blocked_until.isoformat()} (another intent submitted first)",
                     not_before=blocked_until,
                 )
+        if decision.decision is Decision.ALLOW:
+            self.admitted = decision
         return decision
 
     async def provider_answered(self, pool: AsyncConnectionPool, *, within: float | None) -> None:

@@ -81,7 +81,13 @@ class ProviderActivities:
             # A deployment without this channel configured: a definite refusal; nothing was sent.
             refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
             return SubmitStep(recorded=recorded, outcome=SubmitOutcome(result=refused))
-        step = SubmitStep(recorded=recorded, provider=provider.name, capabilities=provider.capabilities)
+        admitted = admit[1].admitted if admit is not None else None
+        step = SubmitStep(
+            recorded=recorded,
+            provider=provider.name,
+            capabilities=provider.capabilities,
+            give_up_after_seconds=admitted.give_up_after_seconds if admitted is not None else None,
+        )
         try:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:

@@ -99,6 +99,14 @@ class AttemptStatus(Frozen):
     capabilities: Capabilities | None = None
     # E-mail: the attempt whose Message-ID this copy carried (None: its own).
     message_id_of: str | None = None
+    # Why the submit did not end in acceptance (the adapter's reason: codes and classes, no PII).
+    submit_reason: str | None = None
+    # Why an unresolved attempt is still waiting ("waiting: event stream silent since ..."), and
+    # the rule that said so (herald.silence.SilenceRule).
+    waiting: str | None = None
+    waiting_rule: str | None = None
+    # The send policy's give-up on an unreachable provider for this category, from the intent's creation.
+    give_up_after_seconds: float | None = None
 
 
 class TransitionStatus(Frozen):
@@ -171,6 +179,8 @@ class SubmitStep(Frozen):
     capabilities: Capabilities | None = None
     # The send policy deferred or suppressed the attempt: nothing was written or sent.
     held: PolicyDecision | None = None
+    # With an outcome: the admitting policy's give-up on an unreachable provider for the category.
+    give_up_after_seconds: int | None = None
 
 
 class LookupInput(Frozen):

@@ -8,11 +8,13 @@ workflow) so the same history always replays to the same decision.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from herald.lifecycle import SubmitResult
 from herald.outcomes import Frozen, NotFound
 
 # The longest queue time a provider is asked to honour, in whole seconds: Twilio's ValidityPeriod
@@ -47,12 +49,21 @@ class DeliveryPolicy(Frozen):
     # Ten minutes: a transactional notice that has not left the queue by then is late anyway.
     provider_queue_validity: timedelta = timedelta(minutes=10)
     # Providers without lookups (e-mail over SMTP): how long after an attempt with an unknown
-    # outcome began Herald waits for any event carrying its reference. With none by then, the
-    # evidence-window rule presumes it was not accepted and allows a new attempt that carries the
-    # same Message-ID (recipients' clients show one message); the ledger records the rule, and a
-    # late event contradicting it is counted among the duplicates (`events_absent`). SendGrid posts
-    # `processed` within seconds of acceptance; ten minutes is generous for its webhook backlog.
+    # outcome began Herald waits for any event carrying its reference, and, once the ESP's event
+    # stream has moved past the attempt (events for later submissions arrived as they happened),
+    # how long it waits more for posts the ESP may redeliver. Only then does the silence count
+    # (``herald.silence``): presumed not accepted, recorded with its inputs; a later event that
+    # contradicts it is counted among the duplicates (`events_absent`). SendGrid posts about 30 s
+    # after events happen; ten minutes is generous for its batching.
     event_evidence_window: timedelta = timedelta(minutes=10)
+    # A post that arrives more than this after its newest event was redelivered, not posted as its
+    # events happened (SendGrid batches for about 30 s; 2 minutes leaves room for its load and for
+    # skew between its clock and ours). Such a post shows the stream was interrupted.
+    event_stream_lag: timedelta = timedelta(minutes=2)
+    # How long the ESP keeps redelivering posts that failed ("All events are retried at increasing
+    # intervals for up to 24 hours after the event occurs", SendGrid). After an interruption over
+    # an attempt's events, its silence counts only once this has passed since the attempt began.
+    event_redelivery_period: timedelta = timedelta(hours=24)
     # Lookups of an unknown submit run on their own schedule, doubling from lookup_first_delay up to
     # this; never on the (much slower) poll schedule of accepted messages, or an unknown submit
     # could wait an hour for its second look.
@@ -128,6 +139,47 @@ def may_retry(policy: DeliveryPolicy, attempts_made: int) -> bool:
     return attempts_made < policy.max_attempts
 
 
+# Attempts that never met the provider's judgement: an outage (nothing reached it) or a ledger that
+# was away (the provider was never called). They cost the recipient nothing and prove nothing about
+# the message, so they do not spend the budget that bounds real refusals.
+_OUTSIDE_THE_BUDGET = frozenset({SubmitResult.UNREACHABLE, SubmitResult.NOT_SENT})
+
+
+def budget_spent(results: Sequence[SubmitResult | None]) -> int:
+    """How many attempts count against ``max_attempts``: every one the provider saw or judged."""
+    return sum(1 for result in results if result not in _OUTSIDE_THE_BUDGET)
+
+
+def outage_length(results: Sequence[SubmitResult | None]) -> int:
+    """How many of the latest attempts in a row found the provider unreachable (0: the latest did not)."""
+    count = 0
+    for result in reversed(results):
+        if result is not SubmitResult.UNREACHABLE:
+            break
+        count += 1
+    return count
+
+
+def next_attempt_delay(
+    policy: DeliveryPolicy, results: Sequence[SubmitResult | None], provider_hint: timedelta | None, jitter: float
+) -> timedelta | None:
+    """How long to wait before the next attempt, or None when the retry budget is spent.
+
+    After an outage (the latest attempt reached no provider) there is always a next attempt: the
+    backoff grows with the outage's length, capped at ``backoff_max`` and stretched by a provider's
+    Retry-After, and only the intent's deadline ends the wait. "I'm not sure any generic retry
+    count is defensible without the notice deadline" (seed 003): the deadline is the bound here.
+    After a refusal of the message itself, the budget decides, as before.
+    """
+    outage = outage_length(results)
+    if outage:
+        return retry_delay(policy, outage, provider_hint, jitter)
+    spent = budget_spent(results)
+    if not may_retry(policy, spent):
+        return None
+    return retry_delay(policy, spent, provider_hint, jitter)
+
+
 def lookup_delay(policy: DeliveryPolicy, lookups_made: int, jitter: float) -> timedelta:
     """Delay before lookup number ``lookups_made + 1`` of an attempt whose submit outcome is unknown."""
     base = _capped_growth(
@@ -158,11 +210,18 @@ def absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, not_fou
 
     Only when the search could have seen the message in every state the provider can hold it in:
     the adapter bounds the provider's queue time (``queue_bounded``) and the search began after
-    the proof window. Anything less is "not found yet", and the attempt is looked up again.
+    the proof window; or the search lists every accepted message within a known lag
+    (``listed_within_seconds``, an ESP's activity feed) and began after the in-flight bound plus
+    that lag. Anything less is "not found yet", and the attempt is looked up again.
     """
-    if not not_found.queue_bounded or not_found.searched_at is None:
+    if not_found.searched_at is None:
         return False
-    return not_found.searched_at >= attempt_started_at + proof_window(policy)
+    if not_found.queue_bounded:
+        return not_found.searched_at >= attempt_started_at + proof_window(policy)
+    if not_found.listed_within_seconds is not None:
+        listed_by = policy.submit_in_flight_bound + timedelta(seconds=not_found.listed_within_seconds)
+        return not_found.searched_at >= attempt_started_at + listed_by
+    return False
 
 
 def legacy_absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, now: datetime) -> bool:

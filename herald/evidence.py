@@ -40,7 +40,13 @@ class Standing(str, Enum):
 
 
 _NEGATIVE_SUBMITS = frozenset(
-    {SubmitResult.RETRYABLE, SubmitResult.NOT_ACCEPTED, SubmitResult.NO_EVIDENCE, SubmitResult.NOT_SENT}
+    {
+        SubmitResult.RETRYABLE,
+        SubmitResult.UNREACHABLE,
+        SubmitResult.NOT_ACCEPTED,
+        SubmitResult.NO_EVIDENCE,
+        SubmitResult.NOT_SENT,
+    }
 )
 _FINAL_FAILURES = frozenset({ProviderStatus.UNDELIVERED, ProviderStatus.FAILED, ProviderStatus.CANCELED})
 

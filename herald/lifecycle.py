@@ -123,7 +123,9 @@ class SubmitResult(str, Enum):
 
     ACCEPTED = "accepted"  # the provider returned its id
     UNKNOWN = "unknown"  # the request may have reached the provider; looked up, never resent
-    RETRYABLE = "retryable"  # a definite "not now": the provider does not have it
+    # Provably nothing reached the provider (an outage): retried until the deadline, budget unspent.
+    UNREACHABLE = "unreachable"
+    RETRYABLE = "retryable"  # a definite "not now" for this message: the provider does not have it
     REJECTED = "rejected"  # a definite, permanent refusal
     NOT_SENT = "not_sent"  # the ledger was away, so the provider was never called
     NOT_ACCEPTED = "not_accepted"  # was unknown; a lookup then proved the provider never took it
@@ -140,6 +142,7 @@ class SubmitResult(str, Enum):
 
 _PRESUMPTIONS = {
     SubmitResult.RETRYABLE: "submit_refused",
+    SubmitResult.UNREACHABLE: "provider_unreachable",
     SubmitResult.NOT_ACCEPTED: "lookup_not_found",
     SubmitResult.NO_EVIDENCE: "events_absent",
 }
@@ -151,6 +154,7 @@ class ObservationKind(str, Enum):
     # The submit step's answer, one of SubmitResult's values.
     ACCEPTED = "accepted"
     UNKNOWN = "unknown"
+    UNREACHABLE = "unreachable"
     RETRYABLE = "retryable"
     REJECTED = "rejected"
     NOT_SENT = "not_sent"
@@ -158,8 +162,12 @@ class ObservationKind(str, Enum):
     FOUND = "found"
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"
-    # The evidence window of a provider without lookups passed with no event about the attempt.
+    # The evidence window of a provider without lookups passed with no event about the attempt,
+    # while its event stream was demonstrably flowing past it: presumed not accepted.
     NO_EVIDENCE = "no_evidence"
+    # The same window passed while the event stream was not (silent, or interrupted around the
+    # attempt): silence proves nothing, and the attempt keeps waiting for evidence.
+    STREAM_SILENT = "stream_silent"
     STATUS = "status"  # a delivery report
     DEFERRED = "deferred"  # a clock or the send policy held the next attempt back
     POLICY_SUPPRESSED = "policy_suppressed"  # the send policy refused the intent for good

@@ -3,10 +3,18 @@
 An adapter never decides what happens next; it says what it observed:
 
     SubmitOutcome.result
-      ├── Accepted    the provider returned its id: the attempt exists there
-      ├── Retryable   definite "not now" (429, 5xx *before* the request was sent, a retryable error code)
-      ├── Rejected    definite, permanent refusal (opt-out, invalid number, ...)
-      └── Unknown     we cannot tell: read timeout, reset after send, 5xx after send
+      ├── Accepted     the provider returned its id: the attempt exists there
+      ├── Unreachable  provably nothing reached the provider: the connection failed before the
+      │                request left (refused, DNS, TLS), an SMTP session failed before DATA, or
+      │                the provider turned all traffic away for now (429): an outage, not a verdict
+      ├── Retryable    the provider looked at this message and said "not now" (a retryable code)
+      ├── Rejected     definite, permanent refusal (opt-out, invalid number, ...)
+      └── Unknown      we cannot tell: read timeout, reset after send, 5xx after send
+
+Unreachable and Retryable both prove the provider does not have the message; they differ in what
+they spend. A refusal of this message spends the retry budget (``max_attempts``); an outage does
+not, and is retried until the intent's deadline, so a two-minute outage is a two-minute delay, not
+a wall of ``permanent_failure``.
 
     LookupOutcome.result
       ├── Found       the provider has this attempt, with its current status
@@ -84,6 +92,15 @@ class Retryable(Frozen):
     http_status: int | None = None
 
 
+class Unreachable(Frozen):
+    kind: Literal["unreachable"] = "unreachable"
+    reason: str
+    # The provider's own hint (Retry-After on a 429), in seconds; the workflow's policy caps it.
+    delay_seconds: float | None = None
+    error_code: int | None = None
+    http_status: int | None = None
+
+
 class Rejected(Frozen):
     kind: Literal["rejected"] = "rejected"
     reason: str
@@ -99,7 +116,7 @@ class Unknown(Frozen):
 class SubmitOutcome(Frozen):
     """What one submit call established; ``Unknown`` must never be read as a failure."""
 
-    result: Annotated[Union[Accepted, Retryable, Rejected, Unknown], Field(discriminator="kind")]
+    result: Annotated[Union[Accepted, Unreachable, Retryable, Rejected, Unknown], Field(discriminator="kind")]
 
 
 class Found(Frozen):
@@ -125,6 +142,9 @@ class NotFound(Frozen):
     # The adapter submits with a bound on the provider's queue time (Twilio: ValidityPeriod), so a
     # message that was never listed can stop being invisible only by being sent (listed) or dropped.
     queue_bounded: bool = False
+    # The search lists every message it will ever list within this many seconds of the provider
+    # accepting it (an ESP's activity feed and its lag), so past that "not found" is absence.
+    listed_within_seconds: float | None = None
 
 
 class Unavailable(Frozen):

@@ -47,6 +47,11 @@ class CategoryRules(Frozen):
     # ISO 3166 regions this category may go to ("*": any, the default); a number whose region
     # cannot be told is allowed only under "*".
     countries: list[str] = ["*"]
+    # While the provider is unreachable (nothing can be sent), retries go on until the intent's
+    # expiry; a category whose notices are worthless sooner (a login code) gives up this many
+    # seconds after the intent was created, and the intent ends `expired` naming the outage.
+    # None: the expiry alone bounds it. Up to 7 days.
+    unreachable_give_up_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
 
 
 class QuietHours(Frozen):
@@ -136,6 +141,8 @@ class PolicyDecision(Frozen):
     rule: str  # which rule decided: consent, suppression, country, quiet_hours, cooldown, allow
     reason: str
     not_before: datetime | None = None
+    # On allow: the category's give-up on an unreachable provider (CategoryRules).
+    give_up_after_seconds: int | None = None
 
 
 def zone(name: str) -> ZoneInfo:
@@ -168,7 +175,13 @@ def decide(rules: PolicyRules, version: int, facts: RecipientFacts, now: datetim
     if waits:
         until, rule, reason = max(waits)
         return PolicyDecision(version=version, decision=Decision.DEFER, rule=rule, reason=reason, not_before=until)
-    return PolicyDecision(version=version, decision=Decision.ALLOW, rule="allow", reason=f"allowed by policy v{version}")
+    return PolicyDecision(
+        version=version,
+        decision=Decision.ALLOW,
+        rule="allow",
+        reason=f"allowed by policy v{version}",
+        give_up_after_seconds=category.unreachable_give_up_seconds,
+    )
 
 
 def _suppress(version: int, rule: str, reason: str) -> PolicyDecision:

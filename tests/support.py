@@ -28,8 +28,12 @@ TEST_POLICY = DeliveryPolicy(
     poll_initial=timedelta(seconds=1),
     poll_max=timedelta(seconds=3),
     resolution_horizon=timedelta(seconds=20),
-    # E-mail: with no event about an unknown submit within 4 s, the evidence-window rule may resend.
+    # E-mail: an unknown submit's silence is read from 4 s on, and counts only once the event stream
+    # has passed it for 4 s more (herald.silence). The emulators post events within a second: a post
+    # 5 s late was redelivered, and the ESP emulator gives up redelivering after about a minute.
     event_evidence_window=timedelta(seconds=4),
+    event_stream_lag=timedelta(seconds=5),
+    event_redelivery_period=timedelta(seconds=60),
 )
 # History length at which the test server suggests continue-as-new (production: thousands).
 CONTINUE_AS_NEW_AFTER_EVENTS = 40

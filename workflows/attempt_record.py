@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
 
 _ENDED_SUBMITS = (
     SubmitResult.RETRYABLE,
+    SubmitResult.UNREACHABLE,
     SubmitResult.REJECTED,
     SubmitResult.NOT_ACCEPTED,
     SubmitResult.NO_EVIDENCE,
@@ -45,6 +46,15 @@ class AttemptRecord:
         self.capabilities: Capabilities | None = None
         # E-mail: the attempt whose Message-ID this copy carries (None: its own).
         self.message_id_of: str | None = None
+        # Why an unresolved attempt is still waiting (an e-mail whose event stream is not flowing
+        # past it), and which silence rule said so: each change of rule is recorded once.
+        self.waiting: str | None = None
+        self.waiting_rule: str | None = None
+        # Why the submit did not end in acceptance (the adapter's reason), for the outage's account.
+        self.submit_reason: str | None = None
+        # The send policy's give-up on an unreachable provider for this intent's category, counted
+        # from the intent's creation (None: the intent's expiry alone bounds an outage).
+        self.give_up_after: timedelta | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
@@ -59,6 +69,10 @@ class AttemptRecord:
         attempt.provider = status.provider
         attempt.capabilities = status.capabilities
         attempt.message_id_of = status.message_id_of
+        attempt.submit_reason = status.submit_reason
+        attempt.waiting, attempt.waiting_rule = status.waiting, status.waiting_rule
+        if status.give_up_after_seconds is not None:
+            attempt.give_up_after = timedelta(seconds=status.give_up_after_seconds)
         if status.retry_hint_seconds is not None:
             attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
         if status.retry_delay_seconds is not None:
@@ -103,6 +117,11 @@ class AttemptRecord:
             provider=self.provider,
             capabilities=self.capabilities,
             message_id_of=self.message_id_of,
+            submit_reason=self.submit_reason,
+            # Only while it waits: evidence of acceptance (a provider id) or a resolution ends the wait.
+            waiting=self.waiting if self.open and self.provider_id is None else None,
+            waiting_rule=self.waiting_rule,
+            give_up_after_seconds=self.give_up_after.total_seconds() if self.give_up_after else None,
         )
 
     def fact(

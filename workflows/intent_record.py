@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.ledger.records import IntentRecorded, LedgerBatch
     from herald.send_policy import Decision, PolicyDecision
     from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
-    from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown
+    from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
     # Facts recorded before adapters classified failures at the edge carry no classification; they
     # were all Twilio's, so its table decides for them, and only for them.
     from herald.providers.twilio_codes import is_retryable as classified_before_the_edge
@@ -241,13 +241,15 @@ class IntentRecord:
             )
             return
         attempt.error_code = result.error_code
+        attempt.submit_reason = result.reason
         self.observe_fact(attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code)
-        if isinstance(result, Retryable):
+        if isinstance(result, (Retryable, Unreachable)):
             attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
         # Earlier rules: a refusal moved only a submitting intent (a cancel or report may have moved it first).
         earlier = self.state
         if self.state is IntentState.SUBMITTING:
-            earlier = IntentState.RETRYABLE_FAILURE if isinstance(result, Retryable) else IntentState.PERMANENT_FAILURE
+            retryable = isinstance(result, (Retryable, Unreachable))
+            earlier = IntentState.RETRYABLE_FAILURE if retryable else IntentState.PERMANENT_FAILURE
         self.settle(result.reason, Source.SUBMIT, attempt=attempt.number, earlier_rules=earlier)
 
     def observe_report(self, report: DeliveryReport) -> None:

@@ -36,11 +36,12 @@ with workflow.unsafe.imports_passed_through():
         SubmitStep,
     )
     from herald.delivery_policy import (
+        budget_spent,
         lookup_delay,
-        may_retry,
+        next_attempt_delay,
         not_sent_delay,
+        outage_length,
         poll_delay,
-        retry_delay,
     )
     from herald.evidence import may_dispatch
     from herald.ledger.records import LedgerBatch
@@ -180,6 +181,8 @@ class NotificationWorkflow:
             return
         assert step.outcome is not None
         attempt.provider, attempt.capabilities = step.provider, step.capabilities
+        if step.give_up_after_seconds is not None:
+            attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
         self._record.apply_submit(attempt, step.outcome)
         self._drain_reports()
         if self._state is IntentState.ACCEPTED and self._reconciler.nothing_more_to_learn(attempt):
@@ -352,16 +355,17 @@ class NotificationWorkflow:
 
     async def _wait_for_retry(self) -> None:
         attempt = self._attempts[-1]
-        if not may_retry(self._policy, len(self._attempts)):
+        results = [each.submit_result for each in self._attempts]
+        delay = next_attempt_delay(self._policy, results, attempt.retry_hint, workflow.random().random())
+        if delay is None:
             self._record.transition(
                 IntentState.PERMANENT_FAILURE,
-                f"retry budget exhausted after {len(self._attempts)} attempts",
+                f"retry budget exhausted after {budget_spent(results)} attempts",
                 Source.CLOCK,
                 attempt=attempt.number,
                 closes=True,
             )
             return
-        delay = retry_delay(self._policy, len(self._attempts), attempt.retry_hint, workflow.random().random())
         attempt.retry_delay = delay
         due = workflow.now() + delay
         while self._state is IntentState.RETRYABLE_FAILURE:
@@ -375,6 +379,17 @@ class NotificationWorkflow:
         if self._state is not IntentState.RETRYABLE_FAILURE:
             return  # late evidence showed the attempt was accepted after all: no new send
         self._record.transition(IntentState.PENDING, f"retry backoff of {delay.total_seconds():.1f}s elapsed", Source.CLOCK)
+
+    def _outage(self) -> str | None:
+        """While the latest attempts found the provider unreachable: since when, how often, why."""
+        count = outage_length([each.submit_result for each in self._attempts])
+        if not count:
+            return None
+        first, last = self._attempts[-count], self._attempts[-1]
+        return (
+            f"provider unreachable since {first.started_at.isoformat()} "
+            f"({count} attempt{'s' if count > 1 else ''}, nothing sent; last: {last.submit_reason or 'no answer'})"
+        )
 
     # ---- clocks ------------------------------------------------------------------------
 
@@ -391,7 +406,7 @@ class NotificationWorkflow:
             await self._checkpoints.checkpoint()
         limit = until
         if closing_clocks:
-            limit = min(limit, self._intent.expires_at)
+            limit = min(limit, self._deadline())
         if attempt is not None:
             limit = min(limit, attempt.started_at + self._policy.resolution_horizon)
         if limit > workflow.now():
@@ -407,13 +422,33 @@ class NotificationWorkflow:
 
     def _closing(self, attempt: AttemptRecord | None = None) -> Closing | None:
         horizon = attempt.started_at + self._policy.resolution_horizon if attempt else None
-        return closing_clock(workflow.now(), self._intent.expires_at, horizon)
+        return closing_clock(workflow.now(), self._deadline(), horizon)
+
+    def _deadline(self) -> datetime:
+        """The intent's expiry, or earlier while the provider is unreachable and the category's policy
+        gives up on an outage sooner (``unreachable_give_up_seconds``, counted from creation)."""
+        attempt = self._attempts[-1] if self._attempts else None
+        if attempt is None or attempt.give_up_after is None or outage_length([attempt.submit_result]) == 0:
+            return self._intent.expires_at
+        return min(self._intent.expires_at, self._intent.created_at + attempt.give_up_after)
 
     def _close_if(self, closing: Closing | None) -> bool:
         """Close the intent when a closing clock has closed; whether it did."""
         if closing is None:
             return False
-        self._record.close(closing.state, closing.reason, closing.source)
+        reason = closing.reason
+        outage = self._outage() if closing.state is IntentState.EXPIRED else None
+        if outage is not None:
+            # Never "permanent_failure" for an outage: the deadline passed while nothing could be sent.
+            deadline = self._deadline()
+            if deadline < self._intent.expires_at:
+                give_up = self._attempts[-1].give_up_after or timedelta(0)
+                reason = (
+                    f"gave up at {deadline.isoformat()}: the send policy gives up on an unreachable provider "
+                    f"{give_up.total_seconds():g}s after the intent was created"
+                )
+            reason = f"{reason} while the {outage}"
+        self._record.close(closing.state, reason, closing.source)
         return True
 
     def _drain_reports(self) -> None:

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.intent import Intent
     from herald.ledger.records import IntentRecorded, LedgerBatch
     from herald.outcomes import LookupOutcome, Unavailable
+    from herald.silence import EventStream, EventStreamQuery
     from herald.task_queues import submit_task_queue
 
     from workflows.attempt_record import AttemptRecord
@@ -113,6 +114,13 @@ async def last_attempt_to_recipient(intent: Intent) -> datetime | None:
         RecipientCooldownQuery(workflow_id=intent.workflow_id, recipient=intent.recipient),
         start_to_close_timeout=_LEDGER_TIMEOUT,
         retry_policy=_LEDGER_RETRY,
+    )
+
+
+async def read_event_stream(query: EventStreamQuery) -> EventStream:
+    """The recorded posts of the ESP that would carry an attempt's events (a ledger read, retried)."""
+    return await workflow.execute_local_activity_method(
+        LedgerActivities.read_event_stream, query, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
     )
 
 

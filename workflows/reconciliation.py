@@ -2,11 +2,16 @@
 
     provider id known ─┬─ status lookup ........ poll by id on the poll schedule, reports meanwhile
                        └─ none (SMTP) .......... wait for events; nothing to ask until the horizon
-    outcome unknown ───┬─ lookup by reference .. look up on the lookup schedule; "not found" proves
-                       │                         absence only past the proof window
-                       └─ none (SMTP) .......... wait for an event carrying our reference; with
-                                                 none within the evidence window, the recorded
-                                                 evidence-window rule presumes "not accepted"
+    outcome unknown ───┬─ lookup by reference .. look up (the lookup schedule where the provider
+                       │   (Twilio, an ESP's     bounds its queue, the poll schedule for an ESP's
+                       │   activity feed)        rate-limited feed); "not found" proves absence
+                       │                         only past the proof window or the feed's lag
+                       └─ none (SMTP) .......... wait for an event carrying our reference; once the
+                                                 evidence window has passed, read the ESP's event
+                                                 stream from the ledger: its silence counts as
+                                                 "not accepted" only while the stream is flowing
+                                                 past the attempt (``herald.silence``); otherwise
+                                                 look again on the poll schedule, to the horizon
 
 Nothing here resends: a presumption of absence only settles the intent, and the workflow's
 dispatch rules decide whether another attempt may go. Deterministic code only.
@@ -31,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
     from herald.outcomes import Found, NotFound
     from herald.providers.port import Capabilities
+    from herald.silence import silence_verdict, stream_query
 
     from workflows import provider_calls
     from workflows.attempt_record import AttemptRecord
@@ -76,7 +82,14 @@ class Reconciler:
                 return self._policy.resolution_horizon
             return poll_delay(self._policy, attempt.lookups, workflow.random().random())
         if not capabilities.lookup_by_reference:
-            return max(attempt.started_at + self._policy.event_evidence_window - workflow.now(), timedelta(0))
+            if attempt.lookups == 0:
+                return max(attempt.started_at + self._policy.event_evidence_window - workflow.now(), timedelta(0))
+            # The stream was read and was not flowing past the attempt: read it again, less and less often.
+            return poll_delay(self._policy, attempt.lookups, workflow.random().random())
+        if not capabilities.bounded_queue:
+            # An ESP's activity feed: "not found" proves nothing before its lag has passed, the event
+            # stream brings acceptance sooner, and the feed is rate limited: look on the poll schedule.
+            return poll_delay(self._policy, attempt.lookups, workflow.random().random())
         if attempt.lookups == 0:
             return self._policy.lookup_first_delay
         return lookup_delay(self._policy, attempt.lookups, workflow.random().random())
@@ -93,7 +106,7 @@ class Reconciler:
                 return "no lookup possible; waiting for events"
             return await self.poll(attempt)
         if not capabilities.lookup_by_reference:
-            return self._evidence_window_closed(attempt)
+            return await self._read_silence(attempt)
         result = (await provider_calls.lookup(attempt, self._intent)).result
         if isinstance(result, Found):
             self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
@@ -152,21 +165,27 @@ class Reconciler:
             return None
         return _answer(result)
 
-    def _evidence_window_closed(self, attempt: AttemptRecord) -> str:
-        """The evidence-window rule: an unknown submit to a provider without lookups, and no event
-        about it within the window. Presumed (never proven) not accepted, recorded with the rule, so
-        a later event contradicting it is counted as a possible duplicate."""
+    async def _read_silence(self, attempt: AttemptRecord) -> str:
+        """An unknown submit to a provider without lookups: once the evidence window has passed, read
+        the ESP's event stream from the ledger and let ``herald.silence`` judge. Presumed (never
+        proven) not accepted only while the stream flows past the attempt, recorded with the rule's
+        inputs, so a later event contradicting it is counted as a possible duplicate; otherwise the
+        attempt keeps waiting and says why (each change of reason is recorded once)."""
         if workflow.now() < attempt.started_at + self._policy.event_evidence_window:
             return "evidence window still open"
-        window = self._policy.event_evidence_window.total_seconds()
-        reason = (
-            f"rule event_evidence_window: no event carrying attempt {attempt.number}'s reference within {window:g}s "
-            "of its unknown submit; presumed not accepted (a new attempt reuses its Message-ID)"
-        )
-        self._record.observe_fact(attempt, Source.CLOCK, ObservationKind.NO_EVIDENCE, True, reason)
+        attempt.lookups += 1
+        stream = await provider_calls.read_event_stream(stream_query(self._policy, attempt.ref, attempt.started_at))
+        verdict = silence_verdict(self._policy, attempt.started_at, workflow.now(), stream)
+        if not verdict.counts:
+            if verdict.rule.value != attempt.waiting_rule:
+                self._record.observe_fact(attempt, Source.CLOCK, ObservationKind.STREAM_SILENT, False, verdict.reason)
+            attempt.waiting, attempt.waiting_rule = verdict.reason, verdict.rule.value
+            return verdict.reason
+        attempt.waiting, attempt.waiting_rule = None, verdict.rule.value
+        self._record.observe_fact(attempt, Source.CLOCK, ObservationKind.NO_EVIDENCE, True, verdict.reason)
         attempt.submit_result = SubmitResult.NO_EVIDENCE
-        self._record.settle(reason, Source.CLOCK, attempt=attempt.number)
-        return "no event within the evidence window"
+        self._record.settle(verdict.reason, Source.CLOCK, attempt=attempt.number)
+        return "no event while the event stream flowed past it: presumed not accepted"
 
 
 def _answer(result: Found | NotFound) -> str:

@@ -6,14 +6,22 @@ network or the relay does. SMTP accepts a message only when the relay answers th
 so where a failure happened decides what it means:
 
     submit
-      ├── connect, TLS, AUTH ................ failure: Retryable (nothing was sent); AUTH refused:
-      │                                        Retryable with a long delay (our configuration)
-      ├── MAIL FROM, RCPT TO ................ 4xx: Retryable   5xx: Rejected   (definite answers)
-      │                                        disconnect/timeout: Retryable (no DATA, no message)
+      ├── connect, TLS ....................... failure: Unreachable (nothing was sent: an outage)
+      │                                         421 greeting: Unreachable (the relay turns all
+      │                                         traffic away for now)
+      ├── AUTH .............................. refused: Retryable with a long delay (our
+      │                                         configuration: a human fixes it, the budget ends it)
+      ├── MAIL FROM, RCPT TO ................ 421: Unreachable (the relay is closing down)
+      │                                         other 4xx: Retryable   5xx: Rejected (answers about
+      │                                         this message)
+      │                                         disconnect/timeout: Unreachable (no DATA, no message)
       └── DATA, the message, the final "." .. 250: Accepted (provider id: our Message-ID)
                                                4xx: Retryable   5xx: Rejected
                                                disconnect/timeout: Unknown (the relay may have the
                                                message: only its events can tell)
+
+Unreachable spends no retry budget: the workflow retries it until the intent's deadline, so a relay
+that refuses connections for two minutes delays mail by two minutes instead of failing it.
 
 The ``Message-ID`` is derived from the attempt reference, so every copy of one attempt is
 recognisably the same message, and the reference also travels in SendGrid's ``X-SMTPAPI`` header
@@ -42,6 +50,7 @@ from herald.outcomes import (
     SubmitOutcome,
     Unavailable,
     Unknown,
+    Unreachable,
 )
 from herald.providers.port import Attachment, CancelOutcome, Capabilities, OutboundMessage
 
@@ -202,7 +211,9 @@ class SmtpAdapter:
                 return SubmitOutcome(
                     result=Unknown(reason=f"{type(error).__name__} during DATA: the relay may have the message")
                 )
-            return SubmitOutcome(result=Retryable(reason=f"{type(error).__name__} before DATA: nothing was sent"))
+            return SubmitOutcome(
+                result=Unreachable(reason=f"{type(error).__name__} before DATA ({phase}): nothing was sent")
+            )
         finally:
             await _close(client)
         return SubmitOutcome(
@@ -213,8 +224,12 @@ class SmtpAdapter:
         )
 
 
-def _answered(phase: str, code: int) -> Retryable | Rejected:
+def _answered(phase: str, code: int) -> Unreachable | Retryable | Rejected:
     where = "at the end of DATA" if phase == "data" else "to the envelope" if phase == "envelope" else "on connect"
+    if code == 421 and phase != "data" or phase == "connect" and 400 <= code < 500:
+        # RFC 5321: 421 is "service not available, closing transmission channel": the relay is
+        # turning traffic away, which says nothing about this message.
+        return Unreachable(reason=f"SMTP {code} {where}: the relay is not taking mail now; nothing was sent")
     if 400 <= code < 500:
         return Retryable(reason=f"SMTP {code} {where}: the relay says not now")
     return Rejected(reason=f"SMTP {code} {where}: the relay refused the message")

@@ -9,7 +9,7 @@ request becomes an outcome:
       ├── a response arrived
       │     ├── 2xx with a sid ............................. Accepted
       │     ├── 2xx without a readable sid ................. Unknown
-      │     ├── 429 ........................................ Retryable (delay from Retry-After)
+      │     ├── 429 ........................................ Unreachable (delay from Retry-After)
       │     ├── 4xx, code in twilio_codes.ERROR_CODES
       │     │     ├── permanent ............................ Rejected
       │     │     └── retryable, config .................... Retryable
@@ -20,12 +20,12 @@ request becomes an outcome:
       └── httpx.HTTPError, no response
             ├── TransportError
             │     ├── TimeoutException
-            │     │     ├── ConnectTimeout ................. Retryable (never left)
-            │     │     ├── PoolTimeout .................... Retryable (never left)
+            │     │     ├── ConnectTimeout ................. Unreachable (never left)
+            │     │     ├── PoolTimeout .................... Unreachable (never left)
             │     │     ├── ReadTimeout .................... Unknown
             │     │     └── WriteTimeout ................... Unknown
             │     ├── NetworkError
-            │     │     ├── ConnectError ................... Retryable (never left)
+            │     │     ├── ConnectError ................... Unreachable (never left)
             │     │     ├── ReadError ...................... Unknown
             │     │     ├── WriteError ..................... Unknown
             │     │     └── CloseError ..................... Unknown
@@ -53,6 +53,10 @@ request becomes an outcome:
 
 Everything not in the "never left" branch is Unknown on purpose: once the bytes
 may have reached Twilio, only a lookup can tell whether the message exists.
+"Never left" and 429 are Unreachable: provably nothing reached Twilio's queue, so
+the workflow retries them until the intent's deadline without spending the retry
+budget that bounds Twilio's refusals of the message itself (a 2-minute outage is a
+2-minute delay, never a permanent failure).
 
 No reason string ever carries the recipient's number or the body: reasons name
 the HTTP status, the Twilio code and the exception class, and never echo
@@ -85,6 +89,7 @@ from herald.outcomes import (
     SubmitOutcome,
     Unavailable,
     Unknown,
+    Unreachable,
 )
 from herald.providers.port import CancelOutcome, Capabilities, OutboundMessage
 from herald.providers.twilio_codes import (
@@ -268,7 +273,7 @@ class TwilioAdapter:
             response = await self._request("POST", self._messages_url, data=form)
         except _NEVER_SENT as error:
             return SubmitOutcome(
-                result=Retryable(reason=f"{type(error).__name__}: the request never left; not accepted")
+                result=Unreachable(reason=f"{type(error).__name__}: the request never left; not accepted")
             )
         except httpx.HTTPError as error:
             reason = f"{type(error).__name__} after the request may have been sent; acceptance unknown"
@@ -495,7 +500,7 @@ class TwilioAdapter:
         return candidate
 
 
-def _classify_submit(response: httpx.Response) -> Accepted | Retryable | Rejected | Unknown:
+def _classify_submit(response: httpx.Response) -> Accepted | Unreachable | Retryable | Rejected | Unknown:
     status = response.status_code
     payload = _json_object(response)
     if 200 <= status < 300:
@@ -509,7 +514,9 @@ def _classify_submit(response: httpx.Response) -> Accepted | Retryable | Rejecte
     code = _int_or_none(payload.get("code")) if payload is not None else None
     if status == 429:
         code = code or 20429
-        return Retryable(
+        # Twilio turns the account's traffic away for now: this message was not judged, so the
+        # wait spends no retry budget.
+        return Unreachable(
             reason=f"HTTP 429, Twilio {code}: too many requests",
             delay_seconds=_retry_after(response.headers.get("Retry-After"), datetime.now(UTC)),
             error_code=code,

@@ -26,7 +26,9 @@ the first rule that applies, in this order::
     signature does not sign timestamp + body .............................. 403
     correctly signed but malformed (a ``BodyRule``) ....................... 400
     our events could not be committed (database away) ..................... 503
-    otherwise: our events committed in one transaction .................... 200
+    otherwise: our events committed in one transaction, with a mark of the
+      post in event_stream_marks (when it arrived, which event times and
+      submissions it covered: what the e-mail silence rule reads) ......... 200
 
 Nothing is stored for any refusal. SendGrid retries every non-2xx answer for up to
 24 hours, so a 503 loses nothing, and a 400 for a signed body (SendGrid's bytes, not
@@ -54,7 +56,7 @@ from starlette.routing import Route
 from temporalio.client import Client
 
 from herald.http_bodies import read_bounded
-from herald.ledger import store
+from herald.ledger import event_streams, store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import InboxReport
 from herald.providers import sendgrid_signature
@@ -290,6 +292,13 @@ class ReceiptEndpoint:
                     )
                     for event in ordered
                 ],
+            )
+            # The stream's liveness, in the same transaction: what the silence rule reads (herald.silence).
+            await event_streams.record_mark(
+                conn,
+                provider=SENDGRID_PROVIDER,
+                event_times=[event.occurred_at for event in events if event.occurred_at is not None],
+                attempt_refs=[event.attempt_ref for event in events],
             )
         return rows
 

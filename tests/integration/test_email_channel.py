@@ -126,28 +126,62 @@ async def test_a_drop_after_data_is_resolved_by_the_delivered_event(herald: Hera
     assert len(await esp.messages(to)) == 1
 
 
-async def test_a_drop_without_events_resends_under_the_recorded_rule_with_the_same_message_id(
+async def test_an_unknown_submit_waits_while_the_event_stream_is_silent_and_ends_unknown(
     herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool
 ) -> None:
-    """No event ever comes for the dropped copy: after the evidence window the recorded rule allows
-    a second attempt, which carries the first attempt's Message-ID (so the recipient's client shows
-    one message) and its own reference. The relay really holds two copies: the rule's known cost."""
+    """The relay took the message and hung up before its 250, and no event about it ever comes, while
+    no later submission's events show the stream flowing past it: silence is no proof. The intent
+    says why it waits (status and ledger), ends `unknown` at the horizon naming it, and is never
+    resent: the relay holds one copy."""
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "drop_after_data", events=False, count=1)
     await herald.send(email_request(key, to))
+    waiting = None
+    for _ in range(150):
+        status = await herald.status(key, Channel.EMAIL)
+        waiting = status.attempts[0].waiting if status.attempts else None
+        if waiting:
+            break
+        await asyncio.sleep(0.1)
+    assert waiting is not None and waiting.startswith("waiting: event stream silent since"), status
+    final = await _final(herald, key)
+    assert final.state is IntentState.UNKNOWN, final.transitions
+    assert "event stream silent since" in final.transitions[-1].reason
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.UNKNOWN]
+    assert len(await esp.messages(to)) == 1
+    rows = await _rows(
+        pool,
+        "SELECT source, applied, reason FROM observations WHERE workflow_id = %s AND kind = 'stream_silent'",
+        f"{key}/email",
+    )
+    assert rows and all(r["source"] == "clock" and not r["applied"] for r in rows)
+    assert not await _rows(pool, "SELECT 1 FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
+
+
+async def test_a_copy_the_relay_never_took_is_resent_once_the_stream_has_passed_it(
+    herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool
+) -> None:
+    """The relay hung up after the final dot holding nothing. A later e-mail's events, posted as they
+    happen, show the stream flowing past the first attempt: once it has for a window, the first
+    attempt's silence counts (recorded with the rule and its inputs) and the one resend is the only
+    copy the relay ever holds."""
+    key, to = fresh_key(), fresh_address()
+    await esp.arm(to, "drop_during_data", count=1)
+    await herald.send(email_request(key, to))
+    await asyncio.sleep(TEST_POLICY.submit_in_flight_bound.total_seconds() + 1)
+    await herald.send(email_request(fresh_key(), fresh_address()))
     final = await _final(herald, key)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.NO_EVIDENCE, SubmitResult.ACCEPTED]
-    assert final.attempts[1].message_id_of == attempt_ref(f"{key}/email", 1)
-    copies = await esp.messages(to)
-    assert [m["message_id"] for m in copies] == [_message_id(key, 1)] * 2
-    assert [m["unique_args"]["herald_attempt"] for m in copies] == [attempt_ref(f"{key}/email", n) for n in (1, 2)]
+    [copy] = await esp.messages(to)
+    assert copy["unique_args"]["herald_attempt"] == attempt_ref(f"{key}/email", 2)
     [rule] = await _rows(
         pool,
         "SELECT source, applied, reason FROM observations WHERE workflow_id = %s AND kind = 'no_evidence'",
         f"{key}/email",
     )
-    assert rule["source"] == "clock" and rule["applied"] and "rule event_evidence_window" in rule["reason"]
+    assert rule["source"] == "clock" and rule["applied"], rule
+    assert "rule event_stream_silence" in rule["reason"] and "passed it at" in rule["reason"]
     [presumed] = await _rows(pool, "SELECT cause FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
     assert presumed["cause"] == "events_absent"
 
@@ -260,16 +294,20 @@ async def test_the_attachment_received_hashes_to_the_reference(herald: HeraldCli
         assert encoded[8:40] not in history
 
 
-async def test_a_resent_report_carries_byte_identical_attachments(herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool) -> None:
+async def test_a_report_retried_after_the_relay_turned_it_away_carries_the_same_attachment(
+    herald: HeraldClient, esp: Esp, pool: AsyncConnectionPool
+) -> None:
+    """A 421 before DATA is the relay turning traffic away (an outage, nothing sent): the next attempt
+    loads and verifies the same artifact and the one accepted copy carries exactly its bytes."""
     ref = await _stored_report(pool)
     key, to = fresh_key("monthly_report"), fresh_address()
-    await esp.arm(to, "drop_after_data", events=False, count=1)
+    await esp.arm(to, "temp_fail", code=421, stage="rcpt", count=1)
     await herald.send(_report_request(key, to, ref))
     final = await _final(herald, key)
     assert final.state is IntentState.DELIVERED, final.transitions
-    copies = await esp.messages(to)
-    assert len(copies) == 2
-    assert {m["attachments"][0]["sha256"] for m in copies} == {ref.sha256}
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.UNREACHABLE, SubmitResult.ACCEPTED]
+    [copy] = await esp.messages(to)
+    assert copy["attachments"][0]["sha256"] == ref.sha256 and copy["attachments"][0]["size"] == ref.size_bytes
 
 
 async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(

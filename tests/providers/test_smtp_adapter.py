@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
-from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown
+from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown, Unreachable
 from herald.providers.port import Attachment
 from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter, SmtpConfig
 
@@ -95,6 +95,8 @@ async def test_an_accepted_message_carries_our_reference_and_the_exact_attachmen
     [
         pytest.param({"fault": "temp_fail", "code": 451, "stage": "rcpt"}, Retryable, "451", id="451-at-rcpt"),
         pytest.param({"fault": "temp_fail", "code": 421, "stage": "data"}, Retryable, "421", id="421-at-data"),
+        # 421 before DATA: the relay is closing down, which says nothing about this message.
+        pytest.param({"fault": "temp_fail", "code": 421, "stage": "rcpt"}, Unreachable, "421", id="421-at-rcpt"),
         pytest.param({"fault": "perm_fail", "stage": "rcpt"}, Rejected, "550", id="550-at-rcpt"),
         pytest.param({"fault": "perm_fail", "stage": "data"}, Rejected, "554", id="554-at-data"),
     ],
@@ -102,7 +104,8 @@ async def test_an_accepted_message_carries_our_reference_and_the_exact_attachmen
 async def test_definite_refusals_are_retryable_or_rejected_and_nothing_is_accepted(
     esp: EspServer, fault: dict[str, Any], expected: type, code: str
 ) -> None:
-    """4xx is "not now" and 5xx "never", at the envelope or at the end of DATA; the relay holds nothing."""
+    """4xx is "not now" and 5xx "never", at the envelope or at the end of DATA; a 421 before DATA is the relay
+    turning traffic away (an outage); the relay holds nothing."""
     to = fresh_address()
     await arm(esp, to, count=1, **fault)
     outcome = await adapter(esp).send_email(submission(to))
@@ -138,15 +141,15 @@ async def test_refused_credentials_are_retryable_after_a_long_delay(esp: EspServ
     assert await received(esp, to) == []
 
 
-async def test_a_relay_that_is_not_listening_is_retryable() -> None:
-    """Connection refused: nothing left this process, so the attempt may go again."""
+async def test_a_relay_that_is_not_listening_is_unreachable() -> None:
+    """Connection refused: nothing left this process, an outage rather than a verdict on the message."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     config = SmtpConfig(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
                         message_id_domain=DOMAIN, connect_timeout=1.0)  # fmt: skip
     outcome = await SmtpAdapter(config).send_email(submission("someone@example.com"))
-    assert isinstance(outcome.result, Retryable) and "before DATA" in outcome.result.reason
+    assert isinstance(outcome.result, Unreachable) and "before DATA" in outcome.result.reason
 
 
 def test_every_copy_of_one_attempt_has_the_same_message_id() -> None:

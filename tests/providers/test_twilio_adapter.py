@@ -22,6 +22,7 @@ from herald.outcomes import (
     ProviderStatus,
     Rejected,
     Retryable,
+    Unreachable,
     Unavailable,
     Unknown,
 )
@@ -168,25 +169,25 @@ async def submit_with(handler: Handler, **overrides: Any) -> Any:
         pytest.param(respond(201, text="<html>ok</html>"), Unknown, {}, id="201-not-json"),
         pytest.param(
             respond(429, twilio_error(20429, 429), headers={"Retry-After": "7"}),
-            Retryable,
+            Unreachable,
             {"delay_seconds": 7.0, "error_code": 20429, "http_status": 429},
             id="429-retry-after-seconds",
         ),
         pytest.param(
             respond(429, headers={"Retry-After": "2.5"}),
-            Retryable,
+            Unreachable,
             {"delay_seconds": 2.5, "error_code": 20429, "http_status": 429},
             id="429-retry-after-float-no-body",
         ),
         pytest.param(
             respond(429, twilio_error(20429, 429)),
-            Retryable,
+            Unreachable,
             {"delay_seconds": None, "error_code": 20429},
             id="429-without-retry-after",
         ),
         pytest.param(
             respond(429, twilio_error(20429, 429), headers={"Retry-After": "soon"}),
-            Retryable,
+            Unreachable,
             {"delay_seconds": None},
             id="429-unparsable-retry-after",
         ),
@@ -289,7 +290,7 @@ async def test_submit_429_retry_after_http_date(offset: int, low: float, high: f
     """A Retry-After HTTP-date becomes seconds from now, and a date already past becomes zero."""
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=offset), usegmt=True)
     result = await submit_with(respond(429, twilio_error(20429, 429), headers={"Retry-After": when}))
-    assert isinstance(result, Retryable)
+    assert isinstance(result, Unreachable)
     assert result.delay_seconds is not None and low <= result.delay_seconds <= high
     assert "20429" in result.reason
 
@@ -300,9 +301,9 @@ async def test_submit_429_retry_after_http_date(offset: int, low: float, high: f
 @pytest.mark.parametrize(
     ("error", "expected_type"),
     [
-        (httpx.ConnectError, Retryable),
-        (httpx.ConnectTimeout, Retryable),
-        (httpx.PoolTimeout, Retryable),
+        (httpx.ConnectError, Unreachable),
+        (httpx.ConnectTimeout, Unreachable),
+        (httpx.PoolTimeout, Unreachable),
         (httpx.ReadTimeout, Unknown),
         (httpx.WriteTimeout, Unknown),
         (httpx.ReadError, Unknown),
@@ -316,7 +317,8 @@ async def test_submit_429_retry_after_http_date(offset: int, low: float, high: f
     ids=lambda value: value.__name__ if isinstance(value, type) and issubclass(value, Exception) else None,
 )
 async def test_submit_classifies_transport_errors(error: type[httpx.HTTPError], expected_type: type) -> None:
-    """Errors before the request left are Retryable, any later one is Unknown, named by class and never raised."""
+    """Errors before the request left are Unreachable (an outage, no verdict on the message), any later one is
+    Unknown, named by class and never raised."""
     result = await submit_with(raise_(error))
     assert isinstance(result, expected_type)
     assert error.__name__ in result.reason

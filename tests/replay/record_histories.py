@@ -76,7 +76,8 @@ SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
 EMAIL_SCENARIOS: dict[str, tuple[str | None, dict]] = {
     "email_delivered_by_event": (None, {}),
     "email_unknown_submit_resolved_by_event": ("drop_after_data", {}),
-    "email_resent_after_evidence_window": ("drop_after_data", {"events": False}),
+    # The relay has it but no event ever comes, and nothing shows the stream passing it: unknown.
+    "email_unknown_submit_while_stream_silent": ("drop_after_data", {"events": False}),
     "email_retry_after_451": ("temp_fail", {"code": 451}),
     "email_permanent_550": ("perm_fail", {}),
     "email_bounced": ("bounce", {}),
@@ -182,10 +183,21 @@ async def test_record_every_email_path(
         key, to = fresh_key(), fresh_address()
         if fault:
             await esp.arm(to, fault, count=1, **params)
-        policy = TEST_POLICY.model_copy(update=short_horizon if fault == "no_events" else {})
+        # Paths that wait for events which never come end at the horizon: a short one.
+        waits_to_horizon = fault == "no_events" or params.get("events") is False
+        policy = TEST_POLICY.model_copy(update=short_horizon if waits_to_horizon else {})
         receipt = await herald.send(email_request(key, to), policy=policy)
         await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 60)
         await _save(herald, name, key, receipt.run_id, Channel.EMAIL)
+    if not _recorded("email_resent_after_the_stream_passed"):
+        # The relay took nothing; a later e-mail's events show the stream flowing past the attempt.
+        key, to = fresh_key(), fresh_address()
+        await esp.arm(to, "drop_during_data", count=1)
+        receipt = await herald.send(email_request(key, to))
+        await asyncio.sleep(TEST_POLICY.submit_in_flight_bound.total_seconds() + 1)
+        await herald.send(email_request(fresh_key(), fresh_address()))
+        await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 60)
+        await _save(herald, "email_resent_after_the_stream_passed", key, receipt.run_id, Channel.EMAIL)
     if not _recorded("email_report_with_attachment"):
         ref = await PostgresArtifactStore(pool).put(
             b"%PDF-1.4 recorder " + secrets.token_bytes(64), media_type="application/pdf", filename="report.pdf"

@@ -43,10 +43,11 @@ def test_there_is_a_history_for_every_path() -> None:
         "delivered_by_last_lookup_at_horizon",
         "unknown_after_last_lookup_at_horizon",
         "late_report_settles_during_backoff",
-        # The e-mail channel's paths (recorded with it): relay answers, events, the evidence-window rule.
+        # The e-mail channel's paths (recorded with it): relay answers, events, the silence rule.
         "email_delivered_by_event",
         "email_unknown_submit_resolved_by_event",
-        "email_resent_after_evidence_window",
+        "email_resent_after_the_stream_passed",
+        "email_unknown_submit_while_stream_silent",
         "email_retry_after_451",
         "email_permanent_550",
         "email_bounced",
