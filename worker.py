@@ -35,6 +35,7 @@ from herald.logs import configure_logging
 from herald.metrics.runtime import worker_runtime
 from herald.pacing import Pacer
 from herald.providers.port import Provider
+from herald.providers.sendgrid_activity import SendGridActivity, SendGridActivityConfig
 from herald.providers.smtp import SmtpAdapter, SmtpConfig
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
 from herald.settings import EmailSettings, InvalidSetting, Settings, TwilioSettings, load_settings
@@ -104,8 +105,22 @@ def build_providers(settings: Settings) -> dict[Channel, Provider]:
     providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(twilio_config(settings.twilio))}
     email = smtp_config(settings.email)
     if email is not None:
-        providers[Channel.EMAIL] = SmtpAdapter(email)
+        providers[Channel.EMAIL] = SmtpAdapter(email, activity_feed(settings.email))
     return providers
+
+
+def activity_feed(settings: EmailSettings) -> SendGridActivity | None:
+    """SendGrid's Email Activity API, when a key for it is configured; None: events only."""
+    if settings.activity_api_key is None:
+        return None
+    return SendGridActivity(
+        SendGridActivityConfig(
+            api_base=settings.activity_api_base,
+            api_key=settings.activity_api_key,
+            requests_per_minute=settings.activity_requests_per_minute,
+            lag_seconds=settings.activity_lag_seconds,
+        )
+    )
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:

@@ -143,7 +143,11 @@ class ProviderActivities:
                 outcome = await provider.fetch(input.provider_id)
             else:
                 outcome = await provider.find_by_reference(
-                    to=input.to, content_sha256=input.content_sha256, since=input.since
+                    to=input.to,
+                    content_sha256=input.content_sha256,
+                    since=input.since,
+                    attempt_ref=input.attempt_ref,
+                    message_id_of=input.message_id_of,
                 )
             call.outcome = outcome.result.kind
         return outcome

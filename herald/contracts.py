@@ -190,6 +190,8 @@ class LookupInput(Frozen):
     to: str
     content_sha256: str
     since: datetime
+    # E-mail: the attempt whose Message-ID the copy carried (an activity-feed lookup names it so).
+    message_id_of: str | None = None
 
 
 class ProviderCancelInput(Frozen):

@@ -57,3 +57,16 @@ class Pacer:
         if delay > 0:
             await self._sleep(delay)
         return delay
+
+    async def wait_at_most(self, limit: float) -> float | None:
+        """Like ``wait``, unless this call's slot is more than `limit` seconds away: then None, and
+        no slot is taken (a caller that must answer within its own deadline says "not now")."""
+        now = self._clock()
+        arrival = max(now, self._next)
+        if arrival - self._tolerance - now > limit:
+            return None
+        return await self.wait()
+
+    def hold_for(self, seconds: float) -> None:
+        """No call before `seconds` from now (the provider said when its limit resets)."""
+        self._next = max(self._next, self._clock() + seconds)

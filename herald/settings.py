@@ -100,6 +100,12 @@ class EmailSettings(Frozen):
     delivery_events: bool = True
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
+    # SendGrid's Email Activity API, where the account has the add-on: None means events only.
+    activity_api_key: SecretStr | None = None
+    activity_api_base: str = "https://api.sendgrid.com"
+    # How long after acceptance a message is surely listed in the feed (SendGrid documents none).
+    activity_lag_seconds: float = 600.0
+    activity_requests_per_minute: int = 6
 
 
 class ReceiptSettings(Frozen):
@@ -214,6 +220,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             delivery_events=variables.herald_email_delivery_events == "true",
             connect_timeout=variables.herald_smtp_connect_timeout,
             read_timeout=variables.herald_smtp_read_timeout,
+            activity_api_key=variables.herald_sendgrid_api_key,
+            activity_api_base=variables.herald_sendgrid_api_base,
+            activity_lag_seconds=variables.herald_sendgrid_activity_lag,
+            activity_requests_per_minute=variables.herald_sendgrid_activity_requests_per_minute,
         ),
         receipts=ReceiptSettings(
             host=variables.herald_receipt_host,

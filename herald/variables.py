@@ -298,6 +298,17 @@ class Variables(BaseSettings):
         10.0, alias="HERALD_SMTP_CONNECT_TIMEOUT"
     )
     herald_smtp_read_timeout: Seconds(600) = Field(30.0, alias="HERALD_SMTP_READ_TIMEOUT")  # type: ignore[valid-type]
+    # SendGrid's Email Activity API (a paid add-on): with a key, an unknown e-mail submit is looked up.
+    herald_sendgrid_api_key: SecretOneLine | None = Field(None, alias="HERALD_SENDGRID_API_KEY")
+    herald_sendgrid_api_base: Url("https://api.sendgrid.com") = Field(  # type: ignore[valid-type]
+        "https://api.sendgrid.com", alias="HERALD_SENDGRID_API_BASE"
+    )
+    herald_sendgrid_activity_lag: PositiveSeconds(86_400) = Field(  # type: ignore[valid-type]
+        600.0, alias="HERALD_SENDGRID_ACTIVITY_LAG"
+    )
+    herald_sendgrid_activity_requests_per_minute: Count(6000) = Field(  # type: ignore[valid-type]
+        6, alias="HERALD_SENDGRID_ACTIVITY_REQUESTS_PER_MINUTE"
+    )
 
     # -- the receipt server
     herald_receipt_host: Host = Field("127.0.0.1", alias="HERALD_RECEIPT_HOST")

@@ -80,6 +80,7 @@ async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
                 to=intent.recipient,
                 content_sha256=intent.content_sha256,
                 since=attempt.started_at,
+                message_id_of=attempt.message_id_of,
             ),
             start_to_close_timeout=_READ_TIMEOUT,
             retry_policy=_READ_RETRY,

@@ -7,11 +7,34 @@ whether the route worked.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from psycopg_pool import AsyncConnectionPool
 
+from herald.delivery_policy import DeliveryPolicy
 from herald.outcomes import Frozen
+
+
+class ProviderOutage(Frozen):
+    """Open intents whose latest attempts reached no provider: an outage, seen at once."""
+
+    provider: str
+    intents: int
+    # When the oldest of those intents first found the provider unreachable.
+    since: datetime
+
+
+class EventStreamState(Frozen):
+    """One ESP's event stream as the receipt server recorded it, and the e-mails waiting on its silence."""
+
+    provider: str
+    last_post_at: datetime | None
+    # Posts that arrived later than the stream's normal lag after their events: redeliveries after
+    # an interruption, in the last 24 hours.
+    redelivered_posts_24h: int
+    # Unknown e-mail submits waiting because the stream is not flowing past them (herald.silence).
+    waiting_intents: int
+    waiting_since: datetime | None
 
 
 class LedgerReport(Frozen):
@@ -45,6 +68,10 @@ class LedgerReport(Frozen):
     policy_held: int = 0
     policy_hold_p50_ms: float | None = None
     policy_hold_max_ms: float | None = None
+    # Intents waiting on a provider that cannot be reached (retried until their deadline), by provider.
+    outages: list[ProviderOutage] = []
+    # Each ESP's event stream: when it last spoke, its redeliveries, the e-mails waiting on it.
+    event_streams: list[EventStreamState] = []
 
     def render(self) -> str:
         def ms(value: float | None) -> str:
@@ -70,6 +97,19 @@ class LedgerReport(Frozen):
                 f"duplicates sent {self.duplicates_sent}"
                 + "".join(f"   {cause} {count}" for cause, count in sorted(self.duplicates_by_cause.items()))
                 + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})",
+                "waiting on an unreachable provider   "
+                + (
+                    "   ".join(f"{o.provider} {o.intents} since {o.since.isoformat(timespec='seconds')}" for o in self.outages)
+                    or "none"
+                ),
+                *(
+                    f"event stream {e.provider}   last post "
+                    f"{e.last_post_at.isoformat(timespec='seconds') if e.last_post_at else 'never'}   "
+                    f"redelivered posts (24 h) {e.redelivered_posts_24h}   e-mails waiting on its silence "
+                    f"{e.waiting_intents}"
+                    + (f" since {e.waiting_since.isoformat(timespec='seconds')}" if e.waiting_since else "")
+                    for e in self.event_streams
+                ),
             ]
         )
 
@@ -128,12 +168,58 @@ SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM route),
        (SELECT max(ms) FROM held)
 """
 
+_OUTAGES_SQL = """
+WITH open_intents AS (
+    SELECT workflow_id FROM intent_current_state WHERE state NOT IN (SELECT state FROM terminal_states)),
+latest AS (  -- each open intent's latest attempt
+    SELECT DISTINCT ON (a.workflow_id) a.workflow_id, a.number, a.provider
+      FROM attempts a JOIN open_intents USING (workflow_id)
+     ORDER BY a.workflow_id, a.number DESC),
+outage AS (  -- whose latest attempt reached no provider; since the first of that run of attempts
+    SELECT l.workflow_id, l.provider,
+           (SELECT min(a.prepared_at) FROM attempts a
+             WHERE a.workflow_id = l.workflow_id
+               AND a.number > coalesce((SELECT max(o.attempt_number) FROM observations o
+                                         WHERE o.workflow_id = l.workflow_id AND o.source = 'submit'
+                                           AND o.kind <> 'unreachable'), 0)) AS since
+      FROM latest l
+     WHERE EXISTS (SELECT 1 FROM observations o
+                    WHERE o.workflow_id = l.workflow_id AND o.attempt_number = l.number
+                      AND o.source = 'submit' AND o.kind = 'unreachable'))
+SELECT coalesce(provider, 'unrecorded'), count(*), min(since) FROM outage GROUP BY 1 ORDER BY 1
+"""
+
+_STREAMS_SQL = """
+WITH providers AS (SELECT DISTINCT provider FROM event_stream_marks
+                   UNION SELECT DISTINCT a.provider FROM attempts a
+                          JOIN observations o ON o.workflow_id = a.workflow_id AND o.attempt_number = a.number
+                         WHERE o.kind = 'stream_silent'),
+waiting AS (
+    SELECT a.provider, s.workflow_id, min(o.observed_at) AS since
+      FROM intent_current_state s
+      JOIN observations o ON o.workflow_id = s.workflow_id AND o.kind = 'stream_silent'
+      JOIN attempts a ON a.workflow_id = o.workflow_id AND a.number = o.attempt_number
+     WHERE s.state = 'submitting'
+     GROUP BY a.provider, s.workflow_id)
+SELECT p.provider,
+       (SELECT max(m.received_at) FROM event_stream_marks m WHERE m.provider = p.provider),
+       (SELECT count(*) FROM event_stream_marks m
+         WHERE m.provider = p.provider AND m.received_at > now() - interval '24 hours'
+           AND m.received_at - m.newest_event_at > %(lag)s),
+       (SELECT count(*) FROM waiting w WHERE w.provider = p.provider),
+       (SELECT min(w.since) FROM waiting w WHERE w.provider = p.provider)
+  FROM providers p WHERE p.provider IS NOT NULL ORDER BY 1
+"""
+
 _DUPLICATES_SQL = """
 SELECT provider || '/' || cause, count(*) FROM duplicates_sent GROUP BY provider, cause ORDER BY 1
 """
 
 
-async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
+async def ledger_report(
+    pool: AsyncConnectionPool, *, stream_lag: timedelta = DeliveryPolicy().event_stream_lag
+) -> LedgerReport:
+    """The report; `stream_lag` tells a redelivered event post from one posted as its events happened."""
     async with pool.connection() as conn:
         cursor = await conn.execute(_SQL)
         row = await cursor.fetchone()
@@ -141,6 +227,14 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
         duplicates = dict(await cursor.fetchall())
         cursor = await conn.execute(_QUEUE_SQL)
         r50, r95, rmax, held, h50, hmax = await cursor.fetchone()  # type: ignore[misc]
+        cursor = await conn.execute(_OUTAGES_SQL)
+        outages = [ProviderOutage(provider=p, intents=n, since=since) for p, n, since in await cursor.fetchall()]
+        cursor = await conn.execute(_STREAMS_SQL, {"lag": stream_lag})
+        streams = [
+            EventStreamState(provider=p, last_post_at=last, redelivered_posts_24h=late, waiting_intents=waiting,
+                             waiting_since=since)  # fmt: skip
+            for p, last, late, waiting, since in await cursor.fetchall()
+        ]
     (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
      inbox, undecided, inbox_age, oldest, presumed_then_seen) = row  # fmt: skip
 
@@ -172,4 +266,6 @@ async def ledger_report(pool: AsyncConnectionPool) -> LedgerReport:
         policy_held=held,
         policy_hold_p50_ms=h50,
         policy_hold_max_ms=hmax,
+        outages=outages,
+        event_streams=streams,
     )

@@ -15,7 +15,7 @@ submit task queue shows that wait). Counts of append-only rows are exported as c
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -113,6 +113,7 @@ class LedgerCollector(Collector):
             yield from _submit(numbers)
             yield from _inbox(numbers.report, numbers.inbox_awaiting_redelivery)
             yield from _whole_ledger(numbers.report)
+            yield from _outages_and_streams(numbers.report)
 
 
 def _intents(numbers: LedgerNumbers) -> Iterator[Metric]:
@@ -233,6 +234,46 @@ def _whole_ledger(report: LedgerReport) -> Iterator[Metric]:
         "Attempts Herald concluded the provider never took that it had after all",
         value=report.presumed_then_seen,
     )
+
+
+def _outages_and_streams(report: LedgerReport) -> Iterator[Metric]:
+    """An outage is visible at once, not discovered later as failures: intents waiting on an unreachable
+    provider, and each ESP's event stream (when it last spoke, its redeliveries, who waits on its silence)."""
+    now = datetime.now(UTC)
+    waiting = GaugeMetricFamily(
+        "herald_unreachable_provider_intents", "Open intents whose latest attempts reached no provider", labels=["provider"]
+    )
+    oldest = GaugeMetricFamily(
+        "herald_unreachable_provider_seconds",
+        "How long the oldest of them has found its provider unreachable",
+        labels=["provider"],
+    )
+    for outage in report.outages:
+        waiting.add_metric([outage.provider], outage.intents)
+        oldest.add_metric([outage.provider], max((now - outage.since).total_seconds(), 0.0))
+    yield waiting
+    yield oldest
+    silent = GaugeMetricFamily(
+        "herald_event_stream_silent_seconds", "Seconds since the ESP's last event post arrived", labels=["provider"]
+    )
+    redelivered = GaugeMetricFamily(
+        "herald_event_stream_redelivered_posts",
+        "Event posts in the last 24 hours that arrived late (redelivered after an interruption)",
+        labels=["provider"],
+    )
+    stalled = GaugeMetricFamily(
+        "herald_event_stream_waiting_intents",
+        "Unknown e-mail submits waiting because the ESP's event stream is not flowing past them",
+        labels=["provider"],
+    )
+    for stream in report.event_streams:
+        if stream.last_post_at is not None:
+            silent.add_metric([stream.provider], max((now - stream.last_post_at).total_seconds(), 0.0))
+        redelivered.add_metric([stream.provider], stream.redelivered_posts_24h)
+        stalled.add_metric([stream.provider], stream.waiting_intents)
+    yield silent
+    yield redelivered
+    yield stalled
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:

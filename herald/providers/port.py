@@ -7,8 +7,9 @@ into those outcomes inside its adapter and its receipt route, never further in.
 
 Capabilities decide the reconciliation path (``DESIGN.md``): with a status lookup, look the
 attempt up; with a lookup by reference that sees every state and a bounded queue, "not found" can
-prove absence; without either, wait for a report that carries our reference, and only the
-recorded evidence-window rule may allow a new attempt (``herald.delivery_policy``).
+prove absence, as can a lookup whose listing lags by a known bound (an ESP's activity feed);
+without either, wait for a report that carries our reference, and only the silence rule may allow
+a new attempt, while the provider's event stream is demonstrably flowing (``herald.silence``).
 
 Adding a provider is an adapter implementing ``Provider``, its settings, its receipt route and its
 report vocabulary (``herald/providers/report_vocabularies.py``); nothing in the workflow changes.
@@ -96,8 +97,18 @@ class Provider(Protocol):
         """The message's current status by its provider id (Unavailable without ``status_lookup``)."""
         ...
 
-    async def find_by_reference(self, *, to: str, content_sha256: str, since: datetime) -> LookupOutcome:
-        """The attempt's message without its provider id (Unavailable without ``lookup_by_reference``)."""
+    async def find_by_reference(
+        self,
+        *,
+        to: str,
+        content_sha256: str,
+        since: datetime,
+        attempt_ref: str | None = None,
+        message_id_of: str | None = None,
+    ) -> LookupOutcome:
+        """The attempt's message without its provider id (Unavailable without ``lookup_by_reference``):
+        by recipient and content (Twilio), or by our reference where the provider indexes it (an ESP's
+        activity feed; ``message_id_of`` names the attempt whose Message-ID the copy carried)."""
         ...
 
     async def cancel(self, provider_id: str) -> CancelOutcome:

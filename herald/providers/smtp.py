@@ -35,7 +35,7 @@ import json
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import aiosmtplib
 from pydantic import ConfigDict, EmailStr, Field, SecretStr, ValidationError
@@ -53,6 +53,9 @@ from herald.outcomes import (
     Unreachable,
 )
 from herald.providers.port import Attachment, CancelOutcome, Capabilities, OutboundMessage
+
+if TYPE_CHECKING:
+    from herald.providers.sendgrid_activity import SendGridActivity
 
 # A relay that refuses our credentials needs a human; retrying every few seconds would only
 # trip its lockout. Only a hint: the workflow's policy caps it.
@@ -101,16 +104,24 @@ class EmailSubmission(Frozen):
 
 
 class SmtpAdapter:
-    """One SMTP relay, as typed outcomes."""
+    """One SMTP relay, as typed outcomes.
 
-    def __init__(self, config: SmtpConfig) -> None:
+    Args:
+        config: the relay.
+        activity: the ESP's activity feed, where the account has one (SendGrid's Email Activity
+            add-on): then an unknown submit is looked up by its reference; None: events only.
+    """
+
+    def __init__(self, config: SmtpConfig, activity: SendGridActivity | None = None) -> None:
         self._config = config
+        self._activity = activity
         self._capabilities = Capabilities(
             idempotent_submit=False,  # a second DATA is a second message, whatever its Message-ID
             reference_in_reports=config.delivery_events,  # the ESP echoes unique_args (our reference)
             status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
-            lookup_by_reference=False,
-            bounded_queue=False,  # absence can never be proven: an unknown submit waits for events
+            # By our reference in the ESP's activity feed, where there is one; its lag bounds "not found".
+            lookup_by_reference=activity is not None,
+            bounded_queue=False,  # no queue bound: without the feed an unknown submit waits for events
             cancel_accepted=False,
             delivery_reports=config.delivery_events,
         )
@@ -128,7 +139,9 @@ class SmtpAdapter:
         return f"smtp://{self._config.host}:{self._config.port}"
 
     async def aclose(self) -> None:
-        """Nothing to close: every submit opens and closes its own connection."""
+        """Every submit opens and closes its own connection; only the activity feed's client stays open."""
+        if self._activity is not None:
+            await self._activity.aclose()
 
     def message_id(self, attempt_ref: str) -> str:
         """The Message-ID every copy of one attempt carries."""
@@ -167,8 +180,19 @@ class SmtpAdapter:
     async def fetch(self, provider_id: str) -> LookupOutcome:
         return LookupOutcome(result=Unavailable(reason="SMTP has no status lookup; evidence arrives as ESP events"))
 
-    async def find_by_reference(self, *, to: str, content_sha256: str, since: datetime) -> LookupOutcome:
-        return LookupOutcome(result=Unavailable(reason="SMTP has no lookup by reference; evidence arrives as ESP events"))
+    async def find_by_reference(
+        self,
+        *,
+        to: str,
+        content_sha256: str,
+        since: datetime,
+        attempt_ref: str | None = None,
+        message_id_of: str | None = None,
+    ) -> LookupOutcome:
+        """The attempt in the ESP's activity feed by its reference (``unique_args``), where one is configured."""
+        if self._activity is None or attempt_ref is None:
+            return LookupOutcome(result=Unavailable(reason="SMTP has no lookup by reference; evidence arrives as ESP events"))
+        return await self._activity.find(attempt_ref=attempt_ref, message_id=self.message_id(message_id_of or attempt_ref))
 
     async def cancel(self, provider_id: str) -> CancelOutcome:
         return CancelOutcome(canceled=False, reason="a relay cannot recall a message it accepted")

@@ -306,10 +306,19 @@ class TwilioAdapter:
             return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message"))
         return LookupOutcome(result=found)
 
-    async def find_by_reference(self, *, to: str, content_sha256: str, since: datetime) -> LookupOutcome:
+    async def find_by_reference(
+        self,
+        *,
+        to: str,
+        content_sha256: str,
+        since: datetime,
+        attempt_ref: str | None = None,
+        message_id_of: str | None = None,
+    ) -> LookupOutcome:
         """Find the message an attempt created when no provider id came back.
 
-        Twilio has no client reference we can search on, so this lists the
+        Twilio has no client reference we can search on (``attempt_ref`` and
+        ``message_id_of`` go unused), so this lists the
         messages to ``to`` from our sender and matches those whose body hashes
         to ``content_sha256``, whose direction is outbound and whose
         ``date_created`` is at or after ``since`` (less 2 s of clock skew).

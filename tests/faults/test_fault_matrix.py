@@ -96,10 +96,10 @@ async def test_refusals_and_ambiguous_errors(fault_stack, fault_herald, fault_em
         await fault_herald.send(receipt_request(refused_key, refused_to), policy=policy)
         for _ in range(100):
             status = await fault_herald.status(refused_key)
-            if status.attempts and status.attempts[0].submit_result == "retryable":
+            if status.attempts and status.attempts[0].submit_result == "unreachable":
                 break
             await asyncio.sleep(0.1)
-        assert status.attempts[0].submit_result == "retryable"  # refused = definitely not sent
+        assert status.attempts[0].submit_result == "unreachable"  # refused = definitely not sent, an outage
     intents[workflow_id_for(refused_key, "sms")] = refused_to
     with worker(fault_stack, "worker-healthy"):
         unavailable_key, unavailable_to = fresh_key(), fresh_recipient()

@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.ledger.store import intent_history
-from herald.lifecycle import IntentState
+from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.twilio_signature import compute_signature
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
@@ -84,14 +84,33 @@ async def test_permanent_error_ends_the_intent_at_once(herald: HeraldClient, emu
 
 
 async def test_retry_budget_runs_out_into_a_terminal_state(herald: HeraldClient, emulator: Emulator, pool) -> None:
-    """A provider that always answers 429 exhausts the budget: permanent_failure with the reason, never a silent stop."""
+    """A provider that refuses the message with a retryable code every time exhausts the budget:
+    permanent_failure with the reason, never a silent stop."""
     key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "rate_limit", retry_after=0)
+    await emulator.arm(to, "reject", code=14107)
     await herald.send(receipt_request(key, to))
     final = await _final(herald, key)
     assert final.state is IntentState.PERMANENT_FAILURE
     assert len(final.attempts) == TEST_POLICY.max_attempts
     assert f"retry budget exhausted after {TEST_POLICY.max_attempts} attempts" in final.transitions[-1].reason
+    assert await emulator.messages(to) == []
+
+
+async def test_a_provider_that_keeps_answering_429_is_retried_until_the_intent_expires(
+    herald: HeraldClient, emulator: Emulator, pool
+) -> None:
+    """429 turns the account's traffic away without judging the message: the attempts never spend the
+    budget, go on past max_attempts, and the intent ends `expired` naming the outage, nothing sent."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, "rate_limit", retry_after=0)
+    expires = datetime.now(UTC) + timedelta(seconds=6)
+    await herald.send(receipt_request(key, to, expires_at=expires.isoformat()))
+    final = await _final(herald, key)
+    assert final.state is IntentState.EXPIRED, final.transitions
+    assert len(final.attempts) > TEST_POLICY.max_attempts
+    assert {a.submit_result for a in final.attempts} == {SubmitResult.UNREACHABLE}
+    reason = final.transitions[-1].reason
+    assert reason.startswith("intent expired at") and "provider unreachable since" in reason and "HTTP 429" in reason
     assert await emulator.messages(to) == []
 
 
