@@ -85,6 +85,14 @@ class Esp:
         response = await self._http.put(f"/_esp/faults/{to}", json={"fault": fault, **params})
         response.raise_for_status()
 
+    async def activity_fault(self, status: int | None, count: int | None = None) -> None:
+        """Make the Email Activity API answer `status` to the next `count` requests (None: all); None disarms."""
+        if status is None:
+            response = await self._http.delete("/_esp/activity-fault")
+        else:
+            response = await self._http.put("/_esp/activity-fault", json={"status": status, "count": count})
+        response.raise_for_status()
+
     async def messages(self, to: str) -> list[dict[str, Any]]:
         """Every message the relay accepted for `to`, with headers, attachment hashes and events."""
         response = await self._http.get("/_esp/messages", params={"to": to})

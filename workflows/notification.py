@@ -447,7 +447,7 @@ class NotificationWorkflow:
                     f"gave up at {deadline.isoformat()}: the send policy gives up on an unreachable provider "
                     f"{give_up.total_seconds():g}s after the intent was created"
                 )
-            reason = f"{reason} while the {outage}"
+            reason = f"{reason}; {outage}"
         self._record.close(closing.state, reason, closing.source)
         return True
 
