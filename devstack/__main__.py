@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
 from devstack.demo import play, refused_input_example, summary
+from devstack.outage_demo import OUTAGE_SECONDS, play_outage
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
@@ -55,13 +56,20 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
             outbox_url=config.outbox_database_url(stack.database_url),
             agent_env=config.service_env(stack.database_url),
         )
+        outage_rows, during_outage = await play_outage(
+            herald, stack, pool, f"http://{config.esp.host}:{config.esp.admin_port}", config.demo_policy
+        )
+        rows += outage_rows
         elapsed = time.monotonic() - started
-        report = await ledger_report(pool)
+        report = await ledger_report(pool, stream_lag=config.demo_policy.event_stream_lag)
     async with open_pool(config.outbox_database_url(stack.database_url), max_size=1) as outbox_pool:
         outbox_line = describe(await backlog(outbox_pool))
     return (
         f"{summary(rows)}\ndemo time: {elapsed:.1f}s\n"
         f"refused input, as a caller sees it: {refused_input_example()}\n\n"
+        f"during the outage ({OUTAGE_SECONDS:g} s: receipt server stopped, relay refusing connections):\n"
+        + "\n".join(f"  {line}" for line in during_outage)
+        + "\n\n"
         f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}\n{outbox_line}"
     )
 

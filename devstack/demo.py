@@ -161,7 +161,7 @@ async def play(
                     email_rows.append(
                         DemoRow(key, "monthly_report.v1", None, "report e-mail with a CSV attachment", address, Channel.EMAIL)
                     )
-                await _settle(herald, email_rows, timeout)
+                await settle(herald, email_rows, timeout)
                 for row in email_rows:
                     listed = (await relay.get("/_esp/messages", params={"to": row.recipient})).json()["messages"]
                     row.messages_at_provider = row.live_messages = len(listed)
@@ -174,7 +174,7 @@ async def play(
             rows.append(await _through_the_outbox(herald, outbox_url, run_tag))
         if agent_env is not None:
             rows.append(await _through_the_agent_tool(agent_env))
-        await _settle(herald, rows, timeout)
+        await settle(herald, rows, timeout)
         if ledger is not None:
             await _notes(ledger, policy_rows)
         for row in rows:
@@ -267,7 +267,7 @@ async def _notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
                 row.note = f"  {found[0]}: {found[1]}"
 
 
-async def _settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
+async def settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
     finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key, row.channel) for row in rows)), timeout)
     for row, final in zip(rows, finals, strict=True):
         row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by

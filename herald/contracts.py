@@ -19,6 +19,7 @@ from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 from herald.providers.port import Capabilities
 from herald.send_policy import Category, PolicyDecision
 
+
 def attempt_ref(workflow_id: str, number: int) -> str:
     """Our reference for one attempt, carried in the status callback URL.
 

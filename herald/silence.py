@@ -103,7 +103,9 @@ def attempt_event_window(policy: DeliveryPolicy, attempt_started_at: datetime) -
     return attempt_started_at - lag, attempt_started_at + policy.submit_in_flight_bound + lag
 
 
-def silence_verdict(policy: DeliveryPolicy, attempt_started_at: datetime, now: datetime, stream: EventStream) -> SilenceVerdict:
+def silence_verdict(
+    policy: DeliveryPolicy, attempt_started_at: datetime, now: datetime, stream: EventStream
+) -> SilenceVerdict:
     """Whether the absence of events about an attempt counts as "not accepted" now.
 
     Args:
@@ -159,4 +161,3 @@ def silence_verdict(policy: DeliveryPolicy, attempt_started_at: datetime, now: d
             + f"; window {window.total_seconds():g}s: presumed not accepted"
         ),
     )
-

@@ -27,13 +27,21 @@ with workflow.unsafe.imports_passed_through():
     from herald.evidence import next_state, observe_across
     from herald.intent import Intent, destination_fingerprint
     from herald.ledger.records import IntentRecorded, LedgerBatch
-    from herald.send_policy import Decision, PolicyDecision
-    from herald.lifecycle import IntentState, Observation, ObservationKind, Source, SubmitResult, check_transition, observe
+    from herald.lifecycle import (
+        IntentState,
+        Observation,
+        ObservationKind,
+        Source,
+        SubmitResult,
+        check_transition,
+        observe,
+    )
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
+
     # Facts recorded before adapters classified failures at the edge carry no classification; they
     # were all Twilio's, so its table decides for them, and only for them.
     from herald.providers.twilio_codes import is_retryable as classified_before_the_edge
-
+    from herald.send_policy import Decision, PolicyDecision
     from workflows.attempt_record import AttemptRecord
     from workflows.evidence_rules import evidence_rules_apply
     from workflows.ledger_buffer import LedgerBuffer

@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from herald.outcomes import LookupOutcome, Unavailable
     from herald.silence import EventStream, EventStreamQuery
     from herald.task_queues import submit_task_queue
-
     from workflows.attempt_record import AttemptRecord
 
 # Ledger writes are idempotent, so they may retry for as long as the database is away; the

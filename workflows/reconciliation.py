@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
     from herald.outcomes import Found, NotFound
     from herald.providers.port import Capabilities
     from herald.silence import silence_verdict, stream_query
-
     from workflows import provider_calls
     from workflows.attempt_record import AttemptRecord
     from workflows.evidence_rules import evidence_rules_apply

@@ -14,6 +14,9 @@
     DELETE /_esp/activity-fault       disarm the Activity API fault
     POST   /_esp/reset                forget messages, faults, counters; stop pending events; the Activity
                                       API back to its configured lag and rate, its fault disarmed
+    PUT    /_esp/outage               {"seconds": s}: the SMTP relay refuses connections for s seconds (at
+                                      most 600), open connections cut; 422 when invalid
+    DELETE /_esp/outage               end the relay's outage now
 
 The admin API is how tests arm faults and count what was really accepted; it
 never takes part in what a client of the SMTP side sees.
@@ -37,6 +40,7 @@ from emulator.esp.activity_api import ActivityApi
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
 from emulator.esp.faults import FAULT_ADAPTER, FaultRegistry
+from emulator.esp.listener import MAX_OUTAGE_SECONDS, SmtpListener
 from emulator.esp.messages import EspStats, MessageRecord, MessageStore
 
 _MAX_ADDRESS_CHARS = 320
@@ -53,6 +57,7 @@ class EspState:
     poster: EventPoster
     public_key: str
     activity: ActivityApi
+    listener: SmtpListener
 
     async def reset(self) -> None:
         await self.poster.cancel_all()
@@ -78,6 +83,8 @@ def create_admin_app(state: EspState) -> Starlette:
         Route("/_esp/stats", admin.get_stats, methods=["GET"]),
         Route("/_esp/public-key", admin.public_key, methods=["GET"]),
         Route("/_esp/reset", admin.reset, methods=["POST"]),
+        Route("/_esp/outage", admin.start_outage, methods=["PUT"]),
+        Route("/_esp/outage", admin.end_outage, methods=["DELETE"]),
         *state.activity.routes(),
     ]
     app = Starlette(routes=routes)
@@ -113,6 +120,25 @@ class _AdminApi:
             return denied
         await self._state.reset()
         return JSONResponse({"reset": True})
+
+    async def start_outage(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        try:
+            body = await request.json()
+            seconds = body["seconds"] if isinstance(body, dict) else None
+            until = self._state.listener.refuse_for(float(seconds))
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse(
+                {"error": f"seconds: must be a number above 0 and at most {MAX_OUTAGE_SECONDS:g}"}, status_code=422
+            )
+        return JSONResponse({"refusing_until": until.isoformat()})
+
+    async def end_outage(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "ESP emulator"):
+            return denied
+        await self._state.listener.resume()
+        return JSONResponse({"refusing_until": None})
 
     async def page(self, request: Request) -> Response:
         if denied := refuse_foreign(request, "ESP emulator"):

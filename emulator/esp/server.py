@@ -25,6 +25,7 @@ from emulator.esp.admin import EspState, create_admin_app
 from emulator.esp.config import EspConfig
 from emulator.esp.events import EventPoster
 from emulator.esp.faults import FaultRegistry
+from emulator.esp.listener import SmtpListener
 from emulator.esp.messages import EspStats, MessageStore
 from emulator.esp.smtp import EspHandler
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
@@ -65,19 +66,21 @@ class EspServer:
             private_key = load_private_key(config.private_key_file) if config.private_key_file else new_private_key()
         stats = EspStats()
         store = MessageStore()
+        faults = FaultRegistry()
+        poster = EventPoster(config, stats, private_key)
+        self._handler = EspHandler(config, store, faults, stats, poster)
         self.state = EspState(
             config=config,
             store=store,
-            faults=FaultRegistry(),
+            faults=faults,
             stats=stats,
-            poster=EventPoster(config, stats, private_key),
+            poster=poster,
             public_key=public_key_text(private_key),
             activity=ActivityApi(config, store, stats),
+            listener=SmtpListener(self._handler.protocol_factory, config.host, self._handler.close_connections),
         )
         for assignment in config.initial_faults:
             self.state.faults.arm(assignment.to, assignment.fault)
-        self._handler = EspHandler(config, self.state.store, self.state.faults, stats, self.state.poster)
-        self._smtp: asyncio.Server | None = None
         self._admin: _AdminServer | None = None
         self._admin_task: asyncio.Task[None] | None = None
         self._admin_socket: socket.socket | None = None
@@ -91,13 +94,9 @@ class EspServer:
 
     async def start(self) -> None:
         """Bind both servers and start serving; returns once both accept connections."""
-        loop = asyncio.get_running_loop()
         await self.state.poster.start()
         try:
-            self._smtp = await loop.create_server(
-                self._handler.protocol_factory(loop), self.config.host, self.config.smtp_port
-            )
-            self.smtp_port = self._smtp.sockets[0].getsockname()[1]
+            self.smtp_port = await self.state.listener.open(self.config.smtp_port)
             await self._start_admin()
         except BaseException:
             await self.stop()
@@ -131,10 +130,7 @@ class EspServer:
 
     async def stop(self) -> None:
         """Stop listening, close SMTP connections, cancel pending events, stop the admin API."""
-        if self._smtp is not None:
-            self._smtp.close()
-            self._handler.close_connections()
-            self._smtp = None
+        self.state.listener.close()
         await self.state.poster.aclose()
         if self._admin is not None and self._admin_task is not None:
             self._admin.should_exit = True

@@ -15,7 +15,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.silence import EventStream, EventStreamQuery
 
-
 _RECORD_MARK = """
 INSERT INTO event_stream_marks (provider, oldest_event_at, newest_event_at, newest_submission_at, events)
 SELECT %(provider)s, %(oldest)s, %(newest)s,

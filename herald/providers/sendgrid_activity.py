@@ -112,7 +112,9 @@ class SendGridActivity:
         if not _ATTEMPT_REF.match(attempt_ref):
             return _unavailable("not an attempt reference; nothing was looked up")
         if await self._pace.wait_at_most(MAX_SLOT_WAIT) is None:
-            return _unavailable(f"activity API: the local pace ({self._config.requests_per_minute:g}/min) has no slot now")
+            return _unavailable(
+                f"activity API: the local pace ({self._config.requests_per_minute:g}/min) has no slot now"
+            )
         searched_at = datetime.now(UTC)
         query = f"unique_args['{REFERENCE_ARG}']=\"{attempt_ref}\""
         answer = await self._get("/v3/messages", params={"query": query, "limit": str(LIST_LIMIT)})

@@ -1581,3 +1581,32 @@ async def _dialogue(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
         await asyncio.wait_for(writer.drain(), 5)
         last_lines.append(await reply())
     return last_lines
+
+
+# --- the relay down: refusing connections ---------------------------------------------------------
+
+
+async def test_an_outage_refuses_connections_then_the_relay_listens_again_on_the_same_port(
+    esp: EspThread, admin: httpx.AsyncClient
+) -> None:
+    """PUT /_esp/outage: connects are refused (nothing listens) until the outage ends by itself; the same
+    port then takes mail again. A bad duration is refused with the field named."""
+    to = fresh_address()
+    answer = await admin.put("/_esp/outage", json={"seconds": 1.0})
+    assert answer.status_code == 200 and answer.json()["refusing_until"]
+    with pytest.raises((aiosmtplib.SMTPConnectError, OSError)):
+        await send(esp, make_message(to), timeout=2)
+    await asyncio.sleep(1.5)
+    errors, _ = await send(esp, make_message(to))
+    assert errors == {}
+    for bad in ({"seconds": 0}, {"seconds": 601}, {"seconds": "soon"}, {}):
+        refused = await admin.put("/_esp/outage", json=bad)
+        assert refused.status_code == 422 and refused.json()["error"].startswith("seconds:")
+
+
+async def test_an_outage_can_be_ended_early(esp: EspThread, admin: httpx.AsyncClient) -> None:
+    """DELETE /_esp/outage listens again at once."""
+    assert (await admin.put("/_esp/outage", json={"seconds": 60})).status_code == 200
+    assert (await admin.delete("/_esp/outage")).json() == {"refusing_until": None}
+    errors, _ = await send(esp, make_message(fresh_address()))
+    assert errors == {}

@@ -17,7 +17,6 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from bench.actions import billable_actions
-
 from herald.artifacts import ArtifactRef, PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus, attempt_ref

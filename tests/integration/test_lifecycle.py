@@ -103,7 +103,8 @@ async def test_a_provider_that_keeps_answering_429_is_retried_until_the_intent_e
     budget, go on past max_attempts, and the intent ends `expired` naming the outage, nothing sent."""
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "rate_limit", retry_after=0)
-    expires = datetime.now(UTC) + timedelta(seconds=6)
+    # Long enough for more attempts than the budget allows even on a loaded machine (backoff capped at 2 s).
+    expires = datetime.now(UTC) + timedelta(seconds=12)
     await herald.send(receipt_request(key, to, expires_at=expires.isoformat()))
     final = await _final(herald, key)
     assert final.state is IntentState.EXPIRED, final.transitions

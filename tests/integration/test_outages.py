@@ -32,13 +32,24 @@ from emulator.esp.server import EspServer, load_private_key
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus, attempt_ref
 from herald.intent import Channel
+from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.sendgrid_activity import SendGridActivity, SendGridActivityConfig
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
+from herald.send_policy import Category, CategoryRules, PolicyRules
 from tests.refusing_proxy import RefusingProxy
-from tests.support import TEST_POLICY, Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.support import (
+    TEST_POLICY,
+    Emulator,
+    Esp,
+    email_request,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+    receipt_request,
+)
 from worker import build_submit_worker, build_worker, smtp_config, twilio_config
 
 OUTAGE = float(os.environ.get("HERALD_OUTAGE_SECONDS", "12"))
@@ -80,8 +91,14 @@ async def outages(
     await webhook.start()
     esp = EspServer(
         EspConfig(
-            smtp_port=0, admin_port=0, webhook_url=f"{webhook.url}/sendgrid/events", step_ms=20,
-            activity_api_key=ACTIVITY_KEY, activity_lag_ms=500, activity_requests_per_minute=None, **REDELIVERY,
+            smtp_port=0,
+            admin_port=0,
+            webhook_url=f"{webhook.url}/sendgrid/events",
+            step_ms=20,
+            activity_api_key=ACTIVITY_KEY,
+            activity_lag_ms=500,
+            activity_requests_per_minute=None,
+            **REDELIVERY,
         ),  # fmt: skip
         private_key=load_private_key(stack.config.esp_signing_key_path),
     )
@@ -315,3 +332,33 @@ async def test_a_relay_and_twilio_refusing_connections_delay_delivery_and_never_
         assert final.state is IntentState.EXPIRED, final.transitions
         assert "; provider unreachable since" in final.transitions[-1].reason
     assert await esp.messages(short_email[1]) == [] and await emulator.messages(short_text[1]) == []
+
+
+async def test_a_category_that_gives_up_sooner_ends_expired_at_its_give_up_naming_the_outage(
+    outages: Outages, emulator: Emulator, pool: AsyncConnectionPool
+) -> None:
+    """The send policy's unreachable_give_up_seconds for the category ends an outage before the intent's
+    own expiry: `expired`, naming the give-up and the outage, with nothing sent."""
+    rules = PolicyRules(
+        categories={
+            **PolicyRules().categories,
+            Category.TRANSACTIONAL: CategoryRules(urgent=True, unreachable_give_up_seconds=3),
+        }
+    )
+    await publish_policy(pool, rules, effective_from=datetime.now(UTC), owner="tests", note="give up after 3 s")
+    await outages.twilio.refuse()
+    key, to = fresh_key(), fresh_recipient()
+    try:
+        await outages.events_only.send(receipt_request(key, to))
+        final = await _final(outages.events_only, key, Channel.SMS)
+    finally:
+        await outages.twilio.accept()
+        await publish_policy(
+            pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again"
+        )
+    assert final.state is IntentState.EXPIRED, final.transitions
+    reason = final.transitions[-1].reason
+    assert reason.startswith("gave up at") and "gives up on an unreachable provider 3s after" in reason
+    assert "; provider unreachable since" in reason
+    assert {a.submit_result for a in final.attempts} == {SubmitResult.UNREACHABLE}
+    assert await emulator.messages(to) == []

@@ -101,7 +101,9 @@ async def test_no_listed_message_is_not_found_with_the_feeds_lag() -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(("status", "expected"), [("delivered", ProviderStatus.DELIVERED), ("processed", ProviderStatus.QUEUED)])
+@pytest.mark.parametrize(
+    ("status", "expected"), [("delivered", ProviderStatus.DELIVERED), ("processed", ProviderStatus.QUEUED)]
+)
 async def test_one_listed_message_is_found_under_our_message_id(status: str, expected: ProviderStatus) -> None:
     """One message carries the reference: Found, named by our Message-ID (as the ESP's events name it)."""
     activity, _ = feed(respond(200, {"messages": [listed(status)]}))
@@ -119,9 +121,13 @@ async def test_one_listed_message_is_found_under_our_message_id(status: str, exp
     ],
 )
 async def test_not_delivered_reads_the_message_events(events: list[str], expected: ProviderStatus) -> None:
-    """"not_delivered" covers a bounce, a drop and a deferral: the detail's events tell which; a final one is
+    """ "not_delivered" covers a bounce, a drop and a deferral: the detail's events tell which; a final one is
     never called retryable on this evidence."""
-    detail = {"msg_id": "filter0001.abc.0", "status": "not_delivered", "events": [{"event_name": name} for name in events]}
+    detail = {
+        "msg_id": "filter0001.abc.0",
+        "status": "not_delivered",
+        "events": [{"event_name": name} for name in events],
+    }
     activity, seen = feed(respond(200, {"messages": [listed("not_delivered")]}), respond(200, detail))
     result = (await activity.find(attempt_ref=REF, message_id=MESSAGE_ID)).result
     assert isinstance(result, Found) and result.status is expected
@@ -144,8 +150,19 @@ async def test_not_delivered_reads_the_message_events(events: list[str], expecte
         lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused")),
         lambda request: (_ for _ in ()).throw(httpx.ReadTimeout("slow")),
     ],
-    ids=["ambiguous", "messages-not-a-list", "body-not-an-object", "unknown-status", "401", "403", "500", "503",
-         "not-json", "connect-error", "read-timeout"],  # fmt: skip
+    ids=[
+        "ambiguous",
+        "messages-not-a-list",
+        "body-not-an-object",
+        "unknown-status",
+        "401",
+        "403",
+        "500",
+        "503",
+        "not-json",
+        "connect-error",
+        "read-timeout",
+    ],  # fmt: skip
 )
 async def test_anything_else_is_unavailable_never_a_verdict(handler: Handler) -> None:
     """Two matches, an unreadable answer, a refused key, a 5xx or a network error say nothing about the message."""
@@ -157,7 +174,9 @@ async def test_anything_else_is_unavailable_never_a_verdict(handler: Handler) ->
 async def test_a_429_holds_every_lookup_until_the_window_resets() -> None:
     """429: Unavailable, and no request goes out until X-RateLimit-Reset; the next lookup says so at once."""
     reset = int(datetime.now(UTC).timestamp()) + 50
-    activity, seen = feed(respond(429, {"errors": [{"message": "too many requests"}]}, {"X-RateLimit-Reset": str(reset)}))
+    activity, seen = feed(
+        respond(429, {"errors": [{"message": "too many requests"}]}, {"X-RateLimit-Reset": str(reset)})
+    )
     first = (await activity.find(attempt_ref=REF, message_id=MESSAGE_ID)).result
     assert isinstance(first, Unavailable) and "429" in first.reason
     second = (await activity.find(attempt_ref=REF, message_id=MESSAGE_ID)).result
@@ -173,7 +192,7 @@ async def test_the_local_pace_keeps_to_sendgrids_six_a_minute() -> None:
     assert len(seen) == 1
 
 
-@pytest.mark.parametrize("ref", ["att_x\" OR to_email=\"a@b.c", "", "a" * 65, "att_ü_1"])
+@pytest.mark.parametrize("ref", ['att_x" OR to_email="a@b.c', "", "a" * 65, "att_ü_1"])
 async def test_a_value_that_is_not_a_reference_is_never_put_in_a_query(ref: str) -> None:
     """Only our reference's alphabet reaches the query language: nothing is looked up otherwise."""
     activity, seen = feed()
@@ -212,7 +231,9 @@ def relay(esp: EspServer) -> SmtpAdapter:
     config = SmtpConfig(host="127.0.0.1", port=esp.smtp_port, security="none", from_address="receipts@herald.example",
                         message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0)  # fmt: skip
     activity = SendGridActivity(
-        SendGridActivityConfig(api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=KEY, requests_per_minute=600, lag_seconds=1)
+        SendGridActivityConfig(
+            api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=KEY, requests_per_minute=600, lag_seconds=1
+        )
     )
     return SmtpAdapter(config, activity)
 
@@ -252,7 +273,9 @@ async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> No
 
 def test_without_a_feed_the_relay_declares_no_lookup() -> None:
     """No Email Activity key: no lookup by reference, so an unknown submit waits for events (herald.silence)."""
-    config = SmtpConfig(host="relay.example", from_address="receipts@herald.example", message_id_domain="mail.herald.example")
+    config = SmtpConfig(
+        host="relay.example", from_address="receipts@herald.example", message_id_domain="mail.herald.example"
+    )
     assert not SmtpAdapter(config).capabilities.lookup_by_reference
 
 

@@ -22,9 +22,9 @@ from herald.outcomes import (
     ProviderStatus,
     Rejected,
     Retryable,
-    Unreachable,
     Unavailable,
     Unknown,
+    Unreachable,
 )
 from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter, TwilioConfig
 from herald.providers.twilio_codes import (

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.delivery_policy import DeliveryPolicy, may_retry, poll_delay, retry_delay
+from herald.delivery_policy import (
+    DeliveryPolicy,
+    budget_spent,
+    may_retry,
+    next_attempt_delay,
+    outage_length,
+    poll_delay,
+    retry_delay,
+)
+from herald.lifecycle import SubmitResult
 
 DEFAULT = DeliveryPolicy()
 # timedelta keeps microseconds; a float bound may round by one.
@@ -220,3 +229,39 @@ def test_poll_delay_within_ten_percent_of_capped_base(policy: DeliveryPolicy, po
 def test_poll_delay_never_shrinks_with_more_polls(policy: DeliveryPolicy, polls_made: int, jitter: float) -> None:
     """At a fixed jitter, one more poll never gives a shorter delay."""
     assert poll_delay(policy, polls_made + 1, jitter) >= poll_delay(policy, polls_made, jitter)
+
+
+# ---- outages: attempts that reached no provider ---------------------------------------------------
+
+U, R, N, A = SubmitResult.UNREACHABLE, SubmitResult.RETRYABLE, SubmitResult.NOT_SENT, SubmitResult.ACCEPTED
+
+
+@pytest.mark.parametrize(
+    ("results", "spent", "outage"),
+    [([], 0, 0), ([U, U, U], 0, 3), ([R, U, U], 1, 2), ([U, R], 1, 0), ([N, R, U], 1, 1), ([R, R, A], 3, 0)],
+)
+def test_only_attempts_a_provider_judged_spend_the_budget(results: list[SubmitResult], spent: int, outage: int) -> None:
+    """Unreachable and never-sent attempts spend nothing; the outage is the run of unreachable ones at the end."""
+    assert budget_spent(results) == spent and outage_length(results) == outage
+
+
+@given(outage=st.integers(min_value=1, max_value=500), refusals=st.integers(min_value=0, max_value=30))
+def test_an_outage_always_has_a_next_attempt_whatever_the_budget(outage: int, refusals: int) -> None:
+    """However long the outage and however spent the budget, the next attempt after an unreachable one
+    waits a capped backoff (never None): only the intent's deadline ends an outage."""
+    results = [SubmitResult.RETRYABLE] * refusals + [SubmitResult.UNREACHABLE] * outage
+    delay = next_attempt_delay(DEFAULT, results, None, 1.0)
+    assert delay is not None and timedelta(0) < delay <= DEFAULT.backoff_max
+
+
+def test_after_an_outage_a_refusal_is_judged_by_the_budget_again() -> None:
+    """Four refusals around any number of unreachable attempts exhaust the default budget of four."""
+    results = [R, U, U, R, U, R, R]
+    assert budget_spent(results) == 4 and next_attempt_delay(DEFAULT, results, None, 0.5) is None
+    assert next_attempt_delay(DEFAULT, results[:-1], None, 0.5) is not None
+
+
+def test_an_outage_honours_the_providers_retry_after_up_to_the_cap() -> None:
+    """A 429's Retry-After stretches the outage's backoff, capped like any hint."""
+    assert next_attempt_delay(DEFAULT, [U], seconds(90), 0.0) == seconds(90)
+    assert next_attempt_delay(DEFAULT, [U], timedelta(days=2), 0.0) == DEFAULT.retry_after_cap

@@ -77,3 +77,19 @@ async def test_a_burst_allowance_is_spent_once_and_refills_at_the_pace() -> None
 def test_a_burst_below_one_is_refused_naming_the_rule() -> None:
     with pytest.raises(ValueError, match="burst: must be at least 1"):
         Pacer(10, burst=0)
+
+
+async def test_a_caller_with_its_own_deadline_is_told_not_now_and_takes_no_slot() -> None:
+    """wait_at_most refuses a slot further away than its limit without taking it; hold_for pushes every
+    slot past a provider's reset time."""
+    fake = FakeTime()
+    pacer = Pacer(0.1, clock=fake.clock, sleep=fake.sleep)  # one call every 10 s
+    assert await pacer.wait_at_most(5) == 0.0
+    assert await pacer.wait_at_most(5) is None  # the next slot is 10 s away
+    fake.now += 6
+    assert await pacer.wait_at_most(5) == pytest.approx(4.0)
+    pacer.hold_for(60)
+    fake.now += 10
+    assert await pacer.wait_at_most(5) is None
+    fake.now += 51
+    assert await pacer.wait_at_most(5) == 0.0

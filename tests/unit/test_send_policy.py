@@ -101,3 +101,20 @@ def test_rules_are_validated_when_published() -> None:
         PolicyRules(default_time_zone="Mars/Olympus")
     with pytest.raises(ValueError, match="cooldown_seconds"):
         PolicyRules(cooldown_seconds={"fax": 10})
+
+
+def test_an_admitted_attempt_carries_its_categorys_give_up_on_an_unreachable_provider() -> None:
+    """The category's unreachable_give_up_seconds travels with the allow decision (None by default), so
+    the workflow can bound an outage sooner than the intent's expiry; deferrals carry none."""
+    allowed = decide(rules_with(Category.ACCOUNT, unreachable_give_up_seconds=600), 3, facts(), NOON_IN_LA)
+    assert allowed.decision is Decision.ALLOW and allowed.give_up_after_seconds == 600
+    assert decide(RULES, 3, facts(), NOON_IN_LA).give_up_after_seconds is None
+    deferred = decide(rules_with(Category.ACCOUNT, urgent=False, unreachable_give_up_seconds=600), 3, facts(), LATE_IN_LA)
+    assert deferred.decision is Decision.DEFER and deferred.give_up_after_seconds is None
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 7 * 86_400 + 1])
+def test_a_give_up_outside_one_second_to_a_week_is_refused(seconds: int) -> None:
+    """A give-up of zero would end every outage at once, and one past a week outlives any notice."""
+    with pytest.raises(ValueError):
+        CategoryRules(unreachable_give_up_seconds=seconds)
