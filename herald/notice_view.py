@@ -7,6 +7,7 @@ and the transitions in order. Channels never share a row: each column is its own
 
 from __future__ import annotations
 
+import textwrap
 from itertools import zip_longest
 
 from herald.contracts import IntentStatus
@@ -45,6 +46,9 @@ def _column(status: IntentStatus | None) -> list[tuple[str, str]]:
         rows.append(("attempts", f"{attempt.number} {attempt.started_at:%H:%M:%S} {submit} -> {outcome}{delay}"))
         if attempt.provider:
             rows.append(("attempts", f"  via {attempt.provider}"))
+        if attempt.waiting:
+            # Why it still waits (an e-mail's silent event stream): the whole reason, wrapped to the column.
+            rows += [("attempts", f"  {line}") for line in textwrap.wrap(attempt.waiting, _COLUMN - 4)]
     for transition in status.transitions:
         rows.append(
             ("transitions", f"{transition.at:%H:%M:%S} {transition.to_state.value} [{transition.source.value}]")

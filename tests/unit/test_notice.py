@@ -89,6 +89,17 @@ def test_the_notice_view_puts_each_channel_in_its_own_column() -> None:
     assert "0123456789abcdef" in view
 
 
+def test_the_notice_view_says_why_an_attempt_still_waits() -> None:
+    """An e-mail waiting on a silent event stream shows the whole reason, wrapped into its column."""
+    reason = "waiting: event stream silent since 2026-12-01T08:59:00+00:00; no event yet for a submission made after 2026-12-01T09:01:00+00:00"
+    waiting = AttemptStatus(number=1, attempt_ref="att_1", started_at=AT, submit_result=SubmitResult.UNKNOWN, waiting=reason)
+    view = render_notice("order_receipt:pay_1", {"email": _status("email", IntentState.SUBMITTING, [waiting])})
+    lines = view.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.strip().startswith("waiting:"))
+    shown = " ".join(line.strip() for line in lines[start : start + 3])
+    assert shown == reason
+
+
 def test_the_notice_view_shows_a_missing_channel() -> None:
     view = render_notice("order_receipt:pay_1", {"sms": None, "email": _status("email", IntentState.PENDING, [])})
     assert "(none on this channel)" in view
