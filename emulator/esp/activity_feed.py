@@ -133,13 +133,19 @@ class FeedMessage:
     api_key_id: str | None
     order: tuple[int, int]  # (message seq, recipient index): ties on last_event_time go to the newer
 
-    def summary_json(self) -> dict[str, Any]:
+    def _identity_json(self) -> dict[str, Any]:
+        """The fields the list and the detail answers share."""
         return {
             "from_email": self.from_email,
             "msg_id": self.msg_id,
             "subject": self.subject,
             "to_email": self.to_email,
             "status": self.status.value,
+        }
+
+    def summary_json(self) -> dict[str, Any]:
+        return {
+            **self._identity_json(),
             "opens_count": self.opens_count,
             "clicks_count": self.clicks_count,
             "last_event_time": iso_seconds(self.last_event_time),
@@ -147,11 +153,7 @@ class FeedMessage:
 
     def detail_json(self) -> dict[str, Any]:
         return {
-            "from_email": self.from_email,
-            "msg_id": self.msg_id,
-            "subject": self.subject,
-            "to_email": self.to_email,
-            "status": self.status.value,
+            **self._identity_json(),
             "template_id": None,
             "asm_group_id": None,
             "teammate": "",  # sent with an API key, not by a teammate; the spec's pattern allows ""

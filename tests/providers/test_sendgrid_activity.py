@@ -13,6 +13,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
@@ -283,3 +285,30 @@ def test_the_transcribed_description_matches_the_adapters_constants() -> None:
     """The list limit the adapter sends is inside the description's bounds (a change to either shows here)."""
     bounds = SPEC["operations"][r"/v3/messages"]["limit"]
     assert bounds["minimum"] <= LIST_LIMIT <= bounds["maximum"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=json_values | st.fixed_dictionaries({"messages": st.lists(st.dictionaries(st.sampled_from(
+        ["msg_id", "status", "last_event_time", "to_email"]), json_values), max_size=3)}),  # fmt: skip
+    detail=json_values,
+    status=st.sampled_from([200, 200, 200, 404, 429, 500]),
+)
+async def test_whatever_the_feed_answers_the_lookup_is_an_outcome_never_an_exception(
+    body: Any, detail: Any, status: int
+) -> None:
+    """Arbitrary JSON, wrong types and odd statuses from the feed become Found, NotFound or Unavailable; a
+    Found always names our Message-ID."""
+    activity, _ = feed(respond(status, body), respond(200, detail), per_minute=6000)
+    result = (await activity.find(attempt_ref=REF, message_id=MESSAGE_ID)).result
+    assert isinstance(result, (Found, NotFound, Unavailable))
+    if isinstance(result, Found):
+        assert result.provider_id == MESSAGE_ID
+    await activity.aclose()
