@@ -91,8 +91,13 @@ def test_the_notice_view_puts_each_channel_in_its_own_column() -> None:
 
 def test_the_notice_view_says_why_an_attempt_still_waits() -> None:
     """An e-mail waiting on a silent event stream shows the whole reason, wrapped into its column."""
-    reason = "waiting: event stream silent since 2026-12-01T08:59:00+00:00; no event yet for a submission made after 2026-12-01T09:01:00+00:00"
-    waiting = AttemptStatus(number=1, attempt_ref="att_1", started_at=AT, submit_result=SubmitResult.UNKNOWN, waiting=reason)
+    reason = (
+        "waiting: event stream silent since 2026-12-01T08:59:00+00:00; "
+        "no event yet for a submission made after 2026-12-01T09:01:00+00:00"
+    )
+    waiting = AttemptStatus(
+        number=1, attempt_ref="att_1", started_at=AT, submit_result=SubmitResult.UNKNOWN, waiting=reason
+    )
     view = render_notice("order_receipt:pay_1", {"email": _status("email", IntentState.SUBMITTING, [waiting])})
     lines = view.splitlines()
     start = next(n for n, line in enumerate(lines) if line.strip().startswith("waiting:"))
