@@ -203,7 +203,7 @@ class Lifecycle(BackgroundPoster):
             self._stats.callback_attempts += 1
             started = time.monotonic()
             try:
-                response = await self._client.post(url, content=content, headers=headers)
+                response = await self.post(url, content=content, headers=headers)
                 attempt.http_status = response.status_code
             except (httpx.HTTPError, httpx.InvalidURL, OSError) as error:
                 attempt.error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

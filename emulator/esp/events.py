@@ -174,7 +174,7 @@ class EventPoster(BackgroundPoster):
             self._stats.event_posts += 1
             started = time.monotonic()
             try:
-                response = await self._client.post(self._config.webhook_url, content=content, headers=headers)
+                response = await self.post(self._config.webhook_url, content=content, headers=headers)
                 attempt.http_status = response.status_code
             except (httpx.HTTPError, httpx.InvalidURL, OSError) as error:
                 attempt.error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
