@@ -31,7 +31,7 @@ from herald.ledger import store
 from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
-from herald.providers.port import Attachment, OutboundMessage, Provider
+from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
 
 
 class ProviderActivities:
@@ -142,13 +142,14 @@ class ProviderActivities:
             if input.provider_id is not None:
                 outcome = await provider.fetch(input.provider_id)
             else:
-                outcome = await provider.find_by_reference(
+                reference = MessageReference(
                     to=input.to,
                     content_sha256=input.content_sha256,
                     since=input.since,
                     attempt_ref=input.attempt_ref,
                     message_id_of=input.message_id_of,
                 )
+                outcome = await provider.find_by_reference(reference)
             call.outcome = outcome.result.kind
         return outcome
 

@@ -73,6 +73,19 @@ class OutboundMessage(Frozen):
     validity_seconds: int | None = None
 
 
+class MessageReference(Frozen):
+    """What identifies an attempt's message when its provider id never came back."""
+
+    to: str
+    content_sha256: str
+    # When the attempt began: a message created before it is not this attempt's.
+    since: datetime
+    # Our attempt reference, for providers that index it (an ESP's activity feed, by unique_args).
+    attempt_ref: str | None = None
+    # E-mail: the attempt whose Message-ID the copy carried (None: its own).
+    message_id_of: str | None = None
+
+
 class Provider(Protocol):
     """One provider account behind one channel, as typed outcomes; never raises for the network."""
 
@@ -97,18 +110,10 @@ class Provider(Protocol):
         """The message's current status by its provider id (Unavailable without ``status_lookup``)."""
         ...
 
-    async def find_by_reference(
-        self,
-        *,
-        to: str,
-        content_sha256: str,
-        since: datetime,
-        attempt_ref: str | None = None,
-        message_id_of: str | None = None,
-    ) -> LookupOutcome:
+    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
         """The attempt's message without its provider id (Unavailable without ``lookup_by_reference``):
         by recipient and content (Twilio), or by our reference where the provider indexes it (an ESP's
-        activity feed; ``message_id_of`` names the attempt whose Message-ID the copy carried)."""
+        activity feed)."""
         ...
 
     async def cancel(self, provider_id: str) -> CancelOutcome:

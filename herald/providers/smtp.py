@@ -52,7 +52,7 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import Attachment, CancelOutcome, Capabilities, OutboundMessage
+from herald.providers.port import Attachment, CancelOutcome, Capabilities, MessageReference, OutboundMessage
 
 if TYPE_CHECKING:
     from herald.providers.sendgrid_activity import SendGridActivity
@@ -180,19 +180,13 @@ class SmtpAdapter:
     async def fetch(self, provider_id: str) -> LookupOutcome:
         return LookupOutcome(result=Unavailable(reason="SMTP has no status lookup; evidence arrives as ESP events"))
 
-    async def find_by_reference(
-        self,
-        *,
-        to: str,
-        content_sha256: str,
-        since: datetime,
-        attempt_ref: str | None = None,
-        message_id_of: str | None = None,
-    ) -> LookupOutcome:
+    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
         """The attempt in the ESP's activity feed by its reference (``unique_args``), where one is configured."""
-        if self._activity is None or attempt_ref is None:
-            return LookupOutcome(result=Unavailable(reason="SMTP has no lookup by reference; evidence arrives as ESP events"))
-        return await self._activity.find(attempt_ref=attempt_ref, message_id=self.message_id(message_id_of or attempt_ref))
+        if self._activity is None or reference.attempt_ref is None:
+            reason = "SMTP has no lookup by reference; evidence arrives as ESP events"
+            return LookupOutcome(result=Unavailable(reason=reason))
+        message_id = self.message_id(reference.message_id_of or reference.attempt_ref)
+        return await self._activity.find(attempt_ref=reference.attempt_ref, message_id=message_id)
 
     async def cancel(self, provider_id: str) -> CancelOutcome:
         return CancelOutcome(canceled=False, reason="a relay cannot recall a message it accepted")

@@ -91,7 +91,7 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import CancelOutcome, Capabilities, OutboundMessage
+from herald.providers.port import CancelOutcome, Capabilities, MessageReference, OutboundMessage
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
@@ -306,19 +306,11 @@ class TwilioAdapter:
             return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message"))
         return LookupOutcome(result=found)
 
-    async def find_by_reference(
-        self,
-        *,
-        to: str,
-        content_sha256: str,
-        since: datetime,
-        attempt_ref: str | None = None,
-        message_id_of: str | None = None,
-    ) -> LookupOutcome:
+    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
         """Find the message an attempt created when no provider id came back.
 
-        Twilio has no client reference we can search on (``attempt_ref`` and
-        ``message_id_of`` go unused), so this lists the
+        Twilio has no client reference we can search on (the reference's
+        ``attempt_ref`` goes unused), so this lists the
         messages to ``to`` from our sender and matches those whose body hashes
         to ``content_sha256``, whose direction is outbound and whose
         ``date_created`` is at or after ``since`` (less 2 s of clock skew).
@@ -343,9 +335,9 @@ class TwilioAdapter:
         from ``searched_at`` and ``queue_bounded``.
 
         Args:
-            to: The recipient, E.164.
-            content_sha256: Hex SHA-256 of the UTF-8 body that was submitted.
-            since: When the attempt started; must carry a time zone.
+            reference: ``to`` (the recipient, E.164), ``content_sha256`` (hex
+                SHA-256 of the UTF-8 body that was submitted) and ``since``
+                (when the attempt started; must carry a time zone).
 
         Returns:
             Found for exactly one match; NotFound when the list was read down
@@ -358,6 +350,7 @@ class TwilioAdapter:
         Raises:
             ValueError: ``since`` has no time zone.
         """
+        to, content_sha256, since = reference.to, reference.content_sha256, reference.since
         if since.tzinfo is None:
             raise ValueError("since must carry a time zone")
         searched_at = datetime.now(UTC)

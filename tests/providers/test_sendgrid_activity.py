@@ -20,6 +20,7 @@ from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
 from herald.delivery_policy import DeliveryPolicy, absence_proven
 from herald.outcomes import Found, NotFound, ProviderStatus, Unavailable
+from herald.providers.port import MessageReference
 from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity, SendGridActivityConfig
 from herald.providers.smtp import EmailSubmission, SmtpAdapter, SmtpConfig
 
@@ -250,11 +251,17 @@ async def test_the_relay_declares_the_lookup_and_finds_its_message_once_the_feed
     sent = await adapter.send_email(EmailSubmission(attempt_ref=ref, to=to, subject="s", text="t"))
     assert sent.result.kind == "accepted"
     since = datetime.now(UTC)
-    early = (await adapter.find_by_reference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref)).result
+    early = (
+        await adapter.find_by_reference(MessageReference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref))
+    ).result
     assert isinstance(early, NotFound)
     found = None
     for _ in range(40):
-        found = (await adapter.find_by_reference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref)).result
+        found = (
+            await adapter.find_by_reference(
+                MessageReference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref)
+            )
+        ).result
         if isinstance(found, Found):
             break
         await asyncio.sleep(0.1)
@@ -267,8 +274,8 @@ async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> No
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{esp.admin_port}", trust_env=False) as admin:
         assert (await admin.put("/_esp/activity-fault", json={"status": 429, "count": 1})).status_code == 200
     adapter = relay(esp)
-    result = (await adapter.find_by_reference(to="x@example.com", content_sha256="0" * 64, since=datetime.now(UTC),
-                                              attempt_ref=REF)).result  # fmt: skip
+    reference = MessageReference(to="x@example.com", content_sha256="0" * 64, since=datetime.now(UTC), attempt_ref=REF)
+    result = (await adapter.find_by_reference(reference)).result
     assert isinstance(result, Unavailable) and "429" in result.reason
     await adapter.aclose()
 
@@ -296,8 +303,15 @@ json_values = st.recursive(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    body=json_values | st.fixed_dictionaries({"messages": st.lists(st.dictionaries(st.sampled_from(
-        ["msg_id", "status", "last_event_time", "to_email"]), json_values), max_size=3)}),  # fmt: skip
+    body=json_values
+    | st.fixed_dictionaries(
+        {
+            "messages": st.lists(
+                st.dictionaries(st.sampled_from(["msg_id", "status", "last_event_time", "to_email"]), json_values),
+                max_size=3,
+            )
+        }
+    ),  # fmt: skip
     detail=json_values,
     status=st.sampled_from([200, 200, 200, 404, 429, 500]),
 )

@@ -26,6 +26,7 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
+from herald.providers.port import MessageReference
 from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter, TwilioConfig
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
@@ -345,7 +346,7 @@ async def test_reasons_never_carry_recipient_or_body() -> None:
         result = await submit_with(handler)  # submit_with asserts the absence on the whole outcome
         assert RECIPIENT_DIGITS not in result.reason and BODY not in result.reason
     async with make_adapter(respond(500, twilio_error(20500, 500))) as adapter:
-        lookup = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE)
+        lookup = await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE))
         assert_no_pii(lookup)
         assert_no_pii(await adapter.fetch(MESSAGE_SID))
         assert_no_pii(await adapter.cancel(MESSAGE_SID))
@@ -599,7 +600,7 @@ def pages(*contents: list[dict[str, Any]]) -> Handler:
 async def find_with(handler: Handler, seen: list[httpx.Request] | None = None, since: datetime = SINCE) -> Any:
     requests = seen if seen is not None else []
     async with make_adapter(recording(handler, requests)) as adapter:
-        outcome = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=since)
+        outcome = await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256=BODY_SHA, since=since))
     assert_no_pii(outcome)
     return outcome.result
 
@@ -749,7 +750,7 @@ async def test_find_through_a_messaging_service_matches_its_sid() -> None:
     theirs = {**message(sid=OTHER_SID, sender=None), "messaging_service_sid": "MG" + "f" * 32}
     handler = recording(pages([theirs, ours]), seen)
     async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
-        outcome = await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE)
+        outcome = await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE))
     assert isinstance(outcome.result, Found) and outcome.result.provider_id == MESSAGE_SID
     assert "From" not in seen[0].url.params
 
@@ -818,7 +819,8 @@ async def test_find_requires_aware_since() -> None:
     """A since without a time zone is a caller bug and raises ValueError before any request."""
     async with make_adapter(pages([])) as adapter:
         with pytest.raises(ValueError):
-            await adapter.find_by_reference(to=RECIPIENT, content_sha256=BODY_SHA, since=datetime(2025, 3, 14))
+            naive = datetime(2025, 3, 14)  # no time zone: what the adapter must refuse
+            await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256=BODY_SHA, since=naive))
 
 
 # --- cancel ---------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from herald.outcomes import Accepted, Found, ProviderStatus, Unavailable
-from herald.providers.port import OutboundMessage
+from herald.providers.port import MessageReference, OutboundMessage
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
 from herald.providers.twilio_codes import STATUS_LABELS
 
@@ -195,9 +195,9 @@ async def test_every_request_conforms_to_the_spec() -> None:
             )
         )
         fetched = await adapter.fetch("SMb7c0a2ce80504485a6f653a7110836f5")
-        searched = await adapter.find_by_reference(
+        searched = await adapter.find_by_reference(MessageReference(
             to=RECIPIENT, content_sha256=hashlib.sha256(b"no such body").hexdigest(), since=SINCE
-        )
+        ))
         canceled = await adapter.cancel("SMb7c0a2ce80504485a6f653a7110836f5")
     async with make_adapter(transport, messaging_service_sid=SERVICE_SID) as adapter:
         via_service = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
@@ -217,7 +217,7 @@ async def test_search_filters_by_the_spec_parameters_and_never_by_date_sent() ->
     spec = load_spec()
     seen: list[httpx.Request] = []
     async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
-        await adapter.find_by_reference(to=RECIPIENT, content_sha256="0" * 64, since=SINCE)
+        await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256="0" * 64, since=SINCE))
     _, operation, _ = find_operation(spec, "GET", seen[0].url.path)
     declared = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
     assert {"To", "From"} <= declared
@@ -270,9 +270,9 @@ async def serve(message: dict[str, Any]) -> tuple[Any, Any, Any]:
     async with make_adapter(httpx.MockTransport(handler)) as adapter:
         submitted = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
         fetched = await adapter.fetch("SM" + "0" * 32)
-        found = await adapter.find_by_reference(
+        found = await adapter.find_by_reference(MessageReference(
             to=RECIPIENT, content_sha256=hashlib.sha256(BODY.encode("utf-8")).hexdigest(), since=SINCE
-        )
+        ))
     return submitted.result, fetched.result, found.result
 
 
