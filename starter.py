@@ -310,7 +310,12 @@ async def cmd_template_publish(args: argparse.Namespace, services: Services) -> 
     try:
         added = publish(args.template_id, args.version, text, root=root)
     except PublishRefused as refused:
-        raise HeraldError(f"{args.template_id} v{args.version}: {refused}") from None
+        refusal = str(refused)
+        # A refused id or version is named by its argument and never echoed (it may be a path).
+        for field, positional in (("template_id:", "TEMPLATE_ID:"), ("template_version:", "VERSION:")):
+            if refusal.startswith(field):
+                raise HeraldError(positional + refusal[len(field) :]) from None
+        raise HeraldError(f"{args.template_id} v{args.version}: {refusal}") from None
     print(f"{args.template_id} v{args.version} " + ("published" if added else "already published with this content"))
     return 0
 

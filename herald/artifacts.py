@@ -54,9 +54,10 @@ def _broken_filename_rule(filename: str) -> str | None:
     # write outside the folder the user chose.
     if "/" in filename or "\\" in filename:
         return "must not contain a path separator (/ or \\)"
-    # Control characters (CR and LF above all) would let a name break out of its MIME header.
-    if any(unicodedata.category(char) == "Cc" for char in filename):
-        return "must not contain control characters"
+    # Control characters (CR and LF above all) and the Unicode line and paragraph separators would
+    # let a name break out of its MIME header.
+    if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in filename):
+        return "must not contain control characters or line or paragraph separators"
     if filename in {".", ".."}:
         return "must name a file, not the current or parent folder (. or ..)"
     return None

@@ -23,7 +23,7 @@ from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
 from herald.segments import Encoding
 from herald.send_policy import Category, zone
-from herald.templates import LATEST, TemplateError, render_message, resolve_version
+from herald.templates import LATEST, MAX_TEMPLATE_VERSION, TemplateError, render_message, resolve_version
 
 # `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
 # workflow id, which Temporal stores and shows in plain text, so the alphabet has
@@ -73,12 +73,15 @@ class IntentRequest(Frozen):
                 raise PydanticCustomError("time_zone", "must be an IANA time zone name, e.g. Europe/Paris") from None
         return value
 
-    @field_validator("template_version")
+    @field_validator("template_version", mode="before")
     @classmethod
-    def _a_version_or_latest(cls, value: int | str) -> int | str:
-        if value == LATEST or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+    def _a_version_or_latest(cls, value: Any) -> int | str:
+        # Before pydantic's coercion: true, 1.0 and "1" would all become version 1.
+        if value == LATEST or (type(value) is int and 1 <= value <= MAX_TEMPLATE_VERSION):
             return value
-        raise PydanticCustomError("template_version", "must be a published version number (1 or more) or 'latest'")
+        raise PydanticCustomError(
+            "template_version", f"must be a published version number (1 to {MAX_TEMPLATE_VERSION}) or 'latest'"
+        )
 
     @field_validator("recipient")
     @classmethod
@@ -244,10 +247,16 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
     )
 
 
-# What no provider can send and the ledger cannot store: control characters (except newline and
-# tab) and unpaired surrogates. PostgreSQL refuses NUL in text and jsonb; an unpaired surrogate
-# has no UTF-8 form. Refused at the door, so no intent retries a write that can never succeed.
-_UNSENDABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+# What no provider can send and the ledger cannot store: control characters (C0 except newline and
+# tab, DEL, and C1: U+0085 NEL is a line break to some readers), the Unicode line and paragraph
+# separators (a subject rendered with one cannot be written as a mail header) and unpaired
+# surrogates. PostgreSQL refuses NUL in text and jsonb; an unpaired surrogate has no UTF-8 form.
+# Refused at the door, so no intent reaches a step that can never send it.
+_UNSENDABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+UNSENDABLE_RULE = (
+    "must not contain control characters (other than newline and tab), line or paragraph separators "
+    "(U+2028, U+2029) or unpaired surrogates"
+)
 # Integers the ledger's jsonb and every JSON reader round-trip exactly.
 _MAX_RENDER_INT = 2**53
 
@@ -258,7 +267,7 @@ def _unsendable(item: str | int) -> str | None:
         if len(item) > _MAX_RENDER_VALUE_CHARS:
             return f"must be at most {_MAX_RENDER_VALUE_CHARS} characters"
         if _UNSENDABLE.search(item):
-            return "must not contain control characters (other than newline and tab) or unpaired surrogates"
+            return UNSENDABLE_RULE
         return None
     if abs(item) > _MAX_RENDER_INT:
         return f"whole numbers must be within ±2^53 ({_MAX_RENDER_INT})"

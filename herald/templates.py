@@ -36,6 +36,12 @@ from herald.segments import SegmentCount, count_segments
 from herald.template_fields import FieldSpec, FieldSpecError, contract_model, parse_field_line, validate_render_data
 
 _ID_RULE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+ID_RULE = "must be lower-case letters, digits and underscores, starting with a letter (at most 64)"
+# Versions are counted, not dates: five digits is room for a release a day for 270 years.
+MAX_TEMPLATE_VERSION = 99_999
+VERSION_RULE = f"must be a whole number from 1 to {MAX_TEMPLATE_VERSION}"
+# What published.json may hold: `<template_id>/v<N>`; anything else was written by hand and is ignored.
+_RECORD_KEY = re.compile(r"^([a-z][a-z0-9_]{0,63})/v([1-9][0-9]{0,4})$")
 _FIELDS_PREFIX = "# fields:"
 _FIELD_PREFIX = "# field "
 _CHANNEL_PREFIX = "# channel:"
@@ -98,14 +104,27 @@ def _root() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def published() -> dict[str, str]:
-    """``<template_id>/v<N>`` -> SHA-256 of the file as published."""
-    return dict(json.loads((_root() / PUBLISHED_FILE).read_text(encoding="utf-8")))
+    """``<template_id>/v<N>`` -> SHA-256 of the file as published; a record whose key is not of that
+    form (a hand edit) is left out, so one bad line cannot break every `latest` request."""
+    records = json.loads((_root() / PUBLISHED_FILE).read_text(encoding="utf-8"))
+    return {key: digest for key, digest in records.items() if _RECORD_KEY.match(key) and isinstance(digest, str)}
+
+
+def check_id_and_version(template_id: str, version: int) -> None:
+    """Raise TemplateError unless both are what a template's path may be built from: no path
+    outside the templates folder is ever read or written."""
+    if not isinstance(template_id, str) or not _ID_RULE.match(template_id):
+        raise TemplateError("template_id", ID_RULE)
+    if type(version) is not int or not 1 <= version <= MAX_TEMPLATE_VERSION:
+        raise TemplateError("template_version", VERSION_RULE)
 
 
 def resolve_version(template_id: str, version: int | str) -> int:
     """A concrete version: ``latest`` becomes the highest published version of `template_id`."""
     if version != LATEST:
         return int(version)
+    if not _ID_RULE.match(template_id):
+        raise TemplateError("template_id", ID_RULE)
     versions = available_templates().get(template_id)
     if not versions:
         raise TemplateError("template_id", f"unknown template {template_id!r}")
@@ -115,10 +134,7 @@ def resolve_version(template_id: str, version: int | str) -> int:
 @functools.lru_cache(maxsize=256)
 def load_template(template_id: str, version: int) -> Template:
     """Read one published template version; a file that differs from its published hash is refused."""
-    if not _ID_RULE.match(template_id):
-        raise TemplateError("template_id", "must be lower-case letters, digits and underscores")
-    if version < 1:
-        raise TemplateError("template_version", "must be a whole number of at least 1")
+    check_id_and_version(template_id, version)
     resource = _root() / template_id / f"v{version}.txt"
     if not resource.is_file():
         if not (_root() / template_id).is_dir():
@@ -229,7 +245,7 @@ def available_templates() -> dict[str, list[int]]:
     """Every published template id with its versions, for operators, `latest` and the demo."""
     found: dict[str, list[int]] = {}
     for key in published():
-        template_id, _, version = key.partition("/v")
+        template_id, version = _RECORD_KEY.match(key).groups()  # type: ignore[union-attr]  # published() kept only these
         found.setdefault(template_id, []).append(int(version))
     return {template_id: sorted(versions) for template_id, versions in sorted(found.items())}
 
@@ -244,6 +260,10 @@ def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
     Returns False when that exact content is already published (nothing changes). Raises
     PublishRefused for other content under an existing version, or a contract that does not parse.
     """
+    try:
+        check_id_and_version(template_id, version)
+    except TemplateError as error:
+        raise PublishRefused(str(error)) from None
     key = f"{template_id}/v{version}"
     record_path = root / PUBLISHED_FILE
     record = json.loads(record_path.read_text(encoding="utf-8"))
@@ -257,6 +277,8 @@ def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
     except TemplateError as error:
         raise PublishRefused(str(error)) from None
     path = root / template_id / f"v{version}.txt"
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise PublishRefused("template_id: must name a folder inside the templates folder")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode("utf-8"))
     record[key] = digest
@@ -265,4 +287,5 @@ def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
 
 
 def _next(record: dict[str, str], template_id: str) -> int:
-    return 1 + max((int(k.partition("/v")[2]) for k in record if k.startswith(f"{template_id}/v")), default=0)
+    versions = [int(match.group(2)) for key in record if (match := _RECORD_KEY.match(key)) and match.group(1) == template_id]
+    return 1 + max(versions, default=0)

@@ -59,6 +59,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=6,
         help="Activity API rate limit (default 6, SendGrid's documented limit; 0 = unlimited)",
     )
+    parser.add_argument(
+        "--smtputf8", action="store_true", help="offer SMTPUTF8 (RFC 6531: non-ASCII local parts); off, as SendGrid documents none"
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if (args.username is None) != (args.password is None):
@@ -83,6 +86,7 @@ def build_config(args: argparse.Namespace) -> EspConfig:
         activity_lag_ms=args.activity_lag_ms,
         # 0 on the command line reads as "no limit"; the config says that with None.
         activity_requests_per_minute=args.activity_requests_per_minute or None,
+        smtputf8=args.smtputf8,
     )
 
 

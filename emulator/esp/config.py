@@ -52,6 +52,9 @@ class EspConfig(BaseModel):
     max_message_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
     max_messages: int = Field(default=10_000, ge=1, le=1_000_000)
     max_stored_body_chars: int = Field(default=64 * 1024, ge=0, le=10 * 1024 * 1024)
+    # Offer SMTPUTF8 (RFC 6531: addresses with a non-ASCII local part). SendGrid's SMTP documentation
+    # does not list it, so the emulator does not offer it unless asked.
+    smtputf8: bool = False
     # An idle SMTP connection is closed after this long (aiosmtpd's default is 300 s).
     smtp_idle_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Faults armed at start (the demo's --faults-file).

@@ -119,6 +119,7 @@ class EspHandler:
                 hostname=HOSTNAME,
                 ident="herald ESP emulator (SendGrid stand-in, test use only)",
                 timeout=config.smtp_idle_timeout_seconds,
+                enable_SMTPUTF8=config.smtputf8,
                 # Plaintext AUTH is acceptable only because the emulator is loopback test tooling;
                 # without credentials, requiring TLS (which it never offers) hides AUTH entirely.
                 auth_require_tls=not config.auth_enabled,

@@ -20,6 +20,10 @@ so where a failure happened decides what it means:
                                                disconnect/timeout: Unknown (the relay may have the
                                                message: only its events can tell)
 
+    before any of it: a message that cannot be written as e-mail, or an address with a non-ASCII
+    local part when the relay does not offer SMTPUTF8 (RFC 6531) ....... Rejected, naming the rule
+    (a non-ASCII domain goes in its IDNA form, which every relay takes)
+
 Unreachable spends no retry budget: the workflow retries it until the intent's deadline, so a relay
 that refuses connections for two minutes delays mail by two minutes instead of failing it.
 
@@ -34,10 +38,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from email.message import EmailMessage
+from email.policy import SMTP, SMTPUTF8
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import aiosmtplib
+from email_validator import validate_email
 from pydantic import ConfigDict, EmailStr, Field, SecretStr, ValidationError
 
 from herald.outcomes import (
@@ -194,7 +200,14 @@ class SmtpAdapter:
     async def send_email(self, submission: EmailSubmission) -> SubmitOutcome:
         """Hand one message to the relay: one connection, one transaction, never retried."""
         config = self._config
-        message = self.build(submission)
+        address = _recipient(submission.to)
+        try:
+            message = self.build(submission.model_copy(update={"to": address.header}))
+            wire = message.as_bytes(policy=SMTPUTF8 if address.needs_smtputf8 else SMTP)
+        except (ValueError, TypeError) as error:
+            # Nothing was sent: what cannot be written as an e-mail never will be, so it is refused now.
+            reason = f"subject, body or attachment: cannot be written as an e-mail message ({type(error).__name__})"
+            return SubmitOutcome(result=Rejected(reason=reason))
         client = aiosmtplib.SMTP(
             hostname=config.host,
             port=config.port,
@@ -208,10 +221,15 @@ class SmtpAdapter:
         try:
             await client.connect(timeout=config.connect_timeout)
             phase = "envelope"
-            await client.mail(config.from_address)
-            await client.rcpt(submission.to)
+            options, encoding = [], "ascii"
+            if address.needs_smtputf8:
+                if not client.supports_extension("smtputf8"):
+                    return SubmitOutcome(result=Rejected(reason=_NO_SMTPUTF8))
+                options, encoding = ["SMTPUTF8"], "utf-8"
+            await client.mail(config.from_address, options=options, encoding=encoding)
+            await client.rcpt(address.envelope, encoding=encoding)
             phase = "data"
-            await client.data(message.as_bytes())
+            await client.data(wire)
         except aiosmtplib.SMTPAuthenticationError as error:
             return SubmitOutcome(
                 result=Retryable(
@@ -232,6 +250,11 @@ class SmtpAdapter:
             return SubmitOutcome(
                 result=Unreachable(reason=f"{type(error).__name__} before DATA ({phase}): nothing was sent")
             )
+        except (ValueError, TypeError) as error:
+            if phase == "data":  # bytes may have been written: never guess
+                return SubmitOutcome(result=Unknown(reason=f"{type(error).__name__} during DATA: the relay may have it"))
+            # An envelope the relay could never take (an address that cannot be encoded): nothing was sent.
+            return SubmitOutcome(result=Rejected(reason=f"to: cannot be sent to this relay ({type(error).__name__})"))
         finally:
             await _close(client)
         return SubmitOutcome(
@@ -240,6 +263,27 @@ class SmtpAdapter:
                 status=ProviderStatus.QUEUED,
             )
         )
+
+
+class _Recipient(NamedTuple):
+    envelope: str  # RCPT TO
+    header: str  # the To header
+    needs_smtputf8: bool
+
+
+def _recipient(to: str) -> _Recipient:
+    """The address as the wire needs it: a non-ASCII domain in its IDNA (xn--) form, which every relay
+    takes; a non-ASCII local part has no ASCII form and needs SMTPUTF8 (RFC 6531)."""
+    checked = validate_email(to, check_deliverability=False)
+    if checked.ascii_email is not None:
+        return _Recipient(checked.ascii_email, checked.ascii_email, False)
+    return _Recipient(checked.normalized, checked.normalized, True)
+
+
+_NO_SMTPUTF8 = (
+    "to: an address with a non-ASCII local part needs a relay that offers SMTPUTF8 (RFC 6531); "
+    "this relay does not, so it can never be sent here"
+)
 
 
 def _answered(phase: str, code: int) -> Unreachable | Retryable | Rejected:

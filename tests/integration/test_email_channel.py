@@ -99,6 +99,20 @@ async def test_a_550_is_permanent_and_nothing_is_sent(herald: HeraldClient, esp:
     assert await esp.messages(to) == []
 
 
+async def test_an_address_the_relay_cannot_take_ends_permanent_at_once_naming_the_rule(herald: HeraldClient, esp: Esp) -> None:
+    """üser@example.com passes the door (a valid internationalised address), but this relay offers no
+    SMTPUTF8: the attempt is refused at once naming the rule (it used to raise UnicodeEncodeError and
+    wait in `submitting` for the evidence window), never retried; nothing reaches the relay."""
+    key, to = fresh_key(), f"üser.{secrets.token_hex(4)}@example.com"
+    await herald.send(email_request(key, to))
+    final = await asyncio.wait_for(herald.wait(key, Channel.EMAIL), 20)
+    assert final.state is IntentState.PERMANENT_FAILURE, final.transitions
+    assert [a.submit_result for a in final.attempts] == [SubmitResult.REJECTED]
+    assert "needs a relay that offers SMTPUTF8" in final.transitions[-1].reason
+    assert (final.transitions[-1].at - final.transitions[0].at).total_seconds() < 10
+    assert await esp.messages(to) == []
+
+
 async def test_a_bounce_is_undelivered(herald: HeraldClient, esp: Esp) -> None:
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "bounce")

@@ -180,3 +180,53 @@ def test_a_submission_refuses_an_invalid_recipient_without_echoing_it() -> None:
         submission("member.7731@")
     assert [item["loc"] for item in error.value.errors()] == [("to",)]
     assert "member.7731" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+async def utf8_esp() -> AsyncIterator[EspServer]:
+    """A relay that offers SMTPUTF8 (RFC 6531)."""
+    config = EspConfig(smtp_port=0, admin_port=0, webhook_url=None, username=USERNAME, password=PASSWORD, step_ms=20,
+                       smtputf8=True)  # fmt: skip
+    server = EspServer(config)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_a_non_ascii_local_part_is_refused_by_name_when_the_relay_offers_no_smtputf8(esp: EspServer) -> None:
+    """üser@example.com to a relay without SMTPUTF8: Rejected at once naming the rule (it could never be sent
+    there), never an exception or an unknown outcome; nothing reaches the relay; the address is not echoed."""
+    to = f"üser.{secrets.token_hex(4)}@example.com"
+    outcome = await adapter(esp).send_email(submission(to))
+    assert isinstance(outcome.result, Rejected)
+    assert outcome.result.reason.startswith("to: an address with a non-ASCII local part needs a relay that offers SMTPUTF8")
+    assert_no_pii(outcome, to)
+    assert await received(esp, to) == []
+
+
+async def test_a_non_ascii_local_part_goes_out_with_smtputf8_where_the_relay_offers_it(utf8_esp: EspServer) -> None:
+    """The same address to a relay offering SMTPUTF8: MAIL ... SMTPUTF8, accepted, one message for that address."""
+    to = f"üser.{secrets.token_hex(4)}@example.com"
+    outcome = await adapter(utf8_esp).send_email(submission(to))
+    assert isinstance(outcome.result, Accepted), outcome
+    [message] = await received(utf8_esp, to)
+    assert message["message_id"].startswith("<att_0123456789abcdef01234567_1@")
+
+
+async def test_a_non_ascii_domain_goes_out_in_its_idna_form_to_any_relay(esp: EspServer) -> None:
+    """user@bücher.example needs no SMTPUTF8: the envelope carries xn--bcher-kva.example."""
+    local = f"member.{secrets.token_hex(4)}"
+    outcome = await adapter(esp).send_email(submission(f"{local}@bücher.example"))
+    assert isinstance(outcome.result, Accepted), outcome
+    assert len(await received(esp, f"{local}@xn--bcher-kva.example")) == 1
+
+
+@pytest.mark.parametrize("subject", ["line\u2028separator", "next\x85line", "tab\tand\rreturn"], ids=["u2028", "nel", "cr"])
+async def test_a_subject_that_cannot_be_a_header_is_refused_before_connecting(esp: EspServer, subject: str) -> None:
+    """What the door lets through must still never throw: a subject the e-mail package cannot write as a
+    header is Rejected naming the rule before any connection (a bypassed door, a template's own text)."""
+    to = fresh_address()
+    outcome = await adapter(esp).send_email(submission(to, subject=subject))
+    assert isinstance(outcome.result, Rejected), outcome
+    assert outcome.result.reason == "subject, body or attachment: cannot be written as an e-mail message (ValueError)"
+    assert await received(esp, to) == []

@@ -135,6 +135,7 @@ def test_put_refuses_content_over_the_limit_without_quoting_it() -> None:
         ("application/pdf", "jane\\" + FILENAME, "filename", "must not contain a path separator"),
         ("application/pdf", FILENAME + "\x00", "filename", "must not contain control characters"),
         ("application/pdf", FILENAME + "\x85", "filename", "must not contain control characters"),
+        ("application/pdf", FILENAME + "\u2028", "filename", "must not contain control characters or line"),
     ],
 )
 def test_put_refuses_bad_input_by_field_and_rule(media_type: str, filename: str, field: str, rule: str) -> None:

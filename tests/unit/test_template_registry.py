@@ -3,6 +3,7 @@ render data validated before anything starts, and the preview command."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -118,10 +119,59 @@ def test_template_syntax_in_text_renders_literally() -> None:
     assert render("seller_new_order", 2, {**ORDER, "order_total": "${order_ref}"}).count("${order_ref}") == 1
 
 
-def test_a_bad_version_names_the_rule() -> None:
+@pytest.mark.parametrize("version", [0, 100_000, True, 1.0, "1", None], ids=repr)
+def test_a_bad_version_names_the_rule(version: object) -> None:
+    """Only a whole number from 1 to 99999 or 'latest': true, 1.0 and "1" are not taken as version 1."""
     with pytest.raises(InvalidIntent) as refused:
-        parse_request(request(template_version=0))
-    assert refused.value.problems == [("template_version", "must be a published version number (1 or more) or 'latest'")]
+        parse_request(request(template_version=version))
+    assert refused.value.problems == [
+        ("template_version", "must be a published version number (1 to 99999) or 'latest'")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("template_id", "version"),
+    [("../../../escaped", 1), ("promo/vip_offer", 1), ("Order", 1), ("x" * 65, 1), ("ok_id", 0), ("ok_id", 100_000)],
+)
+def test_publish_refuses_an_id_or_version_that_is_not_an_identifier_and_writes_nothing(
+    registry: Path, template_id: str, version: int
+) -> None:
+    """An id is a lower-case identifier and a version 1 to 99999: nothing is written, inside the
+    templates folder or outside it, and the record is unchanged."""
+    before = sorted(path for path in registry.parent.rglob("*"))
+    record = (registry / "published.json").read_text()
+    with pytest.raises(PublishRefused, match=r"^template_(id|version): must"):
+        publish(template_id, version, NEW_VERSION, root=registry)
+    assert sorted(path for path in registry.parent.rglob("*")) == before
+    assert (registry / "published.json").read_text() == record
+
+
+def test_a_hand_edited_record_that_is_not_an_id_and_version_breaks_no_latest(monkeypatch: pytest.MonkeyPatch, registry: Path) -> None:
+    """published.json edited by hand with a key that is no `<id>/v<N>`: it is ignored, and every other
+    template's `latest` still resolves (it used to fail every request with an internal error)."""
+    record_path = registry / "published.json"
+    record = {**json.loads(record_path.read_text()), "promo/vip_offer/v1": "0" * 64, "bad": 7}
+    record_path.write_text(json.dumps(record))
+    monkeypatch.setattr(templates, "_root", lambda: registry)
+    templates.published.cache_clear()
+    try:
+        assert "promo" not in available_templates()
+        assert templates.resolve_version("seller_new_order", "latest") == max(available_templates()["seller_new_order"])
+    finally:
+        templates.published.cache_clear()
+
+
+def test_the_cli_names_a_bad_template_id_by_its_argument_without_echoing_it() -> None:
+    """`template publish ../../../x 1 FILE` and `template preview 'promo/vip' latest`: one line naming
+    TEMPLATE_ID and the rule, the path never echoed, nothing written."""
+    for argv in (["publish", "../../../x", "1", "README.md"], ["preview", "promo/vip", "latest"]):
+        refused = subprocess.run(
+            [sys.executable, "starter.py", "template", *argv], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1 and "TEMPLATE_ID: must be lower-case letters" in refused.stderr
+        assert argv[1] not in refused.stderr
+    assert not (REPO.parent / "x").exists()
 
 
 def test_the_preview_prints_encoding_and_segments_without_any_service() -> None:

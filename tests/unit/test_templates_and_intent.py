@@ -16,6 +16,7 @@ from herald.contracts import attempt_number_of, attempt_ref
 from herald.errors import InvalidIntent
 from herald.intent import (
     DEFAULT_LIFETIME,
+    UNSENDABLE_RULE,
     IntentRequest,
     build_intent,
     intent_fingerprint,
@@ -527,17 +528,19 @@ def test_sms_fingerprints_and_content_hashes_are_unchanged_by_the_email_channel(
 
 @pytest.mark.parametrize(
     "value",
-    ["Acme\x00Ltd", "Acme\x1b[31m", "bell\x07", "del\x7f", "lone \ud800 surrogate", "\udfff"],
-    ids=["nul", "escape", "bell", "del", "high-surrogate", "low-surrogate"],
+    [
+        "Acme\x00Ltd", "Acme\x1b[31m", "bell\x07", "del\x7f", "lone \ud800 surrogate", "\udfff", "next\x85line",
+        "c1\x9f", "line\u2028separator", "para\u2029graph",
+    ],  # fmt: skip
+    ids=["nul", "escape", "bell", "del", "high-surrogate", "low-surrogate", "nel", "c1-apc", "u2028", "u2029"],
 )
 def test_unsendable_characters_are_refused_naming_the_field(value: str) -> None:
-    """NUL, other control characters and unpaired surrogates can be neither sent nor stored: the
+    """NUL, other C0 and C1 control characters, the line and paragraph separators and unpaired
+    surrogates can be neither sent (an e-mail header cannot hold a line separator) nor stored: the
     intent is refused before anything starts, naming the field, without echoing the value."""
     with pytest.raises(InvalidIntent) as refused:
         build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": value})), NOW)
-    assert refused.value.problems == [
-        ("render_data.merchant", "must not contain control characters (other than newline and tab) or unpaired surrogates")
-    ]
+    assert refused.value.problems == [("render_data.merchant", UNSENDABLE_RULE)]
     assert value not in str(refused.value)
 
 
