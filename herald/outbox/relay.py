@@ -7,6 +7,11 @@
     mark ........ relayed; or refused with the named errors (Herald refuses the payload: never
                   retried blindly); or, for a transient failure, due again after a backoff
 
+A row is read as text and parsed here, bounded in size (MAX_NOTICE_BYTES) and depth
+(MAX_NOTICE_DEPTH): a row nested 3,000 levels deep used to raise RecursionError inside the
+database driver on every claim, killing the relay and stranding every row behind it. Now such a
+row is marked refused with the rule it broke, and the relay goes on.
+
 A relay that dies anywhere loses nothing: an unmarked row comes due again when its lease ends.
 LISTEN/NOTIFY wakes the relay as soon as a service commits; polling every POLL_SECONDS stays as
 the safety net for a missed notification or a lease that ended.
@@ -15,12 +20,14 @@ the safety net for a missed notification or a lease that ended.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg import Error as DatabaseError
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from temporalio.service import RPCError
@@ -39,6 +46,10 @@ LEASE = timedelta(seconds=30)
 POLL_SECONDS = 1.0
 # Transient failures (the cluster away, a timeout): 1 s, 2 s, 4 s ... up to 5 minutes.
 BACKOFF_CAP = timedelta(minutes=5)
+# A notice is a few channels of short render data: 64 KiB is far above any real one, and bounds
+# what one row costs the relay to read. Deeper than 32 levels is no notice either (a real one is 4).
+MAX_NOTICE_BYTES = 64 * 1024
+MAX_NOTICE_DEPTH = 32
 
 
 @dataclass
@@ -87,27 +98,35 @@ class OutboxRelay:
 
     async def _claim(self) -> list[dict[str, Any]]:
         async with self._pool.connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cursor:
+            # The notice comes back as text, and only up to MAX_NOTICE_BYTES: the driver's own jsonb
+            # parsing would run before anything here could bound it.
             await cursor.execute(
                 """UPDATE herald_outbox SET next_try_at = now() + %s, tries = tries + 1
                     WHERE id IN (SELECT id FROM herald_outbox
                                   WHERE state = 'pending' AND next_try_at <= now()
                                   ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
-                RETURNING id, notice, tries""",
-                (self._lease, self._batch),
+                RETURNING id, tries,
+                          CASE WHEN octet_length(notice::text) <= %s THEN notice::text END AS notice""",
+                (self._lease, self._batch, MAX_NOTICE_BYTES),
             )
             return sorted(await cursor.fetchall(), key=lambda row: row["id"])
 
     async def _relay(self, row: dict[str, Any]) -> str:
+        document = _read_notice(row["notice"])
+        if isinstance(document, str):
+            return await self._refuse(row["id"], document)
         try:
-            notice = parse_notice(row["notice"])
+            notice = parse_notice(document)
         except InvalidIntent as refused:
-            return await self._refuse(row["id"], refused)
+            return await self._refuse(row["id"], str(refused))
         self._faults.hit(FaultPoint.OUTBOX_BEFORE_START)
         try:
             await self._herald.send_notice(notice)
         except (InvalidIntent, IntentConflict) as refused:
-            return await self._refuse(row["id"], refused)
-        except (RPCError, RuntimeError, OSError, TimeoutError) as error:
+            return await self._refuse(row["id"], str(refused))
+        except Exception as error:  # noqa: BLE001 - any failure to start is this row's, never the relay's
+            # The cluster away, a timeout, or a failure nobody foresaw: the row waits and is tried again;
+            # the relay itself goes on with the rest.
             delay = min(timedelta(seconds=2 ** min(row["tries"] - 1, 16)), BACKOFF_CAP)
             await self._mark(
                 row["id"], "pending", f"start failed ({type(error).__name__}); retrying in {delay.total_seconds():g}s", delay
@@ -117,9 +136,9 @@ class OutboxRelay:
         await self._mark(row["id"], "relayed", None, None)
         return "relayed"
 
-    async def _refuse(self, row_id: int, refused: InvalidIntent | IntentConflict) -> str:
-        log.warning("outbox row %s refused: %s", row_id, refused)
-        await self._mark(row_id, "refused", str(refused), None)
+    async def _refuse(self, row_id: int, reason: str) -> str:
+        log.warning("outbox row %s refused: %s", row_id, reason)
+        await self._mark(row_id, "refused", reason, None)
         return "refused"
 
     async def _mark(self, row_id: int, state: str, error: str | None, retry_in: timedelta | None) -> None:
@@ -139,12 +158,46 @@ class OutboxRelay:
             while not stop.is_set():
                 try:
                     done = await self.relay_once()
-                except OSError as error:  # the service's database is away: try again at the next poll
+                except (OSError, DatabaseError) as error:  # the service's database is away: try at the next poll
                     log.warning("outbox claim failed (%s); retrying", type(error).__name__)
                     done = RelayPass()
                 if done.claimed >= self._batch:
                     continue  # a full batch: there is probably more
                 await _wait_for_notify(listener, stop, POLL_SECONDS)
+
+
+def _read_notice(text: str | None) -> Any:
+    """The row's notice as JSON, or the rule it breaks (a refusal reason naming the field)."""
+    if text is None:
+        return f"notice: larger than {MAX_NOTICE_BYTES} bytes of JSON"
+    if _depth(text) > MAX_NOTICE_DEPTH:
+        return f"notice: nested deeper than {MAX_NOTICE_DEPTH} levels"
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # jsonb text is JSON; kept for a driver that says otherwise
+        return "notice: not readable as JSON"
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON text, counted without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 async def _wait_for_notify(listener: AsyncConnection, stop: asyncio.Event, timeout: float) -> None:

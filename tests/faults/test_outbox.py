@@ -164,6 +164,39 @@ async def test_a_poison_row_is_refused_with_its_errors_and_the_batch_goes_on(
             await outbox.enqueue(conn, bad)
 
 
+async def test_a_row_nested_3000_deep_or_oversized_is_refused_and_the_relay_lives_on(
+    fault_stack, fault_herald: HeraldClient, service_db, service_pool
+) -> None:
+    """A row nested 3,000 levels deep used to raise RecursionError in the driver on every claim: the relay
+    died at each start and every row behind it stayed pending. Now it and an oversized row are refused
+    with the rule they break, the good rows around them are relayed, and the relay keeps running."""
+    good = [fresh_key() for _ in range(2)]
+    deep, huge = fresh_key(), fresh_key()
+    async with service_pool.connection() as conn, conn.transaction():
+        await outbox.enqueue(conn, notice(good[0], fresh_recipient()))
+        # Written by hand or by older code: enqueue() validates, these rows never went through it.
+        await conn.execute("INSERT INTO herald_outbox (business_key, notice) VALUES (%s, %s::jsonb)",
+                           (deep, "[" * 3000 + "]" * 3000))  # fmt: skip
+        await conn.execute("INSERT INTO herald_outbox (business_key, notice) VALUES (%s, %s::jsonb)",
+                           (huge, '{"business_key": "' + "x" * 100_000 + '"}'))  # fmt: skip
+        await outbox.enqueue(conn, notice(good[1], fresh_recipient()))
+    with relay(fault_stack, service_db, "relay-deep") as process:
+        for _ in range(200):
+            states = [await _row_state(service_pool, key) for key in [*good, deep, huge]]
+            if "pending" not in states:
+                break
+            await asyncio.sleep(0.1)
+        assert process.process.poll() is None, "the relay died"
+    assert states == ["relayed", "relayed", "refused", "refused"]
+    async with service_pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT last_error FROM herald_outbox WHERE business_key IN (%s, %s) ORDER BY business_key = %s DESC",
+            (deep, huge, deep),
+        )
+        errors = [row[0] for row in await cursor.fetchall()]
+    assert errors == ["notice: nested deeper than 32 levels", "notice: larger than 65536 bytes of JSON"]
+
+
 async def test_two_relays_on_one_outbox_of_a_thousand_rows_relay_each_row_once(
     fault_stack, fault_herald: HeraldClient, service_db, service_pool
 ) -> None:
