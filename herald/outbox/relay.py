@@ -30,7 +30,6 @@ from psycopg import AsyncConnection
 from psycopg import Error as DatabaseError
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
-from temporalio.service import RPCError
 
 from herald.client import HeraldClient
 from herald.errors import IntentConflict, InvalidIntent
