@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -78,8 +78,8 @@ json_values = st.recursive(
 
 
 def sms_request() -> dict[str, Any]:
-    return {"business_key": fresh_key(), "channel": "sms", "recipient": fresh_recipient(), "template_id": "order_receipt",
-            "template_version": 1, "render_data": dict(ORDER_DATA)}  # fmt: skip
+    return {"business_key": fresh_key(), "channel": "sms", "recipient": fresh_recipient(),
+            "template_id": "order_receipt", "template_version": 1, "render_data": dict(ORDER_DATA)}  # fmt: skip
 
 
 def email_request() -> dict[str, Any]:
@@ -230,8 +230,10 @@ async def outbox_pool(stack: LocalStack) -> AsyncIterator[AsyncConnectionPool]:
 
 
 @SEARCH
-@given(notice=st.lists(requests(), max_size=2).map(lambda c: {"business_key": fresh_key(), "channels": c}) | json_values,
-       raw=st.booleans())  # fmt: skip
+@given(
+    notice=st.lists(requests(), max_size=2).map(lambda c: {"business_key": fresh_key(), "channels": c}) | json_values,
+    raw=st.booleans(),
+)
 async def test_the_outbox_refuses_at_enqueue_or_the_relay_settles_every_row(
     outbox_pool: AsyncConnectionPool, herald: HeraldClient, tracebacks: _Tracebacks, notice: Any, raw: bool
 ) -> None:
@@ -336,7 +338,8 @@ def test_publish_refuses_by_rule_and_never_writes_outside_its_folder(
 
 @settings(SEARCH, max_examples=150)
 @given(template_id=st.sampled_from(["order_receipt", "order_receipt_email", "seller_new_order", "nope", "../x"]),
-       version=st.sampled_from([1, 2, 0, 10**6, "latest"]), data=st.dictionaries(strange_text, json_values, max_size=5))  # fmt: skip
+       version=st.sampled_from([1, 2, 0, 10**6, "latest"]),
+       data=st.dictionaries(strange_text, json_values, max_size=5))  # fmt: skip
 def test_preview_renders_or_names_the_rule(template_id: str, version: Any, data: dict[str, Any]) -> None:
     """A preview renders, or refuses with TemplateError naming the field; nothing else escapes."""
     try:
