@@ -2,6 +2,9 @@
 
 Used by `starter.py`. A service that does not answer is one line naming the setting that points at
 it (ServiceUnreachable); a setting that cannot work is refused before anything is connected to.
+The server entry points (receipt server, outbox relay, exporter, retention job, migrations) make
+the same two checks at start (`reach_database`, `connect_temporal`), so a dependency that is down
+reads the same from every command.
 """
 
 from __future__ import annotations
@@ -12,16 +15,18 @@ import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from herald import cli_input
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
-from herald.settings import InvalidSetting, Settings
+from herald.settings import InvalidSetting, Settings, TemporalSettings
 from herald.temporal_client import connect
 
 # A database that has not answered in this long is reported as unreachable (libpq's connect_timeout).
@@ -93,12 +98,7 @@ class Services:
         self.check_temporal()
         if self._runtime is None:
             self._runtime = Runtime(telemetry=TelemetryConfig())
-        try:
-            client = await connect(settings, runtime=self._runtime)
-        except RuntimeError as error:  # the bridge reports a failed connect as RuntimeError
-            raise ServiceUnreachable(
-                f"cannot reach Temporal at {settings.address} (HERALD_TEMPORAL_ADDRESS): {_connect_failure(error)}"
-            ) from None
+        client = await connect_temporal(settings, runtime=self._runtime)
         return HeraldClient(client, settings.task_queue, policy=policy)
 
     @contextlib.asynccontextmanager
@@ -109,15 +109,7 @@ class Services:
         one line with libpq's reason, not a pool retrying until its timeout."""
         from herald.ledger.store import open_pool
 
-        options = (
-            {} if "connect_timeout" in conninfo_to_dict(url) else {"connect_timeout": DATABASE_CONNECT_TIMEOUT_SECONDS}
-        )
-        try:
-            probe = await psycopg.AsyncConnection.connect(url, **options)
-        except psycopg.OperationalError as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ServiceUnreachable(f"cannot reach the database at {variable}: {reason}") from None
-        await probe.close()
+        await reach_database(url, variable)
         async with open_pool(url, max_size=max_size) as pool:
             yield pool
 
@@ -143,6 +135,36 @@ class Services:
             time.sleep(0.01)
             gc.collect()
         return released() is None
+
+
+async def connect_temporal(settings: TemporalSettings, **options: Any) -> Client:
+    """A client (`options` as `herald.temporal_client.connect` takes them); a server that does not
+    answer is ServiceUnreachable naming HERALD_TEMPORAL_ADDRESS, with the operating system's reason."""
+    try:
+        return await connect(settings, **options)
+    except RuntimeError as error:  # the bridge reports a failed connect as RuntimeError
+        raise ServiceUnreachable(
+            f"cannot reach Temporal at {settings.address} (HERALD_TEMPORAL_ADDRESS): {_connect_failure(error)}"
+        ) from None
+
+
+async def reach_database(url: str, variable: str = "DATABASE_URL") -> None:
+    """One direct connection to `url`, closed at once, or ServiceUnreachable naming `variable`.
+
+    A pool would retry in the background until its own timeout and log every try; this fails once,
+    with libpq's reason (host and port, never the password), within the connect timeout even when
+    the server accepts the connection and then says nothing.
+    """
+    database_url(variable, url)
+    options = (
+        {} if "connect_timeout" in conninfo_to_dict(url) else {"connect_timeout": DATABASE_CONNECT_TIMEOUT_SECONDS}
+    )
+    try:
+        probe = await psycopg.AsyncConnection.connect(url, **options)
+    except psycopg.OperationalError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ServiceUnreachable(f"cannot reach the database at {variable}: {reason}") from None
+    await probe.close()
 
 
 def database_url(variable: str, url: str) -> str:

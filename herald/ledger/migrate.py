@@ -60,6 +60,7 @@ def main() -> int:
     import asyncio
     import sys
 
+    from herald.cli_services import ServiceUnreachable, reach_database
     from herald.settings import InvalidSetting, load_settings
 
     try:
@@ -71,8 +72,22 @@ def main() -> int:
     if url is None:
         print("HERALD_MIGRATION_DATABASE_URL: required (the ledger owner's connection), or DATABASE_URL", file=sys.stderr)
         return 2
+    variable = "HERALD_MIGRATION_DATABASE_URL" if settings.migration_database_url else "DATABASE_URL"
+
+    async def migrate() -> list[str]:
+        # Checked first with a bounded connect: apply_migrations' own connection waits as long as
+        # libpq lets it, and its error names no variable.
+        await reach_database(url.get_secret_value(), variable)
+        return await apply_migrations(url.get_secret_value())
+
     try:
-        applied = asyncio.run(apply_migrations(url.get_secret_value()))
+        applied = asyncio.run(migrate())
+    except InvalidSetting as error:  # a URL PostgreSQL cannot parse
+        print(str(error), file=sys.stderr)
+        return 2
+    except ServiceUnreachable as error:
+        print(str(error), file=sys.stderr)
+        return 1
     except psycopg.Error as error:  # the SQLSTATE and the server's own words, never the URL
         print(f"migration failed: {type(error).__name__}: {error.diag.message_primary or 'no message'}", file=sys.stderr)
         return 1

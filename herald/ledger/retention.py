@@ -13,6 +13,9 @@ import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 
+import psycopg
+
+from herald.cli_services import ServiceUnreachable, reach_database
 from herald.ledger.privacy import purge_inbox_payloads
 from herald.ledger.store import open_pool
 from herald.settings import InvalidSetting, load_settings
@@ -43,7 +46,10 @@ async def run(args: argparse.Namespace) -> str:
     if settings.database_url is None:
         raise InvalidSetting("DATABASE_URL", "required: the ledger whose inbox is purged")
     cut_off = datetime.now(UTC) - timedelta(days=args.inbox_days)
-    async with open_pool(settings.database_url.get_secret_value(), max_size=1) as pool:
+    database_url = settings.database_url.get_secret_value()
+    # A job run from cron has no one watching its pool retry: one bounded try, then one line.
+    await reach_database(database_url)
+    async with open_pool(database_url, max_size=1) as pool:
         purge = await purge_inbox_payloads(
             pool, older_than=cut_off, operator=args.operator, reason=f"inbox retention: {args.inbox_days} days"
         )
@@ -57,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidSetting as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except ServiceUnreachable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
+        sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
+        print(f"error: DATABASE_URL: the purge failed ({type(error).__name__}{sqlstate})", file=sys.stderr)
+        return 1
     return 0
 
 

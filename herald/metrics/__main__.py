@@ -11,6 +11,7 @@ import logging
 
 import uvicorn
 
+from herald.cli_services import ServiceUnreachable, reach_database
 from herald.logs import configure_logging
 from herald.metrics.exporter import build_exporter, ledger_pool
 from herald.settings import InvalidSetting, load_settings
@@ -23,8 +24,13 @@ async def serve() -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the metrics exporter reads the ledger")
     telemetry = settings.telemetry
-    async with ledger_pool(settings.database_url.get_secret_value(), telemetry.metrics_query_timeout) as pool:
-        app = build_exporter(pool)
+    database_url = settings.database_url.get_secret_value()
+    # A ledger that is unreachable at start is a misconfiguration until shown otherwise: say so once
+    # and exit, rather than serve herald_ledger_up 0 from a pool retrying in the log. Once serving,
+    # an outage is what herald_ledger_up 0 is for.
+    await reach_database(database_url)
+    async with ledger_pool(database_url, telemetry.metrics_query_timeout) as pool:
+        app = build_exporter(pool, query_timeout=telemetry.metrics_query_timeout)
         server = uvicorn.Server(
             uvicorn.Config(app, host=telemetry.metrics_host, port=telemetry.metrics_port, log_level="warning")
         )
@@ -40,7 +46,7 @@ def main() -> None:
     configure_logging()
     try:
         asyncio.run(serve())
-    except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
+    except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
         raise SystemExit(str(error)) from None
 
 

@@ -14,6 +14,9 @@ import logging
 import signal
 from datetime import timedelta
 
+import psycopg
+
+from herald.cli_services import ServiceUnreachable, connect_temporal, reach_database
 from herald.client import HeraldClient
 from herald.fault_points import FaultPoints
 from herald.ledger.store import open_pool
@@ -21,7 +24,6 @@ from herald.logs import configure_logging
 from herald.outbox import apply_schema
 from herald.outbox.relay import OutboxRelay
 from herald.settings import InvalidSetting, load_settings
-from herald.temporal_client import connect
 from herald.tracing import tracer_provider, tracing_interceptors
 
 log = logging.getLogger("herald.outbox")
@@ -35,14 +37,19 @@ async def serve(apply: bool) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    async with open_pool(settings.outbox_database_url.get_secret_value(), max_size=4) as pool:
+    outbox_url = settings.outbox_database_url.get_secret_value()
+    # Once running, the relay rides out an away database (it retries at the next poll); at start,
+    # an unreachable one is more likely a wrong setting, so it is reported once and the relay exits.
+    await reach_database(outbox_url, "HERALD_OUTBOX_DATABASE_URL")
+    async with open_pool(outbox_url, max_size=4) as pool:
         if apply:
             async with pool.connection() as conn:
                 await apply_schema(conn)
         # The relay starts most intents, so their traces begin here (when a collector is set).
         tracing = tracer_provider(settings.telemetry, "herald-outbox-relay")
         herald = HeraldClient(
-            await connect(settings.temporal, interceptors=tracing_interceptors(tracing)), settings.temporal.task_queue
+            await connect_temporal(settings.temporal, interceptors=tracing_interceptors(tracing)),
+            settings.temporal.task_queue,
         )
         relay = OutboxRelay(
             pool,
@@ -60,13 +67,20 @@ async def serve(apply: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m herald.outbox", description=__doc__.splitlines()[0])
-    parser.add_argument("--apply-schema", action="store_true", help="create herald_outbox in the service database first")
+    parser.add_argument(
+        "--apply-schema", action="store_true", help="create herald_outbox in the service database first"
+    )
     args = parser.parse_args()
     configure_logging()
     try:
         asyncio.run(serve(args.apply_schema))
-    except InvalidSetting as error:
+    except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
         raise SystemExit(str(error)) from None
+    except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
+        sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
+        raise SystemExit(
+            f"HERALD_OUTBOX_DATABASE_URL: the database command failed ({type(error).__name__}{sqlstate})"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from herald.cli_services import ServiceUnreachable, connect_temporal, reach_database
 from herald.ledger.store import open_pool
 from herald.logs import configure_logging
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import InvalidSetting, load_settings
-from herald.temporal_client import connect
 from herald.tracing import tracer_provider, tracing_interceptors
 
 DRAIN_INTERVAL_SECONDS = 1.0
@@ -20,10 +20,14 @@ async def serve() -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the receipt server stores reports in the ledger")
     stop = asyncio.Event()
+    database_url = settings.database_url.get_secret_value()
+    # Both dependencies are checked once before serving: a server that starts without them would
+    # answer every report 503 and leave the reason in a log of pool retries.
+    await reach_database(database_url)
     # A short wait for a connection: with the database down, answer 503 fast so the provider redelivers.
-    async with open_pool(settings.database_url.get_secret_value(), timeout=1.0) as pool:
+    async with open_pool(database_url, timeout=1.0) as pool:
         tracing = tracer_provider(settings.telemetry, "herald-receipts")  # traces its signals; flushed at exit
-        client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
+        client = await connect_temporal(settings.temporal, interceptors=tracing_interceptors(tracing))
         try:
             endpoint = ReceiptEndpoint(
                 auth_token=settings.twilio.auth_token.get_secret_value(),
@@ -52,7 +56,7 @@ def main() -> None:
     configure_logging()
     try:
         asyncio.run(serve())
-    except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
+    except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
         raise SystemExit(str(error)) from None
 
 

@@ -84,7 +84,7 @@ async def test_the_ledger_exporter_counts_the_intents_sent(herald: HeraldClient,
     """After three delivered intents, a scrape's herald_intents{state="delivered"} has grown by them,
     and coverage, unknown share, queue and inbox series are present."""
     async with ledger_pool(settings.database_url.get_secret_value(), 5.0) as pool:
-        transport = httpx.ASGITransport(app=build_exporter(pool))
+        transport = httpx.ASGITransport(app=build_exporter(pool, query_timeout=5.0))
         async with httpx.AsyncClient(transport=transport, base_url="http://exporter") as http:
             before = await _scrape(http, "/metrics")
             keys = [fresh_key() for _ in range(3)]
@@ -120,7 +120,7 @@ async def test_ledger_queries_are_bounded_and_an_unreachable_ledger_is_reported(
             with pytest.raises(psycopg.errors.QueryCanceled):
                 await conn.execute("SELECT pg_sleep(2)")
     async with ledger_pool(f"postgresql://herald@127.0.0.1:{free_port()}/ledger", 0.5) as unreachable:
-        transport = httpx.ASGITransport(app=build_exporter(unreachable))
+        transport = httpx.ASGITransport(app=build_exporter(unreachable, query_timeout=0.5))
         async with httpx.AsyncClient(transport=transport, base_url="http://exporter") as http:
             families = await _scrape(http, "/metrics")
     assert _total(families["herald_ledger_up"]) == 0
