@@ -1,7 +1,11 @@
 """``python -m agent_tool``: the MCP server over stdio. ``--json-schema`` prints the tools instead.
 
-    HERALD_AGENT_CALLER   who the agent acts for (default eu-marketplace-agent; see tools.CALLERS)
+    HERALD_AGENT_CALLER   who the agent acts for (required; one of tools.CALLERS)
     HERALD_TEMPORAL_*     where intents are started
+
+Without a caller the server does not start: a tool that guessed one would act with that caller's
+authority for whoever launched it. ``--json-schema`` needs none, since it starts nothing and
+describes the tools the same for every caller.
 """
 
 from __future__ import annotations
@@ -10,9 +14,22 @@ import argparse
 import asyncio
 import os
 
-from agent_tool.server import json_schema, server
-from agent_tool.tools import CALLERS
+from agent_tool.server import json_schema, serve
+from agent_tool.tools import CALLERS, Caller
 from herald.settings import InvalidSetting, load_settings
+
+CALLER_VARIABLE = "HERALD_AGENT_CALLER"
+
+
+def configured_caller(value: str | None) -> Caller:
+    """The caller ``value`` names; SystemExit with one line naming the variable and the rule otherwise."""
+    name = (value or "").strip()  # blank is unset, as for every Herald variable
+    known = ", ".join(sorted(CALLERS))
+    if not name:
+        raise SystemExit(f"{CALLER_VARIABLE}: required, the caller the agent acts for (one of {known})")
+    if name not in CALLERS:
+        raise SystemExit(f"{CALLER_VARIABLE}: must be one of {known}")
+    return CALLERS[name]
 
 
 def main() -> None:
@@ -22,16 +39,14 @@ def main() -> None:
     if args.json_schema:
         print(asyncio.run(json_schema()))
         return
+    caller = configured_caller(os.environ.get(CALLER_VARIABLE))
     # Settings are checked before the server answers anything: a bad one is one line, not a
     # traceback at the agent's first tool call.
     try:
         load_settings()
     except InvalidSetting as error:
         raise SystemExit(str(error)) from None
-    caller = os.environ.get("HERALD_AGENT_CALLER", "eu-marketplace-agent")
-    if caller not in CALLERS:
-        raise SystemExit("HERALD_AGENT_CALLER: must be one of " + ", ".join(sorted(CALLERS)))
-    server.run()  # stdio
+    serve(caller)  # stdio
 
 
 if __name__ == "__main__":

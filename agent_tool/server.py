@@ -8,15 +8,14 @@ the schema is an error the client sees); the handler's answer is structured (``S
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
 from agent_tool.store import demo_store
 from agent_tool.tools import (
-    CALLERS,
     AgentTools,
+    Caller,
     MemberActionField,
     MemberId,
     OccurrenceId,
@@ -37,14 +36,25 @@ server = MCPServer(
     ),
 )
 _tools: AgentTools | None = None
+# Set by serve() from HERALD_AGENT_CALLER; never a default, so no call runs with a guessed authority.
+_caller: Caller | None = None
+
+
+def serve(caller: Caller) -> None:
+    """Answer over stdio, every tool call on behalf of ``caller``."""
+    global _caller
+    _caller = caller
+    server.run()
 
 
 async def _agent_tools() -> AgentTools:
     """Connect on first use: listing the tools needs no Temporal, calling one does."""
     global _tools
     if _tools is None:
+        if _caller is None:
+            raise RuntimeError("HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller)")
+        caller = _caller
         settings = load_settings()
-        caller = CALLERS[os.environ.get("HERALD_AGENT_CALLER", "eu-marketplace-agent")]
         tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans
         client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
         herald = HeraldClient(client, settings.temporal.task_queue)

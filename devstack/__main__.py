@@ -19,6 +19,7 @@ from urllib.parse import quote
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
 from devstack.demo import play, refused_input_example, summary
 from devstack.outage_demo import OUTAGE_SECONDS, play_outage
+from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
@@ -36,9 +37,10 @@ SUPERVISE_EVERY_SECONDS = 1.0
 
 
 def _write_env_file(stack: LocalStack) -> None:
-    """Let `starter.py` find this stack without exporting anything."""
+    """Let `starter.py` find this stack without exporting anything; 0600, since it holds the
+    services' and the relay's database passwords and the Twilio token."""
     lines = [f"{name}={value}" for name, value in stack.config.service_env(stack.database_url).items()]
-    (stack.config.state_path / "stack.env").write_text("\n".join(lines) + "\n")
+    replace_private(stack.config.state_path / "stack.env", ("\n".join(lines) + "\n").encode())
 
 
 async def _demo(config: StackConfig, stack: LocalStack) -> str:

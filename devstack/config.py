@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import secrets
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from psycopg.conninfo import make_conninfo
 from pydantic import Field
 
+from devstack.private_files import create_private_once, make_private
 from herald.delivery_policy import DeliveryPolicy
 from herald.ledger.roles import app_database_url
 from herald.outcomes import Frozen
@@ -21,6 +21,9 @@ from herald.settings import REPO_ROOT
 from herald.temporal_profile import TEMPORAL_VARIABLES
 
 DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
+# The outbox relay's login on the demo service's database; its grants come from its group role,
+# herald_outbox_relay (herald/outbox/schema.sql).
+OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
 
 
 # One partition per task queue. Temporal splits a task queue's rate limit evenly across its read
@@ -143,13 +146,13 @@ class StackConfig(Frozen):
         """The ESP emulator's verification key (base64 DER, as SendGrid shows it); the signing key
         is generated under state_dir on first use, so the emulator and receipt server agree."""
         path = self.esp_signing_key_path
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            make_private(path)
+        else:
             pem = new_private_key().private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             )
-            path.write_bytes(pem)
-            path.chmod(0o600)
+            create_private_once(path, pem)
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return public_key_text(key)
@@ -162,35 +165,40 @@ class StackConfig(Frozen):
         """The stack's payload key file; a fresh random key is written on first use, so every process
         of the stack shares one key and the key itself never travels in the environment."""
         path = self.state_path / self.codec.key_file
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            make_private(path)
+        else:
             # A random id: a regenerated key never reuses an id that older ciphertext names.
             line = f"dev-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                return path  # another process of the stack wrote it first
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(line)
+            create_private_once(path, line.encode())  # another process of the stack may win: its key stands
         return path
 
-    def app_login_password(self) -> str:
-        """The services' login password for this stack, made on first use and kept in the state
-        folder (mode 0600), so every process of the stack, and every later run, uses the same one."""
-        path = self.state_path / "app-login-password"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                return path.read_text(encoding="utf-8").strip()  # another process of the stack wrote it first
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(secrets.token_urlsafe(24))
+    def _password(self, file_name: str) -> str:
+        """A login password made on first use and kept in the state folder (mode 0600), so every
+        process of the stack, and every later run, uses the same one."""
+        path = self.state_path / file_name
+        create_private_once(path, secrets.token_urlsafe(24).encode())
         return path.read_text(encoding="utf-8").strip()
 
+    def app_login_password(self) -> str:
+        """The services' login password (herald_service, a member of herald_app)."""
+        return self._password("app-login-password")
+
+    def outbox_relay_password(self) -> str:
+        """The outbox relay's login password (OUTBOX_RELAY_LOGIN, a member of herald_outbox_relay)."""
+        return self._password("outbox-relay-password")
+
     def outbox_database_url(self, database_url: str) -> str:
-        """The demo service's database: the ledger's server, another database name."""
+        """The demo service's database as the service itself connects: the ledger's server and login
+        (the owner), another database name. The service writes its rows and the outbox with it."""
         return make_conninfo(database_url, dbname=self.outbox.service_database)
+
+    def outbox_relay_database_url(self, database_url: str) -> str:
+        """The demo service's database as the relay connects: its own login, which may read
+        herald_outbox and update the relay's columns and nothing else (herald/outbox/schema.sql)."""
+        return make_conninfo(
+            self.outbox_database_url(database_url), user=OUTBOX_RELAY_LOGIN, password=self.outbox_relay_password()
+        )
 
     def service_env(self, database_url: str) -> dict[str, str]:
         """The HERALD_* variables that point the worker and receipt server at this stack.
@@ -224,7 +232,8 @@ class StackConfig(Frozen):
             "HERALD_SMTP_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
             "HERALD_SMTP_READ_TIMEOUT": str(self.adapter.read_timeout),
             "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY": self.esp_public_key(),
-            "HERALD_OUTBOX_DATABASE_URL": self.outbox_database_url(database_url),
+            # The relay's own login, not the service's: it claims and marks outbox rows, nothing else.
+            "HERALD_OUTBOX_DATABASE_URL": self.outbox_relay_database_url(database_url),
             # The stack's key file alone: keys exported in the caller's shell stay out of it.
             "HERALD_CODEC_KEY_FILES": str(self.codec_key_file()),
             "HERALD_CODEC_KEYS": "",

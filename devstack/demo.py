@@ -68,6 +68,10 @@ _TEMPLATES = [
 ]  # fmt: skip
 
 
+# Who the demo service's agent acts for (agent_tool.tools.CALLERS): the eu marketplace and the
+# riverside studio, whose records the demo asks about.
+DEMO_AGENT_CALLER = "eu-marketplace-agent"
+
 # A message that ended in one of these was never delivered; a retry after it is not a duplicate.
 _DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})
 
@@ -242,6 +246,9 @@ async def _through_the_outbox(herald: HeraldClient, outbox_url: str, run_tag: st
 
 async def _through_the_agent_tool(env: dict[str, str]) -> DemoRow:
     """An agent asks, over MCP, for a waitlisted member's seat offer; twice, as agents do."""
+    # The demo service configures who its agent acts for (the tool refuses to start without it);
+    # a caller in `env` wins.
+    env = {"HERALD_AGENT_CALLER": DEMO_AGENT_CALLER, **env}
     params = StdioServerParameters(command=sys.executable, args=["-m", "agent_tool"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from devstack.config import StackConfig
+from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
 from herald.ledger.embedded import start_embedded_postgres
 from herald.ledger.migrate import apply_migrations
@@ -23,6 +23,22 @@ from herald.workflow_api import SEARCH_ATTRIBUTES
 log = logging.getLogger("devstack")
 
 START_TIMEOUT_SECONDS = 60.0
+# The group role herald/outbox/schema.sql creates and grants; the relay's login is a member.
+OUTBOX_RELAY_ROLE = "herald_outbox_relay"
+
+
+def _ensure_login(conn: psycopg.Connection, login: str, password: str, role: str) -> None:
+    """Make ``login`` a member of ``role`` that logs in with ``password``.
+
+    The password is set on every call, so a stack whose state folder (where the password lives)
+    was recreated still logs in; a server that trusts local sockets (the embedded one) ignores it.
+    """
+    who, secret = sql.Identifier(login), sql.Literal(password)
+    if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)).fetchone() is None:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(who, secret, sql.Identifier(role)))
+    else:
+        conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(who, secret))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), who))
 
 
 class LocalStack:
@@ -140,7 +156,8 @@ class LocalStack:
         return process
 
     def create_service_database(self) -> str:
-        """The demo service's database with its business table and herald_outbox; its URL."""
+        """The demo service's database with its business table and herald_outbox, and the relay's
+        login (a member of herald_outbox_relay, which the schema grants); the service's URL."""
         assert self.database_url is not None
         url = self.config.outbox_database_url(self.database_url)
         name = self.config.outbox.service_database
@@ -150,6 +167,10 @@ class LocalStack:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS payments (id text PRIMARY KEY, amount text NOT NULL)")
             conn.execute(schema_sql())  # type: ignore[arg-type]
+            # PostgreSQL 15 and later already withhold this; an older server given as DATABASE_URL
+            # would let the relay's login create tables of its own.
+            conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            _ensure_login(conn, OUTBOX_RELAY_LOGIN, self.config.outbox_relay_password(), OUTBOX_RELAY_ROLE)
         return url
 
     def start_outbox_relay(self) -> ManagedProcess:

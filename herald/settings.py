@@ -154,6 +154,10 @@ class CodecServerSettings(Frozen):
     cors_origins: tuple[str, ...] = ("http://127.0.0.1:8233", "http://localhost:8233")
     # When set, only requests carrying `Authorization: Bearer <token>` see plaintext.
     token: SecretStr | None = None
+    # The Host headers it answers (host, any port; or host:port): a page whose name an attacker
+    # pointed at this address (DNS rebinding) is refused. Empty: the host:port it binds,
+    # 127.0.0.1:port and localhost:port. Behind a proxy, the name the proxy forwards.
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class WorkerVersionSettings(Frozen):
@@ -238,6 +242,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             port=variables.herald_codec_server_port,
             cors_origins=variables.herald_codec_server_cors_origins,
             token=variables.herald_codec_server_token,
+            allowed_hosts=variables.herald_codec_server_allowed_hosts,
         ),
         telemetry=TelemetrySettings(
             worker_metrics_address=variables.herald_worker_metrics_address,

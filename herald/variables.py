@@ -116,6 +116,24 @@ def _origins(value: Any) -> Any:
     return origins or DEFAULT_CORS_ORIGINS
 
 
+_ALLOWED_HOSTS_RULE = (
+    "each entry must be host or host:port, no scheme, path or wildcard, like codec.example.com or 127.0.0.1:8238"
+)
+# A name, an IPv4 address or a bracketed IPv6 one, then an optional port: what a Host header holds.
+_ALLOWED_HOST = re.compile(r"([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
+
+
+def _allowed_hosts(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    hosts = tuple(host.lower() for host in _items(value))
+    for host in hosts:
+        match = _ALLOWED_HOST.fullmatch(host)
+        if match is None or (match.group(3) and not 1 <= int(match.group(3)[1:]) <= 65_535):
+            raise ValueError("not a host")
+    return hosts
+
+
 def _grpc_meta(value: Any) -> Any:
     """Each TEMPORAL_GRPC_META_<NAME>, kept under its variable's name for Temporal's loader."""
     if isinstance(value, Mapping):
@@ -356,6 +374,10 @@ class Variables(BaseSettings):
         tuple[str, ...], BeforeValidator(_origins), Rule(_CORS_ORIGINS_RULE)
     ] = Field(DEFAULT_CORS_ORIGINS, alias="HERALD_CODEC_SERVER_CORS_ORIGINS")
     herald_codec_server_token: Token | None = Field(None, alias="HERALD_CODEC_SERVER_TOKEN")
+    # Empty: the host:port it binds, 127.0.0.1:port and localhost:port (herald.codec_server).
+    herald_codec_server_allowed_hosts: Annotated[
+        tuple[str, ...], BeforeValidator(_allowed_hosts), Rule(_ALLOWED_HOSTS_RULE)
+    ] = Field((), alias="HERALD_CODEC_SERVER_ALLOWED_HOSTS")
 
     # -- databases, state, fault points
     database_url: DatabaseUrl | None = Field(None, alias="DATABASE_URL")

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import sys
 from typing import Any
 
@@ -18,6 +21,7 @@ from herald.intent import Channel
 from tests.support import Emulator
 
 SELLER_PHONE = "+15550100017"  # sel_17, the seller of ord_1001 in agent_tool/store.py
+CALLER = "eu-marketplace-agent"
 
 
 async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
@@ -27,9 +31,9 @@ async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) ->
 async def test_an_agent_lists_the_tools_and_starts_one_intent_however_often_it_calls(
     stack: LocalStack, herald: HeraldClient, emulator: Emulator
 ) -> None:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agent_tool"], env=stack.config.service_env(stack.database_url)
-    )
+    """Two identical calls start one intent and one message; a caller outside its marketplace is refused."""
+    env = {**stack.config.service_env(stack.database_url), "HERALD_AGENT_CALLER": CALLER}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agent_tool"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await asyncio.wait_for(session.initialize(), 30)
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -64,20 +68,41 @@ async def test_an_agent_lists_the_tools_and_starts_one_intent_however_often_it_c
         await herald.handle("seller_new_order:ord_2001", Channel.SMS).describe()
 
 
-@pytest.mark.parametrize(
-    ("variable", "value", "line"),
-    [
-        ("HERALD_TWILIO_CONNECT_TIMEOUT", "abc", "HERALD_TWILIO_CONNECT_TIMEOUT: must be a number of seconds from 0 to 600"),
-        ("HERALD_AGENT_CALLER", "nobody", "HERALD_AGENT_CALLER: must be one of eu-marketplace-agent"),
-    ],
-)
-def test_a_bad_setting_stops_the_tool_server_in_one_line(variable: str, value: str, line: str) -> None:
-    """Before, the server started and the agent's first tool call hit a traceback."""
-    import os
-    import subprocess
+def _run_tool(*args: str, **overrides: str | None) -> subprocess.CompletedProcess[str]:
+    """`python -m agent_tool` with the test's environment, each override set (or, given None, removed)."""
+    env = {**os.environ, **{name: value for name, value in overrides.items() if value is not None}}
+    for name in (name for name, value in overrides.items() if value is None):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "agent_tool", *args], check=False, env=env, capture_output=True, text=True, timeout=60)
 
-    ran = subprocess.run(
-        [sys.executable, "-m", "agent_tool"], env={**os.environ, variable: value}, capture_output=True, text=True, timeout=60
-    )
+
+REQUIRED = "HERALD_AGENT_CALLER: required, the caller the agent acts for (one of eu-marketplace-agent)"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        ({"HERALD_AGENT_CALLER": None}, REQUIRED),
+        ({"HERALD_AGENT_CALLER": ""}, REQUIRED),
+        ({"HERALD_AGENT_CALLER": "  "}, REQUIRED),
+        ({"HERALD_AGENT_CALLER": "nobody"}, "HERALD_AGENT_CALLER: must be one of eu-marketplace-agent"),
+        (
+            {"HERALD_AGENT_CALLER": CALLER, "HERALD_TWILIO_CONNECT_TIMEOUT": "abc"},
+            "HERALD_TWILIO_CONNECT_TIMEOUT: must be a number of seconds from 0 to 600",
+        ),
+    ],
+    ids=["caller-unset", "caller-empty", "caller-blank", "caller-unknown", "bad-setting"],
+)
+def test_a_missing_caller_or_a_bad_setting_stops_the_tool_server_in_one_line(overrides: dict[str, str | None], line: str) -> None:
+    """No configured caller (or a bad one, or a bad setting) exits 1 with one line and no traceback, before serving."""
+    ran = _run_tool(**overrides)
     assert ran.returncode == 1
     assert ran.stderr == line + "\n"
+    assert ran.stdout == ""
+
+
+def test_the_json_schema_needs_no_caller() -> None:
+    """`--json-schema` starts nothing and acts for no one, so it prints both tools without a caller."""
+    ran = _run_tool("--json-schema", HERALD_AGENT_CALLER=None)
+    assert ran.returncode == 0, ran.stderr
+    assert {tool["name"] for tool in json.loads(ran.stdout)} == {"notify_seller", "notify_member"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from collections.abc import AsyncIterator
@@ -11,7 +12,15 @@ import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from herald.codec_server import MAX_BODY_BYTES, build_codec_server, create_codec_app
+from devstack.processes import free_port
+from herald.codec_server import (
+    HOST_REFUSED,
+    MAX_BODY_BYTES,
+    build_codec_server,
+    create_codec_app,
+    default_allowed_hosts,
+    host_allowed,
+)
 from herald.payload_codec import EncryptionCodec
 from herald.settings import InvalidSetting
 
@@ -31,8 +40,10 @@ def _plain() -> Payload:
 
 @pytest.fixture
 async def codec_http() -> AsyncIterator[httpx.AsyncClient]:
-    app = create_codec_app(EncryptionCodec({"k1": KEY}, "k1"), token=TOKEN, cors_origins=[UI])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://codec") as client:
+    app = create_codec_app(
+        EncryptionCodec({"k1": KEY}, "k1"), token=TOKEN, cors_origins=[UI], allowed_hosts=default_allowed_hosts("127.0.0.1", 8238)
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8238") as client:
         yield client
 
 
@@ -99,3 +110,81 @@ def test_the_server_refuses_to_start_without_a_key() -> None:
     with pytest.raises(InvalidSetting) as refused:
         build_codec_server({})
     assert str(refused.value).startswith("HERALD_CODEC_KEYS: no key configured")
+
+
+async def test_a_request_for_another_host_is_refused_421_before_anything_is_decoded(codec_http: httpx.AsyncClient) -> None:
+    """A rebound page's request (right address, its own name in Host) gets 421 naming the rule, token or not."""
+    encoded = (await codec_http.post("/encode", json=_body(_plain()), headers=AUTH)).json()
+    for host in ("rebind.attacker.example:8238", "127.0.0.1:9999", "localhost", ""):
+        refused = await codec_http.post("/decode", json=encoded, headers={**AUTH, "Host": host})
+        assert refused.status_code == 421 and refused.text == HOST_REFUSED and RECIPIENT not in refused.text
+    preflight = {"Origin": UI, "Access-Control-Request-Method": "POST", "Host": "rebind.attacker.example:8238"}
+    assert (await codec_http.options("/decode", headers=preflight)).status_code == 421
+    for host in ("localhost:8238", "LOCALHOST:8238", "127.0.0.1:8238"):
+        assert (await codec_http.post("/decode", json=encoded, headers={**AUTH, "Host": host})).status_code == 200
+
+
+def test_the_default_hosts_are_the_bound_address_and_loopback_names_on_its_port() -> None:
+    """Unconfigured, the allowed hosts are host:port as bound plus 127.0.0.1 and localhost on that port."""
+    assert default_allowed_hosts("127.0.0.1", 8238) == ("127.0.0.1:8238", "localhost:8238")
+    assert default_allowed_hosts("codec.internal", 9000) == ("codec.internal:9000", "127.0.0.1:9000", "localhost:9000")
+    assert default_allowed_hosts("::1", 9000) == ("[::1]:9000", "127.0.0.1:9000", "localhost:9000")
+
+
+@pytest.mark.parametrize(
+    ("header", "allowed"),
+    [
+        ("codec.example.com", True),
+        ("codec.example.com:443", True),
+        ("Codec.Example.com:8443", True),
+        ("codec.example.com.attacker.example", False),
+        ("codec.example.com:443@attacker.example", False),
+        ("evil-codec.example.com", False),
+        ("[::1]:8238", True),
+        ("127.0.0.1:8238", True),
+        ("127.0.0.1:8239", False),
+        ("127.0.0.1", False),
+    ],
+)
+def test_an_entry_without_a_port_allows_any_port_and_one_with_a_port_only_that(header: str, allowed: bool) -> None:
+    """`codec.example.com` admits that name on any port; `127.0.0.1:8238` admits exactly that; nothing else passes."""
+    assert host_allowed(header, ["codec.example.com", "[::1]", "127.0.0.1:8238"]) is allowed
+
+
+async def test_the_server_binds_loopback_and_an_allowed_hosts_list_replaces_the_default() -> None:
+    """Built from settings it binds 127.0.0.1; HERALD_CODEC_SERVER_ALLOWED_HOSTS, when set, is the whole list."""
+    keys = f"k1:{base64.b64encode(KEY).decode()}"
+    server = build_codec_server({"HERALD_CODEC_KEYS": keys})
+    assert server.config.host == "127.0.0.1"
+    proxied = build_codec_server({"HERALD_CODEC_KEYS": keys, "HERALD_CODEC_SERVER_ALLOWED_HOSTS": "codec.example.com"})
+    for built, host, status in [
+        (server, "127.0.0.1:8238", 200),
+        (server, "codec.example.com", 421),
+        (proxied, "codec.example.com", 200),
+        (proxied, "127.0.0.1:8238", 421),
+    ]:
+        transport = httpx.ASGITransport(app=built.config.app)
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
+            assert (await client.post("/encode", json=_body(_plain()))).status_code == status, host
+
+
+async def test_a_real_server_refuses_a_rebound_name_on_its_own_address() -> None:
+    """Over a real socket on 127.0.0.1, a request naming another host in Host is refused 421; its own name passes."""
+    port = free_port()
+    env = {"HERALD_CODEC_KEYS": f"k1:{base64.b64encode(KEY).decode()}", "HERALD_CODEC_SERVER_PORT": str(port)}
+    server = build_codec_server(env)
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(250):
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        assert server.started, "codec server did not start"
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            rebound = await client.post("/encode", json=_body(_plain()), headers={"Host": f"rebind.attacker.example:{port}"})
+            own = await client.post("/encode", json=_body(_plain()))
+        assert rebound.status_code == 421 and rebound.text == HOST_REFUSED
+        assert own.status_code == 200
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, timeout=10)

@@ -146,6 +146,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_CODEC_SERVER_PORT", "http", "must be a port number from 1 to 65535"),
     ("HERALD_CODEC_SERVER_CORS_ORIGINS", "http://*.example.com", "each origin must be scheme://host[:port], no path and no wildcard, like http://127.0.0.1:8233"),
     ("HERALD_CODEC_SERVER_TOKEN", "token with-space-secret", "must be one token, without spaces or line breaks"),
+    ("HERALD_CODEC_SERVER_ALLOWED_HOSTS", "localhost:8238,https://codec.example.com", "each entry must be host or host:port, no scheme, path or wildcard, like codec.example.com or 127.0.0.1:8238"),
     ("DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_OUTBOX_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_MIGRATION_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
