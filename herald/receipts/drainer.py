@@ -9,6 +9,10 @@ Each pass reads only the inbox above a floor below which every row has its verdi
 (at 1,000,000 decided rows, the whole-inbox query took 360-510 ms a pass). Every
 FULL_PASS_SECONDS a pass reads the whole inbox again, the safety net for a row the floor's
 reasoning would miss (an inbox transaction held open longer than SETTLED_SECONDS).
+
+While passes keep failing (the ledger away for an hour is 3,600 passes), the log gets one line
+when the failures begin, one if their kind changes, and one with their count when a pass succeeds
+again; a traceback only for an error that is not an outage (our bug), once per run of failures.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from temporalio.client import Client
 
 from herald.ledger import store
 from herald.receipts.delivery import VERDICT_GRACE_SECONDS, StoredReport, deliver
+from herald.receipts.routing import OPERATIONAL_ERRORS, error_kind
 
 log = logging.getLogger("herald.receipts.drainer")
 
@@ -70,14 +75,43 @@ class DrainFloor:
         self._floor = await store.decided_floor(pool, after_id=self._floor, settled_seconds=self._settled)
 
 
+class FailedPasses:
+    """A run of consecutive failed passes, logged as it begins, changes kind and ends, not once a pass."""
+
+    def __init__(self, interval_seconds: float) -> None:
+        self._interval = interval_seconds
+        self.count = 0
+        self._kind: str | None = None
+
+    def failed(self, error: Exception) -> None:
+        kind = error_kind(error)
+        if kind != self._kind:
+            since = f" after {self.count} failed with {self._kind}" if self.count else ""
+            log.warning(
+                "drainer passes fail with %s%s; retrying every %.1f s, logged again when this changes",
+                kind, since, self._interval,
+                exc_info=None if isinstance(error, OPERATIONAL_ERRORS) else error,
+            )  # fmt: skip
+            self._kind = kind
+        self.count += 1
+
+    def succeeded(self) -> None:
+        if self.count:
+            log.warning("drainer passes succeed again after %d failed (last: %s)", self.count, self._kind)
+        self.count, self._kind = 0, None
+
+
 async def run_drainer(pool: AsyncConnectionPool, client: Client, interval_seconds: float, stop: asyncio.Event) -> None:
     floor = DrainFloor()
+    failures = FailedPasses(interval_seconds)
     while not stop.is_set():
         try:
             await drain_once(pool, client, after_id=floor.start())
             await floor.advance(pool)
-        except Exception:  # the loop must outlive a database or Temporal outage
-            log.exception("drainer pass failed; retrying in %.1fs", interval_seconds)
+        except Exception as error:  # noqa: BLE001 - the loop must outlive an outage; logged by FailedPasses
+            failures.failed(error)
+        else:
+            failures.succeeded()
         try:
             await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
         except TimeoutError:
