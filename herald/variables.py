@@ -143,13 +143,13 @@ def _grpc_meta(value: Any) -> Any:
     return value
 
 
-# ---- payload keys (herald/payload_codec.py) ----------------------------------------------------
+# ---- payload keys (herald/payload_codec.py) and fingerprint keys (herald/fingerprints.py) ----------------------------------------------------
 
 _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_CODEC_KEY_BYTES = 32  # AES-256
+_KEY_BYTES = 32  # AES-256 payload keys, HMAC-SHA-256 fingerprint keys
 
 
-def _codec_key(name: str, where: str, entry: str, keys: dict[str, SecretBytes]) -> None:
+def _key_entry(name: str, where: str, entry: str, keys: dict[str, SecretBytes], purpose: str) -> None:
     """Add one `id:base64key` entry to `keys`. A refusal may name the id, never the key."""
     key_id, colon, encoded = (part.strip() for part in entry.partition(":"))
     if not colon or not _KEY_ID.fullmatch(key_id):
@@ -158,27 +158,29 @@ def _codec_key(name: str, where: str, entry: str, keys: dict[str, SecretBytes]) 
         key = base64.b64decode(encoded, validate=True)
     except binascii.Error:
         raise refusal(f"{where}key {key_id}: must be standard base64", name) from None
-    if len(key) != _CODEC_KEY_BYTES:
-        raise refusal(f"{where}key {key_id}: must decode to 32 bytes (AES-256), not {len(key)}", name)
+    if len(key) != _KEY_BYTES:
+        raise refusal(f"{where}key {key_id}: must decode to 32 bytes ({purpose}), not {len(key)}", name)
     if key_id in keys:
         raise refusal(f"{where}key id {key_id} is given twice", name)
     keys[key_id] = SecretBytes(key)
 
 
-def _codec_keys(keys_variable: str | None, files_variable: str | None) -> dict[str, SecretBytes]:
-    """Keys from HERALD_CODEC_KEYS, then from each file of HERALD_CODEC_KEY_FILES (mounted secrets)."""
+def _keys(
+    keys_value: str | None, files_value: str | None, *, keys_name: str, files_name: str, purpose: str
+) -> dict[str, SecretBytes]:
+    """Keys from `keys_name`, then from each file of `files_name` (mounted secrets), one a line."""
     keys: dict[str, SecretBytes] = {}
-    for entry in _items(keys_variable):
-        _codec_key("HERALD_CODEC_KEYS", "", entry, keys)
-    for path in _items(files_variable):
+    for entry in _items(keys_value):
+        _key_entry(keys_name, "", entry, keys, purpose)
+    for path in _items(files_value):
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as error:
             reason = getattr(error, "strerror", None) or "not UTF-8 text"
-            raise refusal(f"{path}: cannot be read ({reason})", "HERALD_CODEC_KEY_FILES") from None
+            raise refusal(f"{path}: cannot be read ({reason})", files_name) from None
         for number, line in enumerate(lines, 1):
             if line.strip() and not line.lstrip().startswith("#"):
-                _codec_key("HERALD_CODEC_KEY_FILES", f"{path} line {number}: ", line, keys)
+                _key_entry(files_name, f"{path} line {number}: ", line, keys, purpose)
     return keys
 
 
@@ -247,6 +249,18 @@ class Variables(BaseSettings):
     herald_codec_active_key: Annotated[
         str, Rule("must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES")
     ] | None = Field(None, alias="HERALD_CODEC_ACTIVE_KEY")
+
+    # -- fingerprint keys (herald/fingerprints.py): the same id:base64key shapes, a keyring of their own
+    # (a payload key and a fingerprint key are never the same secret).
+    herald_fingerprint_keys: Annotated[str, Rule("must be id:base64key entries separated by commas")] | None = Field(
+        None, alias="HERALD_FINGERPRINT_KEYS"
+    )
+    herald_fingerprint_key_files: Annotated[
+        str, Rule("must be paths of key files separated by commas")
+    ] | None = Field(None, alias="HERALD_FINGERPRINT_KEY_FILES")
+    herald_fingerprint_active_key: Annotated[
+        str, Rule("must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES")
+    ] | None = Field(None, alias="HERALD_FINGERPRINT_ACTIVE_KEY")
 
     # -- Twilio
     herald_twilio_api_base: Url("https://api.twilio.com") = Field(  # type: ignore[valid-type]
@@ -394,6 +408,7 @@ class Variables(BaseSettings):
     herald_fault_point_marker: FilePath | None = Field(None, alias="HERALD_FAULT_POINT_MARKER")
 
     _keys: dict[str, SecretBytes] = PrivateAttr(default_factory=dict)
+    _fingerprint_keys: dict[str, SecretBytes] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -437,22 +452,37 @@ class Variables(BaseSettings):
 
     @model_validator(mode="after")
     def _codec(self) -> Variables:
-        keys = _codec_keys(self.herald_codec_keys, self.herald_codec_key_files)
-        active = self.herald_codec_active_key
-        if active is not None and active not in keys:
-            # An active id without its key must not quietly mean "no encryption".
-            held = ", ".join(keys) or "none"
-            raise refusal(
-                f"must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: {held})",
-                "HERALD_CODEC_ACTIVE_KEY",
-            )
-        self._keys = keys
+        self._keys = _keys(
+            self.herald_codec_keys, self.herald_codec_key_files,
+            keys_name="HERALD_CODEC_KEYS", files_name="HERALD_CODEC_KEY_FILES", purpose="AES-256",
+        )  # fmt: skip
+        _active_is_held(self.herald_codec_active_key, self._keys, "HERALD_CODEC")
+        self._fingerprint_keys = _keys(
+            self.herald_fingerprint_keys, self.herald_fingerprint_key_files,
+            keys_name="HERALD_FINGERPRINT_KEYS", files_name="HERALD_FINGERPRINT_KEY_FILES", purpose="HMAC-SHA-256",
+        )  # fmt: skip
+        _active_is_held(self.herald_fingerprint_active_key, self._fingerprint_keys, "HERALD_FINGERPRINT")
         return self
 
     @property
     def codec_keys(self) -> dict[str, SecretBytes]:
         """Every payload key, HERALD_CODEC_KEYS's then each key file's: id -> 32-byte key."""
         return dict(self._keys)
+
+    @property
+    def fingerprint_keys(self) -> dict[str, SecretBytes]:
+        """Every fingerprint key, HERALD_FINGERPRINT_KEYS's then each key file's: id -> 32-byte key."""
+        return dict(self._fingerprint_keys)
+
+
+def _active_is_held(active: str | None, keys: dict[str, SecretBytes], prefix: str) -> None:
+    # An active id without its key must not quietly mean "no key".
+    if active is not None and active not in keys:
+        held = ", ".join(keys) or "none"
+        raise refusal(
+            f"must be the id of a key in {prefix}_KEYS or {prefix}_KEY_FILES (configured ids: {held})",
+            f"{prefix}_ACTIVE_KEY",
+        )
 
 
 # ---- reading and refusing ----------------------------------------------------------------------
