@@ -27,6 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
 from herald.fault_points import FaultPoints
 from herald.intent import Channel
@@ -189,6 +190,7 @@ def submit_pacer(settings: Settings) -> Pacer | None:
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
+    fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
     async with AsyncExitStack() as stack:
         pool = open_pool(settings.database_url.get_secret_value())
         await stack.enter_async_context(pool)

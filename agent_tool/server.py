@@ -22,6 +22,7 @@ from agent_tool.tools import (
     OrderId,
     SellerActionField,
 )
+from herald import fingerprints
 from herald.client import HeraldClient
 from herald.settings import load_settings
 from herald.temporal_client import connect
@@ -55,6 +56,7 @@ async def _agent_tools() -> AgentTools:
             raise RuntimeError("HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller)")
         caller = _caller
         settings = load_settings()
+        fingerprints.install_from(settings)
         tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans
         client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
         herald = HeraldClient(client, settings.temporal.task_queue)

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from bench.common import Phase
 from bench.measure import CpuMeter, rss_mib
 from bench.stack import BenchStack
+from herald import fingerprints
 from herald.client import HeraldClient
 from herald.settings import Settings, load_settings
 from herald.temporal_client import connect
@@ -31,6 +32,7 @@ class Bench:
     def __init__(self, stack: BenchStack) -> None:
         self.stack = stack
         self.settings: Settings = load_settings(stack.config.service_env(stack.database_url))
+        fingerprints.install_from(self.settings)
         self.meter = CpuMeter(stack.pids)
 
     async def open(self) -> None:

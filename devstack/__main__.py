@@ -23,6 +23,7 @@ from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
+from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.report import ledger_report
@@ -45,6 +46,7 @@ def _write_env_file(stack: LocalStack) -> None:
 
 async def _demo(config: StackConfig, stack: LocalStack) -> str:
     settings = load_settings(config.service_env(stack.database_url))
+    fingerprints.install_from(settings)
     client = await connect(settings.temporal)
     herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy)
     started = time.monotonic()

@@ -24,6 +24,8 @@ DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
 # The outbox relay's login on the demo service's database; its grants come from its group role,
 # herald_outbox_relay (herald/outbox/schema.sql).
 OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
+# Under state_dir: the stack's fingerprint key, `id:base64key` (0600, created on first use).
+FINGERPRINT_KEY_FILE = "fingerprint-keys"
 
 
 # One partition per task queue. Temporal splits a task queue's rate limit evenly across its read
@@ -123,6 +125,9 @@ class AdapterDev(Frozen):
 
 class StackConfig(Frozen):
     state_dir: Path = Path(".state")
+    # The fingerprint key file, when several stacks must name recipients alike (a test session's);
+    # None: FINGERPRINT_KEY_FILE under state_dir.
+    fingerprint_keys: Path | None = None
     temporal: TemporalDev = TemporalDev()
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
@@ -156,6 +161,17 @@ class StackConfig(Frozen):
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return public_key_text(key)
+
+    def fingerprint_key_file(self) -> Path:
+        """The stack's fingerprint key file (HERALD_FINGERPRINT_KEY_FILES), made like the payload key:
+        random on first use, 0600, shared by every process of the stack, never in the environment."""
+        path = self.fingerprint_keys or self.state_path / FINGERPRINT_KEY_FILE
+        if path.exists():
+            make_private(path)
+        else:
+            line = f"fp-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+            create_private_once(path, line.encode())
+        return path
 
     @property
     def codec_endpoint(self) -> str:
@@ -238,6 +254,9 @@ class StackConfig(Frozen):
             "HERALD_CODEC_KEY_FILES": str(self.codec_key_file()),
             "HERALD_CODEC_KEYS": "",
             "HERALD_CODEC_ACTIVE_KEY": "",
+            "HERALD_FINGERPRINT_KEY_FILES": str(self.fingerprint_key_file()),
+            "HERALD_FINGERPRINT_KEYS": "",
+            "HERALD_FINGERPRINT_ACTIVE_KEY": "",
             "HERALD_CODEC_SERVER_HOST": self.codec.host,
             "HERALD_CODEC_SERVER_PORT": str(self.codec.port),
             "HERALD_CODEC_SERVER_CORS_ORIGINS": f"http://{self.temporal.host}:{self.temporal.ui_port},"

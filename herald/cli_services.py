@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from herald import cli_input
+from herald import cli_input, fingerprints
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.settings import InvalidSetting, Settings, TemporalSettings
@@ -62,6 +62,8 @@ class Services:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = self._load_settings()
+            if self._settings.fingerprint_keys:  # a command that fingerprints without keys is refused when it does
+                fingerprints.install_from(self._settings)
         return self._settings
 
     def check_temporal(self) -> None:

@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
 from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
-from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, workflow_id_for
+from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, same_intent, workflow_id_for
 from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
 from herald.workflow_api import (
@@ -92,7 +92,8 @@ class HeraldClient:
     async def _refuse_other_payload(self, handle: WorkflowHandle[Any, Any], intent: Intent) -> None:
         description = await handle.describe()
         memo = await description.memo()
-        if memo.get(_FINGERPRINT_MEMO) == intent.intent_fingerprint:
+        recorded = memo.get(_FINGERPRINT_MEMO)
+        if isinstance(recorded, str) and same_intent(recorded, intent):
             return
         if description.close_time is None:
             # Leave a durable trace on the intent it collided with, so conflicts can be counted.

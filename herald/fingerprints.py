@@ -135,6 +135,13 @@ def keyring() -> Keyring:
     return _installed
 
 
+def install_from(settings: Any) -> Keyring:
+    """Install the keyring a process's Settings name (refused when they name none); returns it."""
+    installed = keyring_from(settings.fingerprint_keys, settings.fingerprint_active_key)
+    install(installed)
+    return installed
+
+
 def keyring_from(keys: Mapping[str, Any], active_key_id: str | None) -> Keyring:
     """A keyring from configured keys (bytes or SecretBytes); none is refused, never a quiet plain hash."""
     from herald.variables import InvalidSetting

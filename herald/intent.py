@@ -18,6 +18,7 @@ from email_validator import EmailNotValidError, validate_email
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from herald import fingerprints
 from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
@@ -146,6 +147,9 @@ class Intent(Frozen):
     # From the template: what consent, quiet hours and suppression are decided on.
     category: Category = Category.TRANSACTIONAL
     time_zone: str | None = None
+    # The keyed fingerprint of the canonical recipient (herald/fingerprints.py), computed where the
+    # key is, by the client; None in intents recorded before keyed fingerprints.
+    recipient_fingerprint: str | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -158,13 +162,15 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
 
 
 def recipient_fingerprint(recipient: str) -> str:
-    """SHA-256 hex of a recipient: how the policy tables name a person without naming them."""
-    return hashlib.sha256(recipient.encode("utf-8")).hexdigest()
+    """How the ledger names a person without naming them: the keyed fingerprint of the canonical
+    recipient under the active key (herald/fingerprints.py)."""
+    return fingerprints.keyring().recipient(recipient)
 
 
-def destination_fingerprint(recipient: str) -> str:
-    """Which destination, without naming it, for status views: the fingerprint's first 16 hex."""
-    return recipient_fingerprint(recipient)[:16]
+def destination_fingerprint(intent: Intent) -> str | None:
+    """Which destination, without naming it, for status views: the keyed fingerprint's first 16 hex
+    (None for intents recorded before keyed fingerprints: a plain hash's prefix gave the number back)."""
+    return fingerprints.short(intent.recipient_fingerprint) if intent.recipient_fingerprint else None
 
 
 def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRef | None = None) -> str:
@@ -181,7 +187,20 @@ def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRe
 
 
 def intent_fingerprint(request: IntentRequest, version: int | None = None) -> str:
-    """SHA-256 over everything that makes the message what it is (not its expiry)."""
+    """A keyed fingerprint over everything that makes the message what it is (not its expiry).
+
+    Keyed, because it covers the recipient: with a template's render data guessed, a plain hash
+    (kept in the workflow's memo and the ledger) would give the number back."""
+    return fingerprints.keyring().of_text(_intent_canonical(request, version))
+
+
+def same_intent(recorded_fingerprint: str, intent: Intent) -> bool:
+    """Whether a recorded intent fingerprint (under any held key, or a plain SHA-256 from before
+    keys) is this intent's: a key rotated since the first start still attaches, not conflicts."""
+    return fingerprints.keyring().matches_text(recorded_fingerprint, _intent_canonical(intent, intent.template_version))
+
+
+def _intent_canonical(request: IntentRequest | Intent, version: int | str | None) -> str:
     fields: dict[str, Any] = {
         "channel": request.channel.value,
         "recipient": request.recipient,
@@ -193,8 +212,7 @@ def intent_fingerprint(request: IntentRequest, version: int | None = None) -> st
     if request.attachment is not None:
         # Only when present, so every fingerprint recorded before attachments existed still matches.
         fields["attachment"] = request.attachment.model_dump(mode="json")
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def parse_request(raw: dict[str, Any]) -> IntentRequest:
@@ -236,6 +254,7 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         body=rendered.body,
         content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment),
         intent_fingerprint=intent_fingerprint(request, version),
+        recipient_fingerprint=recipient_fingerprint(request.recipient),
         created_at=now,
         expires_at=expires_at,
         subject=rendered.subject,

@@ -178,6 +178,9 @@ class Settings(Frozen):
     receipts: ReceiptSettings = ReceiptSettings()
     codec_server: CodecServerSettings = CodecServerSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    # Fingerprint keys (herald/fingerprints.py): id -> 32-byte HMAC key; the active one writes.
+    fingerprint_keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    fingerprint_active_key: str | None = None
     # None means "start the embedded PostgreSQL under state_dir".
     database_url: SecretStr | None = None
     # The ledger owner's connection, for migrations only (the services' login may not run DDL);
@@ -201,6 +204,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     variables = read_variables(env)
     return Settings(
         temporal=_temporal(variables, load_profile(variables)),
+        fingerprint_keys=variables.fingerprint_keys,
+        fingerprint_active_key=variables.herald_fingerprint_active_key,
         twilio=TwilioSettings(
             api_base=variables.herald_twilio_api_base,
             account_sid=variables.herald_twilio_account_sid,

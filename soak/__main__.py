@@ -26,6 +26,7 @@ import httpx
 from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
+from herald import fingerprints
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
@@ -135,6 +136,7 @@ async def run(args: argparse.Namespace) -> int:
         stack.start_worker("worker-a")
         stack.start_worker("worker-b")
         settings = load_settings(stack.config.service_env(stack.database_url))
+        fingerprints.install_from(settings)
         herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=policy)
         emulator_url = f"http://{stack.config.emulator.host}:{stack.config.emulator.port}"
         faults = [rng.choices(mix, weights=[w for _, _, w in mix])[0] for _ in range(args.intents)]

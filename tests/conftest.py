@@ -34,6 +34,7 @@ from devstack.config import (
 )
 from devstack.processes import free_port
 from devstack.stack import LocalStack
+from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
@@ -41,8 +42,18 @@ from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, CONTINUE_AS_NEW_AFTER_EVENTS, TEST_POLICY, Emulator, Esp
+from tests.support import (
+    ADAPTER_READ_TIMEOUT,
+    CONTINUE_AS_NEW_AFTER_EVENTS,
+    SESSION_FINGERPRINT_KEYS,
+    TEST_POLICY,
+    Emulator,
+    Esp,
+)
 from worker import build_providers, build_submit_worker, build_worker
+
+# Tests that build intents in-process fingerprint under the session's key (tests/support.py).
+fingerprints.install_from(load_settings({"HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS)}))
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +64,7 @@ def stack() -> Any:
     receipts_port = free_port()
     config = StackConfig(
         state_dir=state,
+        fingerprint_keys=SESSION_FINGERPRINT_KEYS,
         temporal=TemporalDev(
             port=free_port(),
             ui_port=free_port(),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import secrets
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -105,6 +108,14 @@ class Esp:
 
 
 ORDER_DATA: dict[str, str | int] = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
+
+
+# One fingerprint key for the whole session (a file, 0600): every stack a test starts (the main
+# one, the fault stack) and every in-process client and worker name a recipient alike, as the
+# processes of one deployment do. Written once per process; xdist workers each have their own.
+SESSION_FINGERPRINT_KEYS = Path(tempfile.mkdtemp(prefix="herald-fp-")) / "fingerprint-keys"
+SESSION_FINGERPRINT_KEYS.write_text(f"session:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
+SESSION_FINGERPRINT_KEYS.chmod(0o600)
 
 
 def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:

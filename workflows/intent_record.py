@@ -95,7 +95,7 @@ class IntentRecord:
             attempts=[attempt.status() for attempt in self.attempts],
             transitions=list(self.transitions),
             observations_recorded=self.ledger.observations_recorded,
-            destination_fingerprint=destination_fingerprint(self.intent.recipient),
+            destination_fingerprint=destination_fingerprint(self.intent),
         )
 
     # ---- attempts ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from herald import fingerprints
 from herald.intent import recipient_fingerprint
 from herald.outcomes import Frozen
 from herald.send_policy import Category, PolicyRules
@@ -89,21 +90,23 @@ WITH policy AS (
      ORDER BY effective_from DESC, version DESC LIMIT 1),
 lifted AS (
     SELECT coalesce(max(lifted_at), '-infinity') AS at FROM suppression_lifts
-     WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s)
+     WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s)
 SELECT p.version, p.rules,
        EXISTS (SELECT 1 FROM consent_evidence
-                WHERE recipient_fingerprint = %(fp)s AND category = %(category)s),
+                WHERE recipient_fingerprint = ANY(%(fps)s) AND category = %(category)s),
        (SELECT coalesce(json_agg(json_build_array(e.cause, e.detail, e.seen_at) ORDER BY e.seen_at DESC), '[]')
           FROM (SELECT e.cause, e.detail, e.seen_at
                   FROM (SELECT cause, detail, seen_at FROM suppression_evidence
-                         WHERE recipient = %(recipient)s AND channel = %(channel)s
+                         WHERE (recipient_fingerprint = ANY(%(fps)s)  -- any spelling of the address
+                                OR (recipient_fingerprint IS NULL AND recipient = %(recipient)s))  -- before 016
+                           AND recipient <> '(erased)' AND channel = %(channel)s
                         UNION ALL  -- an erased recipient's evidence, kept by fingerprint (migration 013)
                         SELECT cause, detail, seen_at FROM erased_suppressions
-                         WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s) e, lifted
+                         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s) e, lifted
                  WHERE e.seen_at > lifted.at
                  ORDER BY e.seen_at DESC LIMIT 10) e),
-       (SELECT last_submit_at FROM recipient_cooldowns
-         WHERE recipient_fingerprint = %(fp)s AND channel = %(channel)s AND workflow_id <> %(workflow_id)s)
+       (SELECT max(last_submit_at) FROM recipient_cooldowns
+         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s AND workflow_id <> %(workflow_id)s)
   FROM policy p
 """
 
@@ -113,7 +116,7 @@ async def standing(
 ) -> Standing:
     """The policy in force at `at` and the recipient's standing under it, in one statement."""
     params = {
-        "at": at, "recipient": recipient, "fp": recipient_fingerprint(recipient), "channel": channel,
+        "at": at, "recipient": recipient, "fps": fingerprints.keyring().recipient_candidates(recipient), "channel": channel,
         "category": category.value, "workflow_id": workflow_id,
     }  # fmt: skip
     cursor = await conn.execute(_STANDING_SQL, params)

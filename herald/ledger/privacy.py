@@ -10,7 +10,7 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import recipient_fingerprint
+from herald import fingerprints
 from herald.outcomes import Frozen
 
 
@@ -25,15 +25,21 @@ class Erasure(Purge):
 
 
 async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator: str, reason: str) -> Erasure:
-    """Erase a (normalised) recipient's number or address, render data, bodies and subjects.
+    """Erase a recipient's number or address, render data, bodies and subjects, from every intent
+    addressed to them in any spelling of the same address (found by keyed fingerprint, under every
+    key held, and by canonical form for intents recorded before keyed fingerprints).
 
     Suppression evidence about them is kept by fingerprint, so an erasure never lifts an opt-out.
     """
+    candidates = fingerprints.keyring().recipient_candidates(recipient)
+    canonical = fingerprints.canonical_recipient(recipient)
     async with pool.connection() as conn:
-        cursor = await conn.execute("SELECT * FROM erase_recipient(%s, %s, %s)", (recipient, operator, reason))
+        cursor = await conn.execute(
+            "SELECT * FROM erase_recipient(%s, %s, %s, %s)", (candidates, canonical.lower(), operator, reason)
+        )
         row = await cursor.fetchone()
     assert row is not None  # the function always returns one row
-    return Erasure(purge_id=row[0], rows_affected=row[1], recipient_fingerprint=recipient_fingerprint(recipient))
+    return Erasure(purge_id=row[0], rows_affected=row[1], recipient_fingerprint=candidates[0])
 
 
 async def purge_inbox_payloads(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:

@@ -145,8 +145,8 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
                created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size,
-               encoding, segments, category)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               encoding, segments, category, recipient_fingerprint)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT DO NOTHING
            RETURNING workflow_id""",
         (
@@ -169,6 +169,7 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
             intent.encoding.value if intent.encoding else None,
             intent.segments,
             intent.category.value,
+            intent.recipient_fingerprint,
         ),
     )
     created = await cursor.fetchone() is not None

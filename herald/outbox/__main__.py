@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import psycopg
 
+from herald import fingerprints
 from herald.cli_services import ServiceUnreachable, connect_temporal, reach_database
 from herald.client import HeraldClient
 from herald.fault_points import FaultPoints
@@ -31,6 +32,7 @@ log = logging.getLogger("herald.outbox")
 
 async def serve(apply: bool) -> None:
     settings = load_settings()
+    fingerprints.install_from(settings)  # each relayed notice's intents carry keyed fingerprints
     if settings.outbox_database_url is None:
         raise SystemExit("HERALD_OUTBOX_DATABASE_URL: required (the service database that holds herald_outbox)")
     stop = asyncio.Event()

@@ -23,7 +23,7 @@ from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator, Esp
+from tests.support import ADAPTER_READ_TIMEOUT, SESSION_FINGERPRINT_KEYS, TEST_POLICY, Emulator, Esp
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,7 @@ def fault_stack(request: pytest.FixtureRequest) -> Any:
     restarts = getattr(request.module, "RESTARTS_TEMPORAL", False)
     config = StackConfig(
         state_dir=state,
+        fingerprint_keys=SESSION_FINGERPRINT_KEYS,
         temporal=TemporalDev(
             port=free_port(), ui_port=free_port(), metrics_port=free_port(),
             db_filename="temporal.db" if restarts else None, task_queue="herald-faults",

@@ -7,6 +7,7 @@ so an erasure request had no answer and an inbox payload lived forever.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,15 +16,24 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from herald import fingerprints
 from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
 from herald.ledger import store
-from herald.ledger.records import InboxReport
 from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient, purge_inbox_payloads
+from herald.ledger.records import InboxReport
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.support import (
+    SESSION_FINGERPRINT_KEYS,
+    Emulator,
+    email_request,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+    receipt_request,
+)
 
 
 async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
@@ -145,7 +155,12 @@ def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: 
     import subprocess
     import sys
 
-    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url.get_secret_value(),
+        # The stack's fingerprint key: the erasure must find what the stack's clients fingerprinted.
+        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+    }
     command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
     ran = subprocess.run([*command, "--inbox-days", "30"], env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
@@ -166,7 +181,12 @@ async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipi
     key = fresh_key()
     await herald.send(receipt_request(key, to))
     await asyncio.wait_for(herald.wait(key), 60)
-    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url.get_secret_value(),
+        # The stack's fingerprint key: the erasure must find what the stack's clients fingerprinted.
+        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+    }
     command = [sys.executable, "starter.py", "erase", "--operator", "dpo", "--reason", "request 7"]
     ran = await asyncio.to_thread(subprocess.run, [*command, to], env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
@@ -176,3 +196,31 @@ async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipi
     refused = await asyncio.to_thread(subprocess.run, [*command, bad], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "RECIPIENT" in refused.stderr and bad not in refused.stderr
+
+
+async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_prefix_is_keyed(
+    herald: HeraldClient, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """The review erased mixed.case@example.com and 0 intents sent to Mixed.Case@Example.COM went;
+    and the status view's 16-hex prefix was a plain SHA-256's (a number came back by brute force)."""
+    address = fresh_address()  # member.<hex>@example.com
+    local, domain = address.split("@")
+    shouted = f"{local.upper()}@{domain.title()}"
+    quiet, loud = fresh_key(), fresh_key()
+    await herald.send(email_request(quiet, address))
+    await herald.send(email_request(loud, shouted))
+    for key in (quiet, loud):
+        status = await asyncio.wait_for(herald.wait(key, "email"), 60)
+        assert status.state.is_terminal
+        assert status.destination_fingerprint == fingerprints.short(recipient_fingerprint(address))
+        assert status.destination_fingerprint != hashlib.sha256(address.encode()).hexdigest()[:16]
+    ids = [f"{quiet}/email", f"{loud}/email"]
+    stored = await _rows(owner_pool, "SELECT recipient FROM intents WHERE workflow_id = ANY(%s) ORDER BY recipient", ids)
+    assert {row["recipient"].lower() for row in stored} == {address}  # as given, two spellings
+    assert len({row["recipient"] for row in stored}) == 2
+
+    erasure = await erase_recipient(pool, recipient=f"{local.title()}@{domain.upper()}", operator="dpo", reason="r 9")
+
+    assert erasure.rows_affected == 2
+    after = await _rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
+    assert after == [{"recipient": "(erased)", "body": ""}] * 2

@@ -105,6 +105,8 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_WORKER_BUILD_ID", "build 42", "must be 1 to 255 characters, none of them whitespace"),
     ("HERALD_CODEC_KEYS", "not-a-key-entry", "each key must be id:base64key, the id 1-64 letters, digits, '.', '_' or '-'"),
     ("HERALD_CODEC_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: none)"),
+    ("HERALD_FINGERPRINT_KEYS", "k1:c2hvcnQtc2VjcmV0", "key k1: must decode to 32 bytes (HMAC-SHA-256), not 12"),
+    ("HERALD_FINGERPRINT_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES (configured ids: none)"),
     ("HERALD_TWILIO_API_BASE", "ftp://api.example", "must be an http:// or https:// URL with a host, e.g. https://api.twilio.com"),
     ("HERALD_TWILIO_ACCOUNT_SID", "ACnot-a-sid", "must be AC followed by 32 hexadecimal digits (Twilio's Account SID)"),
     ("HERALD_TWILIO_AUTH_TOKEN", "token with-space-secret", "must be one token, without spaces or line breaks"),
@@ -183,7 +185,7 @@ def test_a_bad_line_of_a_key_file_is_refused_without_the_line(tmp_path: Path) ->
 
 def test_the_bad_value_table_covers_every_variable_of_the_model() -> None:
     """A variable added to the model without a bad-value case here fails this test."""
-    covered = {name for name, _, _ in BAD_VALUES} | {"HERALD_CODEC_KEY_FILES"}
+    covered = {name for name, _, _ in BAD_VALUES} | {"HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES"}
     declared = {name.replace("*", "AUTHORIZATION") for name in RULES}
     assert declared == covered
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from herald.artifacts import ArtifactRef
 from herald.contracts import attempt_number_of, attempt_ref
 from herald.errors import InvalidIntent
+from herald import fingerprints
 from herald.intent import (
     DEFAULT_LIFETIME,
     UNSENDABLE_RULE,
@@ -395,10 +396,14 @@ def test_fingerprint_ignores_expiry_and_data_order() -> None:
     assert _fingerprint(render_data=dict(reversed(list(RECEIPT_DATA.items())))) == base
 
 
-def test_fingerprint_is_a_sha256_hex_digest() -> None:
-    """The fingerprint is 64 lower-case hex characters, and carries no recipient text."""
+def test_fingerprint_is_keyed_and_carries_no_recipient() -> None:
+    """The fingerprint is `<key id>:<64 hex>` under the installed key: no recipient text, and not the
+    plain SHA-256 that anyone could recompute from a guessed number."""
     fingerprint = _fingerprint()
-    assert re.fullmatch(r"[0-9a-f]{64}", fingerprint)
+    key_id, _, digest = fingerprint.partition(":")
+    assert key_id == fingerprints.keyring().active_key_id
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    assert RECIPIENT.lstrip("+") not in fingerprint
 
 
 def test_workflow_id_is_key_slash_channel() -> None:

@@ -1,0 +1,80 @@
+-- Keyed fingerprints (herald/fingerprints.py): every fingerprint written from here on is
+-- '<key id>:<HMAC-SHA-256 hex>', computed by the client under a key the database never sees.
+--
+-- Before, fingerprints were plain SHA-256 of the recipient, computed in SQL here and in Python
+-- there; with ~10^10 numbers behind a country code, one was reversed by brute force in 1.3 s. Now:
+-- * an intent carries its recipient's keyed fingerprint (over the canonical form: an e-mail's local
+--   part lower-cased, so Mixed.Case@Example.COM and mixed.case@example.com are one person), and
+--   suppression evidence, erasure and the policy gate find a person by it;
+-- * fingerprint columns become text (a key id no longer fits char(64));
+-- * rows written before keep their plain SHA-256 (consent, lifts, cooldowns, purges hold no
+--   plaintext to re-key from): lookups try them as well, so nothing recorded earlier stops counting,
+--   and intents written before (recipient_fingerprint NULL) are still found by their recipient.
+--
+-- ALTER COLUMN ... TYPE text rewrites those tables once (char(n) to text trims); the ledger is
+-- locked for that time, so run this migration in a deploy window on a large ledger.
+
+ALTER TABLE intents ADD COLUMN recipient_fingerprint text;
+COMMENT ON COLUMN intents.recipient_fingerprint IS
+    'Keyed fingerprint of the canonical recipient (key id:HMAC hex); NULL for intents recorded before 016.';
+CREATE INDEX intents_by_recipient_fingerprint ON intents (recipient_fingerprint, channel);
+
+ALTER TABLE intents ALTER COLUMN intent_fingerprint TYPE text;
+ALTER TABLE consent_evidence ALTER COLUMN recipient_fingerprint TYPE text;
+ALTER TABLE suppression_lifts ALTER COLUMN recipient_fingerprint TYPE text;
+ALTER TABLE recipient_cooldowns ALTER COLUMN recipient_fingerprint TYPE text;
+ALTER TABLE ledger_purges ALTER COLUMN recipient_fingerprint TYPE text;
+ALTER TABLE erased_suppressions ALTER COLUMN recipient_fingerprint TYPE text;
+COMMENT ON COLUMN ledger_purges.recipient_fingerprint IS
+    'Erasure: whose data, as the keyed fingerprint of the active key (plain SHA-256 before 016).';
+
+-- The stored fingerprint, not one computed here: SQL has no key, and a plain hash is reversible.
+-- NULL for intents recorded before 016 (found by their recipient column instead).
+CREATE OR REPLACE VIEW suppression_evidence AS
+SELECT i.recipient_fingerprint, i.channel,
+       'opt_out' AS cause, 'Twilio 21610' AS detail, o.observed_at AS seen_at, i.recipient
+  FROM observations o JOIN intents i ON i.workflow_id = o.workflow_id
+ WHERE i.channel = 'sms' AND o.error_code = 21610
+UNION ALL
+SELECT i.recipient_fingerprint, i.channel,
+       CASE r.provider_status WHEN 'spamreport' THEN 'complaint' ELSE 'hard_bounce' END,
+       r.provider || ' ' || r.provider_status, r.received_at, i.recipient
+  FROM receipt_inbox r
+  JOIN attempts a ON a.attempt_ref = r.attempt_ref
+  JOIN intents i ON i.workflow_id = a.workflow_id
+ WHERE i.channel = 'email'
+   AND (r.provider_status = 'spamreport' OR (r.provider_status = 'bounce' AND coalesce(r.error_code, 500) >= 500));
+
+-- Erase by fingerprint: p_fingerprints are every fingerprint the person may have been written
+-- under (the active key's first: it names the purge), p_canonical their canonical recipient, which
+-- finds intents recorded before 016 (compared lower-cased: those stored the local part as given).
+DROP FUNCTION erase_recipient(text, text, text);
+CREATE FUNCTION erase_recipient(p_fingerprints text[], p_canonical text, p_operator text, p_reason text,
+                                OUT purge_id bigint, OUT intents_erased integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    IF cardinality(p_fingerprints) = 0 OR p_canonical = '' THEN
+        RAISE EXCEPTION 'erase_recipient needs the recipient''s fingerprints and canonical form'
+            USING ERRCODE = '22023';
+    END IF;
+    purge_id := nextval(pg_get_serial_sequence('ledger_purges', 'id'));
+    -- Before the recipient disappears from the intents the evidence is derived from.
+    INSERT INTO erased_suppressions (recipient_fingerprint, channel, cause, detail, seen_at, purge_id)
+    SELECT p_fingerprints[1], e.channel, e.cause, e.detail, e.seen_at, purge_id
+      FROM suppression_evidence e
+     WHERE e.recipient <> erased_recipient()
+       AND (e.recipient_fingerprint = ANY(p_fingerprints)
+            OR (e.recipient_fingerprint IS NULL AND lower(e.recipient) = p_canonical));
+    PERFORM set_config('herald.redacting', 'on', true);
+    UPDATE intents SET recipient = erased_recipient(), render_data = '{}'::jsonb, body = '', subject = NULL
+     WHERE recipient <> erased_recipient()
+       AND (recipient_fingerprint = ANY(p_fingerprints)
+            OR (recipient_fingerprint IS NULL AND lower(recipient) = p_canonical));
+    GET DIAGNOSTICS intents_erased = ROW_COUNT;
+    PERFORM set_config('herald.redacting', 'off', true);
+    INSERT INTO ledger_purges (id, kind, recipient_fingerprint, rows_affected, operator, reason)
+    VALUES (purge_id, 'erasure', p_fingerprints[1], intents_erased, p_operator, p_reason);
+END;
+$$;
+REVOKE ALL ON FUNCTION erase_recipient(text[], text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION erase_recipient(text[], text, text, text) TO herald_app;
