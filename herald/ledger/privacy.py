@@ -22,6 +22,8 @@ class Purge(Frozen):
 class Erasure(Purge):
     # Which recipient, as the ledger now knows them: the fingerprint, never the recipient.
     recipient_fingerprint: str
+    # Attachments only their intents named, whose content and filename were erased with them.
+    artifacts_erased: int = 0
 
 
 async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator: str, reason: str) -> Erasure:
@@ -39,7 +41,7 @@ async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator
         )
         row = await cursor.fetchone()
     assert row is not None  # the function always returns one row
-    return Erasure(purge_id=row[0], rows_affected=row[1], recipient_fingerprint=candidates[0])
+    return Erasure(purge_id=row[0], rows_affected=row[1], artifacts_erased=row[2], recipient_fingerprint=candidates[0])
 
 
 async def purge_inbox_payloads(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:

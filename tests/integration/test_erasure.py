@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import fingerprints
+from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
 from herald.ledger import store
@@ -224,3 +226,34 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
     assert erasure.rows_affected == 2
     after = await _rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
     assert after == [{"recipient": "(erased)", "body": ""}] * 2
+
+
+async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipient_was_sent_stays(
+    herald: HeraldClient, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """A report addressed to the person is their data; the same bytes sent to someone else are not
+    erased from under that person's intent."""
+    store = PostgresArtifactStore(pool)
+    theirs = await store.put(b"%PDF-1.4\n" + secrets.token_bytes(2_000), media_type="application/pdf", filename="anna-2026-11.pdf")
+    shared = await store.put(b"%PDF-1.4\n" + secrets.token_bytes(2_000), media_type="application/pdf", filename="terms.pdf")
+    erased_person, other_person = fresh_address(), fresh_address()
+    sends = [(fresh_key(), erased_person, theirs), (fresh_key(), erased_person, shared), (fresh_key(), other_person, shared)]
+    for key, to, ref in sends:
+        await herald.send(email_request(key, to, template_id="monthly_report", attachment=ref.model_dump(),
+                                        render_data={"seller_name": "Acme", "period": "2026-11"}))  # fmt: skip
+    for key, _, _ in sends:
+        assert (await asyncio.wait_for(herald.wait(key, "email"), 60)).state.is_terminal
+
+    erasure = await erase_recipient(pool, recipient=erased_person, operator="dpo", reason="r 10")
+
+    assert (erasure.rows_affected, erasure.artifacts_erased) == (2, 1)
+    rows = await _rows(owner_pool, "SELECT sha256, size_bytes, filename, octet_length(content) AS n FROM artifacts "
+                                   "WHERE sha256 = ANY(%s) ORDER BY filename", [theirs.sha256, shared.sha256])  # fmt: skip
+    assert rows == [
+        {"sha256": theirs.sha256, "size_bytes": 0, "filename": "(erased)", "n": 0},
+        {"sha256": shared.sha256, "size_bytes": shared.size_bytes, "filename": "terms.pdf", "n": shared.size_bytes},
+    ]
+    # Nothing else may blank an artifact: the services' login cannot, the owner only through erasure.
+    async with owner_pool.connection() as conn:
+        with pytest.raises(psycopg.errors.RaiseException):
+            await conn.execute("UPDATE artifacts SET filename = '(erased)' WHERE sha256 = %s", (shared.sha256,))

@@ -18,6 +18,8 @@ ALTER TABLE intents ADD COLUMN recipient_fingerprint text;
 COMMENT ON COLUMN intents.recipient_fingerprint IS
     'Keyed fingerprint of the canonical recipient (key id:HMAC hex); NULL for intents recorded before 016.';
 CREATE INDEX intents_by_recipient_fingerprint ON intents (recipient_fingerprint, channel);
+-- Which intents name an attachment: an erasure keeps an artifact another recipient's intent names.
+CREATE INDEX intents_by_attachment ON intents (attachment_sha256) WHERE attachment_sha256 IS NOT NULL;
 
 ALTER TABLE intents ALTER COLUMN intent_fingerprint TYPE text;
 ALTER TABLE consent_evidence ALTER COLUMN recipient_fingerprint TYPE text;
@@ -45,13 +47,52 @@ SELECT i.recipient_fingerprint, i.channel,
  WHERE i.channel = 'email'
    AND (r.provider_status = 'spamreport' OR (r.provider_status = 'bounce' AND coalesce(r.error_code, 500) >= 500));
 
+-- An erased recipient's attachments go too (a report addressed to them is their data): content
+-- and filename are replaced, the key, media type and row stay. The trigger lets that through
+-- like the intents' redaction, and nothing else.
+CREATE FUNCTION erased_artifact_filename() RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT '(erased)' $$;
+
+CREATE OR REPLACE FUNCTION refuse_audit_rewrite() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- A redaction run by erase_recipient or purge_inbox_payloads: only personal columns change,
+    -- and only to the markers. The flag is transaction-local and only those functions set it;
+    -- the services' role cannot UPDATE at all, so it cannot use the flag either.
+    IF TG_OP = 'UPDATE' AND current_setting('herald.redacting', true) = 'on' THEN
+        -- Nested, not ANDed: PL/pgSQL plans NEW.payload even where the table has no such column.
+        IF TG_TABLE_NAME = 'intents' THEN
+            IF to_jsonb(NEW) - ARRAY['recipient', 'render_data', 'body', 'subject']
+                 = to_jsonb(OLD) - ARRAY['recipient', 'render_data', 'body', 'subject']
+               AND NEW.recipient = erased_recipient() AND NEW.render_data = '{}'::jsonb
+               AND NEW.body = '' AND NEW.subject IS NULL THEN
+                RETURN NEW;
+            END IF;
+        ELSIF TG_TABLE_NAME = 'receipt_inbox' THEN
+            IF to_jsonb(NEW) - 'payload' = to_jsonb(OLD) - 'payload' AND NEW.payload = purged_payload() THEN
+                RETURN NEW;
+            END IF;
+        ELSIF TG_TABLE_NAME = 'artifacts' THEN
+            IF to_jsonb(NEW) - ARRAY['content', 'size_bytes', 'filename']
+                 = to_jsonb(OLD) - ARRAY['content', 'size_bytes', 'filename']
+               AND NEW.content = ''::bytea AND NEW.size_bytes = 0 AND NEW.filename = erased_artifact_filename() THEN
+                RETURN NEW;
+            END IF;
+        END IF;
+    END IF;
+    RAISE EXCEPTION 'ledger table % is append-only', TG_TABLE_NAME;
+END;
+$$;
+
 -- Erase by fingerprint: p_fingerprints are every fingerprint the person may have been written
 -- under (the active key's first: it names the purge), p_canonical their canonical recipient, which
 -- finds intents recorded before 016 (compared lower-cased: those stored the local part as given).
+-- Returns the purge's id, the intents erased, and the attachments erased: those the erased intents
+-- named and no other recipient's intent names (another person's report may be the same bytes).
 DROP FUNCTION erase_recipient(text, text, text);
 CREATE FUNCTION erase_recipient(p_fingerprints text[], p_canonical text, p_operator text, p_reason text,
-                                OUT purge_id bigint, OUT intents_erased integer)
+                                OUT purge_id bigint, OUT intents_erased integer, OUT artifacts_erased integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    attachments text[];
 BEGIN
     IF cardinality(p_fingerprints) = 0 OR p_canonical = '' THEN
         RAISE EXCEPTION 'erase_recipient needs the recipient''s fingerprints and canonical form'
@@ -66,11 +107,19 @@ BEGIN
        AND (e.recipient_fingerprint = ANY(p_fingerprints)
             OR (e.recipient_fingerprint IS NULL AND lower(e.recipient) = p_canonical));
     PERFORM set_config('herald.redacting', 'on', true);
-    UPDATE intents SET recipient = erased_recipient(), render_data = '{}'::jsonb, body = '', subject = NULL
-     WHERE recipient <> erased_recipient()
-       AND (recipient_fingerprint = ANY(p_fingerprints)
-            OR (recipient_fingerprint IS NULL AND lower(recipient) = p_canonical));
-    GET DIAGNOSTICS intents_erased = ROW_COUNT;
+    WITH erased AS (
+        UPDATE intents SET recipient = erased_recipient(), render_data = '{}'::jsonb, body = '', subject = NULL
+         WHERE recipient <> erased_recipient()
+           AND (recipient_fingerprint = ANY(p_fingerprints)
+                OR (recipient_fingerprint IS NULL AND lower(recipient) = p_canonical))
+        RETURNING attachment_sha256)
+    SELECT count(*), array_agg(DISTINCT attachment_sha256) FILTER (WHERE attachment_sha256 IS NOT NULL)
+      INTO intents_erased, attachments FROM erased;
+    UPDATE artifacts a SET content = ''::bytea, size_bytes = 0, filename = erased_artifact_filename()
+     WHERE a.sha256 = ANY(coalesce(attachments, ARRAY[]::text[])) AND a.filename <> erased_artifact_filename()
+       AND NOT EXISTS (SELECT 1 FROM intents o
+                        WHERE o.attachment_sha256 = a.sha256 AND o.recipient <> erased_recipient());
+    GET DIAGNOSTICS artifacts_erased = ROW_COUNT;
     PERFORM set_config('herald.redacting', 'off', true);
     INSERT INTO ledger_purges (id, kind, recipient_fingerprint, rows_affected, operator, reason)
     VALUES (purge_id, 'erasure', p_fingerprints[1], intents_erased, p_operator, p_reason);
