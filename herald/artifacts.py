@@ -181,6 +181,10 @@ class PostgresArtifactStore:
                 "SELECT sha256, size_bytes, media_type, filename FROM artifacts WHERE sha256 = %s", (ref.sha256,)
             )
             sha256, size_bytes, stored_media_type, stored_filename = await cursor.fetchone()
+        if size_bytes != ref.size_bytes:
+            # Erased with a recipient (migration 016): the row keeps the key, not the bytes, and the
+            # same bytes are never stored again under it (an intent would send an empty file).
+            raise ArtifactRefused("content", "was erased with its recipient's data and cannot be stored again")
         return ArtifactRef(sha256=sha256, size_bytes=size_bytes, media_type=stored_media_type, filename=stored_filename)
 
     async def load(self, sha256: str) -> StoredArtifact | None:

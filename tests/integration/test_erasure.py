@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald import fingerprints
-from herald.artifacts import PostgresArtifactStore
+from herald.artifacts import ArtifactRefused, PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
 from herald.ledger import store
@@ -234,7 +234,8 @@ async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipien
     """A report addressed to the person is their data; the same bytes sent to someone else are not
     erased from under that person's intent."""
     store = PostgresArtifactStore(pool)
-    theirs = await store.put(b"%PDF-1.4\n" + secrets.token_bytes(2_000), media_type="application/pdf", filename="anna-2026-11.pdf")
+    stored_bytes = b"%PDF-1.4\n" + secrets.token_bytes(2_000)
+    theirs = await store.put(stored_bytes, media_type="application/pdf", filename="anna-2026-11.pdf")
     shared = await store.put(b"%PDF-1.4\n" + secrets.token_bytes(2_000), media_type="application/pdf", filename="terms.pdf")
     erased_person, other_person = fresh_address(), fresh_address()
     sends = [(fresh_key(), erased_person, theirs), (fresh_key(), erased_person, shared), (fresh_key(), other_person, shared)]
@@ -253,7 +254,11 @@ async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipien
         {"sha256": theirs.sha256, "size_bytes": 0, "filename": "(erased)", "n": 0},
         {"sha256": shared.sha256, "size_bytes": shared.size_bytes, "filename": "terms.pdf", "n": shared.size_bytes},
     ]
-    # Nothing else may blank an artifact: the services' login cannot, the owner only through erasure.
+    # The erased bytes cannot come back under their key (an intent would send an empty file)...
+    with pytest.raises(ArtifactRefused) as refused:
+        await store.put(stored_bytes, media_type="application/pdf", filename="again.pdf")
+    assert refused.value.field == "content"
+    # ...and nothing else may blank an artifact: the services' login cannot, the owner only through erasure.
     async with owner_pool.connection() as conn:
         with pytest.raises(psycopg.errors.RaiseException):
             await conn.execute("UPDATE artifacts SET filename = '(erased)' WHERE sha256 = %s", (shared.sha256,))
