@@ -11,25 +11,33 @@ from herald.contracts import RecipientCooldownQuery
 from herald.ledger import event_streams, store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import IntentRecorded, LedgerBatch
+from herald.recipient_vault import RecipientErased, RecipientVault
 from herald.silence import EventStream, EventStreamQuery
 
 
 class LedgerActivities:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
+        # The intent row is recorded in plaintext (the ledger's copy is what erasure overwrites).
+        self._vault = RecipientVault(pool)
         # Checkpoints of many workflows finishing at once share a transaction (group commit).
         self._checkpoints: GroupCommit[LedgerBatch, None] = GroupCommit(pool, store.write_checkpoints)
 
     @activity.defn(name="last_attempt_to_recipient")
     async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
-        """When another intent last prepared an attempt to this recipient; None if never."""
+        """When another intent last prepared an attempt to this recipient; None if never (or erased)."""
+        try:
+            recipient = await self._vault.open(query.recipient, "recipient")
+        except RecipientErased:
+            return None
         return await store.last_attempt_to_recipient(
-            self._pool, recipient=query.recipient, excluding_workflow_id=query.workflow_id
+            self._pool, recipient=recipient, excluding_workflow_id=query.workflow_id
         )
 
     @activity.defn(name="append_ledger")
     async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
         """Append the workflow's unwritten rows (and its intent row, on its first write)."""
+        batch = await self._vault.open_batch(batch)
         if batch.record is None and not batch.is_empty():
             return await self._checkpoints.write(batch)
         return await store.write_batch(self._pool, batch)

@@ -32,6 +32,7 @@ from herald.metrics.instruments import ProviderCall
 from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
+from herald.recipient_vault import RecipientErased, RecipientVault
 
 
 class ProviderActivities:
@@ -43,8 +44,11 @@ class ProviderActivities:
         faults: FaultPoints | None = None,
         artifacts: ArtifactStore | None = None,
         pacer: Pacer | None = None,
+        vault: RecipientVault | None = None,
     ) -> None:
         self._providers = dict(providers)
+        # Opens the sealed recipient, body and subject (herald/recipient_vault.py) just before use.
+        self._vault = vault or RecipientVault(ledger)
         self._pacer = pacer
         self._receipt_public_url = receipt_public_url.rstrip("/")
         self._ledger = ledger
@@ -59,6 +63,12 @@ class ProviderActivities:
         Temporal action, yet the attempt row is still committed before the provider hears of
         it. Timeouts after sending come back as Unknown, never raised.
         """
+        erased: RecipientErased | None = None
+        try:
+            input = await self._opened(input)
+        except RecipientErased as error:
+            # Erased while the intent ran: nothing can be sent; the rows are written, the attempt refused.
+            erased, input = error, input.model_copy(update={"ledger": await self._vault.open_batch(input.ledger)})
         provider = self._providers.get(input.channel)
         # A quarter of the activity's budget for the ledger: with the database away the answer
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
@@ -77,6 +87,8 @@ class ProviderActivities:
         record = input.ledger.record
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
             return SubmitStep(recorded=recorded)
+        if erased is not None:
+            return SubmitStep(recorded=recorded, outcome=SubmitOutcome(result=Rejected(reason=str(erased))))
         if provider is None:
             # A deployment without this channel configured: a definite refusal; nothing was sent.
             refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
@@ -120,6 +132,17 @@ class ProviderActivities:
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return step.model_copy(update={"outcome": outcome})
 
+    async def _opened(self, input: SubmitInput) -> SubmitInput:
+        """The input with its sealed fields opened (plaintext ones as they are)."""
+        return input.model_copy(
+            update={
+                "to": await self._vault.open(input.to, "recipient"),
+                "body": await self._vault.open(input.body, "body"),
+                "subject": await self._vault.open_optional(input.subject, "subject"),
+                "ledger": await self._vault.open_batch(input.ledger),
+            }
+        )
+
     async def _attachments(self, input: SubmitInput) -> list[Attachment]:
         """Load the named artifact and check it is byte for byte what the intent names."""
         ref = input.attachment
@@ -142,8 +165,12 @@ class ProviderActivities:
             if input.provider_id is not None:
                 outcome = await provider.fetch(input.provider_id)
             else:
+                try:
+                    to = await self._vault.open(input.to, "recipient")
+                except RecipientErased as erased:
+                    return LookupOutcome(result=Unavailable(reason=str(erased)))
                 reference = MessageReference(
-                    to=input.to,
+                    to=to,
                     content_sha256=input.content_sha256,
                     since=input.since,
                     attempt_ref=input.attempt_ref,

@@ -14,6 +14,7 @@ from bench.measure import CpuMeter, rss_mib
 from bench.stack import BenchStack
 from herald import fingerprints
 from herald.client import HeraldClient
+from herald.recipient_vault import RecipientVault
 from herald.settings import Settings, load_settings
 from herald.temporal_client import connect
 
@@ -38,13 +39,15 @@ class Bench:
     async def open(self) -> None:
         # Herald's client exactly as a service builds it (pydantic converter, production policy).
         self.herald_temporal = await connect(self.settings.temporal)
-        self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue)
+        self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
+        await self.pool.open()
+        # Sealing with the recipient's key, as a service with the ledger configured does.
+        self.vault = RecipientVault(self.pool)
+        self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue, vault=self.vault)
         # The floor uses Temporal's default converter: no Herald code on its path.
         self.floor_temporal = await Client.connect(
             self.settings.temporal.address, namespace=self.settings.temporal.namespace
         )
-        self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
-        await self.pool.open()
         self.admin = httpx.AsyncClient(base_url=self.stack.emulator_url, timeout=60)
 
     async def close(self) -> None:

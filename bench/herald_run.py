@@ -165,7 +165,9 @@ async def _park(
     recipient = fresh_recipient()
     # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
     (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
-    herald = HeraldClient(bench.herald_temporal, bench.settings.temporal.task_queue, policy=PARKED_POLICY)
+    herald = HeraldClient(
+        bench.herald_temporal, bench.settings.temporal.task_queue, policy=PARKED_POLICY, vault=bench.vault
+    )
     starts, _, _ = await _start_intents(herald, n, None, tag, recipient)
     return recipient, starts, await provider_holds(admin, recipient, n, timeout)
 
@@ -372,7 +374,7 @@ async def run_rate_limited(
         # The window below starts at the first intent: a worker still importing would put its own
         # start-up (a second or more here) into the achieved rate, which is the provider's pace.
         await _wait_for_pollers(bench.herald_temporal, LIMITED_TASK_QUEUE, timeout=60)
-        herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE)
+        herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE, vault=bench.vault)
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
         meter = CpuMeter(stack.pids)

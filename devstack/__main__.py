@@ -29,6 +29,7 @@ from herald.client import HeraldClient
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
+from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from herald.workflow_api import not_delivered_query
@@ -48,9 +49,10 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
     settings = load_settings(config.service_env(stack.database_url))
     fingerprints.install_from(settings)
     client = await connect(settings.temporal)
-    herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy)
     started = time.monotonic()
     async with open_pool(stack.database_url, max_size=2) as pool:
+        vault = RecipientVault(pool)  # the demo's intents travel sealed, as a service's do
+        herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
         rows = await play(
             herald,
             f"http://{config.emulator.host}:{config.emulator.port}",

@@ -26,6 +26,7 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from herald import cli_input, fingerprints
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
+from herald.recipient_vault import RecipientVault
 from herald.settings import InvalidSetting, Settings, TemporalSettings
 from herald.temporal_client import connect
 
@@ -95,13 +96,24 @@ class Services:
         url = self.settings().database_url
         return None if url is None else database_url("DATABASE_URL", url.get_secret_value())
 
-    async def herald(self, *, policy: DeliveryPolicy | None = None) -> HeraldClient:
+    @contextlib.asynccontextmanager
+    async def vault(self) -> AsyncIterator[RecipientVault | None]:
+        """The recipient keys, when the ledger is configured (DATABASE_URL): a client given them seals
+        personal fields so an erasure reaches Temporal's copy; None without a ledger."""
+        url = self.optional_ledger_url()
+        if url is None:
+            yield None
+            return
+        async with self.ledger(url, max_size=2) as pool:
+            yield RecipientVault(pool)
+
+    async def herald(self, *, policy: DeliveryPolicy | None = None, vault: RecipientVault | None = None) -> HeraldClient:
         settings = self.settings().temporal
         self.check_temporal()
         if self._runtime is None:
             self._runtime = Runtime(telemetry=TelemetryConfig())
         client = await connect_temporal(settings, runtime=self._runtime)
-        return HeraldClient(client, settings.task_queue, policy=policy)
+        return HeraldClient(client, settings.task_queue, policy=policy, vault=vault)
 
     @contextlib.asynccontextmanager
     async def ledger(

@@ -25,6 +25,7 @@ from herald.errors import IntentConflict, IntentNotFound
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, same_intent, workflow_id_for
 from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
+from herald.recipient_vault import RecipientVault
 from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
@@ -51,10 +52,20 @@ class NoticeReceipt(Frozen):
 
 
 class HeraldClient:
-    def __init__(self, client: Client, task_queue: str, policy: DeliveryPolicy | None = None) -> None:
+    def __init__(
+        self, client: Client, task_queue: str, policy: DeliveryPolicy | None = None, vault: RecipientVault | None = None
+    ) -> None:
+        """`vault` (the ledger's recipient keys) seals each intent's personal fields before they reach
+        Temporal, so an erasure makes them unreadable there too; without one they travel under the
+        deployment's codec key only, readable until the namespace's retention ends."""
         self._client = client
         self._task_queue = task_queue
         self._policy = policy or DeliveryPolicy()
+        self._vault = vault
+
+    def with_vault(self, vault: RecipientVault | None) -> HeraldClient:
+        """This client, sealing with `vault` (None: as it is)."""
+        return self if vault is None else HeraldClient(self._client, self._task_queue, self._policy, vault)
 
     @property
     def temporal(self) -> Client:
@@ -69,7 +80,7 @@ class HeraldClient:
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
-                NotificationInput(intent=intent, policy=policy, shape=WORKFLOW_SHAPE),
+                NotificationInput(intent=await self._sealed(intent), policy=policy, shape=WORKFLOW_SHAPE),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,
@@ -88,6 +99,9 @@ class HeraldClient:
             # Attached to an existing intent: it must be this payload's.
             await self._refuse_other_payload(handle, intent)
         return SendReceipt(workflow_id=intent.workflow_id, run_id=handle.result_run_id, content_sha256=intent.content_sha256)
+
+    async def _sealed(self, intent: Intent) -> Intent:
+        return await self._vault.seal_intent(intent) if self._vault is not None else intent
 
     async def _refuse_other_payload(self, handle: WorkflowHandle[Any, Any], intent: Intent) -> None:
         description = await handle.describe()

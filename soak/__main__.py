@@ -32,6 +32,7 @@ from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
+from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
 from herald.temporal_client import connect
 
@@ -137,7 +138,11 @@ async def run(args: argparse.Namespace) -> int:
         stack.start_worker("worker-b")
         settings = load_settings(stack.config.service_env(stack.database_url))
         fingerprints.install_from(settings)
-        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=policy)
+        # Intents travel sealed with their recipient's key, as a service with the ledger sends them.
+        vault_pool = open_pool(stack.database_url, max_size=2)
+        await vault_pool.open()
+        vault = RecipientVault(vault_pool)
+        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=policy, vault=vault)
         emulator_url = f"http://{stack.config.emulator.host}:{stack.config.emulator.port}"
         faults = [rng.choices(mix, weights=[w for _, _, w in mix])[0] for _ in range(args.intents)]
         recipients = [f"+1555{index:07d}" for index in range(args.intents)]
@@ -193,6 +198,7 @@ async def run(args: argparse.Namespace) -> int:
                         "SELECT provider_message_id, provider_status FROM receipt_inbox")).fetchall()}  # fmt: skip
                 report = await ledger_report(pool)
             messages = (await admin.get("/_emulator/messages")).json()["messages"]
+        await vault_pool.close()
     finally:
         stack.stop()
 

@@ -40,6 +40,7 @@ from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
+from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.support import (
@@ -154,8 +155,11 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
 
 
 @pytest.fixture(scope="session")
-async def herald(temporal: Client, settings: Any, worker: None, receipt_server: str) -> HeraldClient:
-    return HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY)
+async def herald(
+    temporal: Client, settings: Any, worker: None, receipt_server: str, pool: AsyncConnectionPool
+) -> HeraldClient:
+    # With the ledger's recipient keys, as services run it: every intent of the suite travels sealed.
+    return HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, vault=RecipientVault(pool))
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,8 @@ class Erasure(Purge):
     recipient_fingerprint: str
     # Attachments only their intents named, whose content and filename were erased with them.
     artifacts_erased: int = 0
+    # Data keys deleted (herald/recipient_vault.py): their sealed Temporal payloads no longer decode.
+    keys_destroyed: int = 0
 
 
 async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator: str, reason: str) -> Erasure:
@@ -41,7 +43,13 @@ async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator
         )
         row = await cursor.fetchone()
     assert row is not None  # the function always returns one row
-    return Erasure(purge_id=row[0], rows_affected=row[1], artifacts_erased=row[2], recipient_fingerprint=candidates[0])
+    return Erasure(
+        purge_id=row[0],
+        rows_affected=row[1],
+        artifacts_erased=row[2],
+        keys_destroyed=row[3],
+        recipient_fingerprint=candidates[0],
+    )
 
 
 async def purge_inbox_payloads(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from contextlib import AsyncExitStack
 from datetime import timedelta
 
 import psycopg
@@ -24,6 +25,7 @@ from herald.ledger.store import open_pool
 from herald.logs import configure_logging
 from herald.outbox import apply_schema
 from herald.outbox.relay import OutboxRelay
+from herald.recipient_vault import RecipientVault
 from herald.settings import InvalidSetting, load_settings
 from herald.tracing import tracer_provider, tracing_interceptors
 
@@ -43,7 +45,15 @@ async def serve(apply: bool) -> None:
     # Once running, the relay rides out an away database (it retries at the next poll); at start,
     # an unreachable one is more likely a wrong setting, so it is reported once and the relay exits.
     await reach_database(outbox_url, "HERALD_OUTBOX_DATABASE_URL")
-    async with open_pool(outbox_url, max_size=4) as pool:
+    async with AsyncExitStack() as opened:
+        pool = await opened.enter_async_context(open_pool(outbox_url, max_size=4))
+        # With the ledger configured, intents leave sealed with their recipient's key (erasure reaches
+        # Temporal's copy); without it, under the codec key only.
+        vault = None
+        if settings.database_url is not None:
+            ledger_url = settings.database_url.get_secret_value()
+            await reach_database(ledger_url, "DATABASE_URL")
+            vault = RecipientVault(await opened.enter_async_context(open_pool(ledger_url, max_size=2)))
         if apply:
             async with pool.connection() as conn:
                 await apply_schema(conn)
@@ -52,6 +62,7 @@ async def serve(apply: bool) -> None:
         herald = HeraldClient(
             await connect_temporal(settings.temporal, interceptors=tracing_interceptors(tracing)),
             settings.temporal.task_queue,
+            vault=vault,
         )
         relay = OutboxRelay(
             pool,

@@ -47,6 +47,19 @@ SELECT i.recipient_fingerprint, i.channel,
  WHERE i.channel = 'email'
    AND (r.provider_status = 'spamreport' OR (r.provider_status = 'bounce' AND coalesce(r.error_code, 500) >= 500));
 
+-- Crypto-shredding (herald/recipient_vault.py): each recipient's data key, which seals their
+-- number or address, bodies, subjects and render data in every Temporal payload. Erasure deletes
+-- it, and no payload of theirs decodes again, whoever holds the deployment's codec key.
+-- Not audit data: the services insert and read keys; only erase_recipient deletes one.
+CREATE TABLE recipient_keys (
+    recipient_fingerprint text        PRIMARY KEY,
+    data_key              bytea       NOT NULL CHECK (octet_length(data_key) = 32),
+    created_at            timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE recipient_keys IS 'Per-recipient data keys sealing personal fields in Temporal payloads; erasure deletes them.';
+REVOKE ALL ON recipient_keys FROM PUBLIC;
+GRANT SELECT, INSERT ON recipient_keys TO herald_app;
+
 -- An erased recipient's attachments go too (a report addressed to them is their data): content
 -- and filename are replaced, the key, media type and row stay. The trigger lets that through
 -- like the intents' redaction, and nothing else.
@@ -85,11 +98,13 @@ $$;
 -- Erase by fingerprint: p_fingerprints are every fingerprint the person may have been written
 -- under (the active key's first: it names the purge), p_canonical their canonical recipient, which
 -- finds intents recorded before 016 (compared lower-cased: those stored the local part as given).
--- Returns the purge's id, the intents erased, and the attachments erased: those the erased intents
--- named and no other recipient's intent names (another person's report may be the same bytes).
+-- Returns the purge's id, the intents erased, the attachments erased (those the erased intents
+-- named and no other recipient's intent names: another person's report may be the same bytes), and
+-- the data keys destroyed (every sealed Temporal payload of theirs stops decoding).
 DROP FUNCTION erase_recipient(text, text, text);
 CREATE FUNCTION erase_recipient(p_fingerprints text[], p_canonical text, p_operator text, p_reason text,
-                                OUT purge_id bigint, OUT intents_erased integer, OUT artifacts_erased integer)
+                                OUT purge_id bigint, OUT intents_erased integer, OUT artifacts_erased integer,
+                                OUT keys_destroyed integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     attachments text[];
@@ -121,6 +136,8 @@ BEGIN
                         WHERE o.attachment_sha256 = a.sha256 AND o.recipient <> erased_recipient());
     GET DIAGNOSTICS artifacts_erased = ROW_COUNT;
     PERFORM set_config('herald.redacting', 'off', true);
+    DELETE FROM recipient_keys WHERE recipient_fingerprint = ANY(p_fingerprints);
+    GET DIAGNOSTICS keys_destroyed = ROW_COUNT;
     INSERT INTO ledger_purges (id, kind, recipient_fingerprint, rows_affected, operator, reason)
     VALUES (purge_id, 'erasure', p_fingerprints[1], intents_erased, p_operator, p_reason);
 END;

@@ -1,0 +1,99 @@
+"""Crypto-shredding (herald/recipient_vault.py): the codec key opens a history, but not a person.
+
+The review decoded an erased recipient's number from two Temporal payloads with the codec key.
+Now the client seals the recipient, body, subject and render data under the recipient's own key
+(held in the ledger) before the workflow starts; the codec-decoded history holds tokens only, the
+activities open them to send and record; erasure deletes the key, and no token opens again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from typing import Any
+
+import pytest
+from cryptography.exceptions import InvalidTag
+from psycopg_pool import AsyncConnectionPool
+from temporalio.client import Client
+
+from herald.client import HeraldClient
+from herald.ledger.privacy import erase_recipient
+from herald.lifecycle import IntentState
+from herald.payload_codec import decode_in_place, payloads_in
+from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
+from herald.temporal_client import payload_codec
+from tests.support import (
+    ORDER_DATA,
+    Emulator,
+    email_request,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+    receipt_request,
+)
+
+_TOKEN = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._:-]+:[A-Za-z0-9_=-]+")
+
+
+async def _decoded_history(temporal: Client, settings: Any, workflow_id: str) -> str:
+    """Every payload of every run, as the codec server would show it (outer encryption removed)."""
+    text = []
+    async for execution in temporal.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        history = await temporal.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
+        await decode_in_place(history.events, payload_codec(settings.temporal.codec))
+        # The payloads' own bytes (JSON text once decoded), not the history's JSON, where they are base64.
+        text += [payload.data.decode("utf-8", "replace") for payload in payloads_in(history.events)]
+    assert text, "the workflow has no run"
+    return "\n".join(text)
+
+
+async def _opened(vault: RecipientVault, tokens: set[str]) -> set[str]:
+    """What the tokens open to, each tried as the recipient and as the body (the field is bound)."""
+    found = set()
+    for token in tokens:
+        for field in ("recipient", "body"):
+            try:
+                found.add(await vault.open(token, field))
+            except InvalidTag:
+                continue
+    return found
+
+
+async def test_a_history_decoded_with_the_codec_key_holds_tokens_and_erasure_shreds_them(
+    herald: HeraldClient, emulator: Emulator, temporal: Client, settings: Any, pool: AsyncConnectionPool
+) -> None:
+    to, key, order = fresh_recipient(), fresh_key(), f"ord_{secrets.token_hex(4)}"
+    data = {"order_ref": order, "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
+    await herald.send(receipt_request(key, to, render_data=data))
+    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
+    [sent] = await emulator.messages(to)  # the provider got the plaintext, once
+    assert order in sent["body"]
+
+    history = await _decoded_history(temporal, settings, f"{key}/sms")
+    assert to not in history and to.lstrip("+") not in history
+    assert order not in history  # a render value and the body, sealed with the rest
+    tokens = set(_TOKEN.findall(history))
+    assert tokens, "no sealed token in the history"
+    # Before the erasure, any process with the ledger opens them (a fresh vault: nothing cached).
+    assert to in await _opened(RecipientVault(pool), tokens)
+
+    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="shred test")
+
+    assert erasure.keys_destroyed == 1
+    after = RecipientVault(pool)
+    for token in tokens:
+        with pytest.raises(RecipientErased):
+            await after.open(token, "recipient")
+
+
+async def test_an_email_subject_and_body_are_sealed_too(
+    herald: HeraldClient, temporal: Client, settings: Any
+) -> None:
+    to, key, order = fresh_address(), fresh_key(), f"A-{secrets.token_hex(4)}"
+    await herald.send(email_request(key, to, render_data={**ORDER_DATA, "order_ref": order}))
+    assert (await asyncio.wait_for(herald.wait(key, "email"), 60)).state.is_terminal
+    history = await _decoded_history(temporal, settings, f"{key}/email")
+    assert to not in history
+    assert order not in history  # the order reference in the subject, body and render data
