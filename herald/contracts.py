@@ -132,7 +132,8 @@ class IntentStatus(Frozen):
     attempts: list[AttemptStatus] = []
     transitions: list[TransitionStatus] = []
     observations_recorded: int = 0
-    # SHA-256 (first 16 hex) of the recipient: which destination, without naming it.
+    # The keyed recipient fingerprint's first 16 hex: which destination, without naming it (None
+    # for intents recorded before keyed fingerprints).
     destination_fingerprint: str | None = None
 
 

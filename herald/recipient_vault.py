@@ -97,7 +97,10 @@ class RecipientVault:
         return f"{PREFIX}{fingerprint}:{base64.urlsafe_b64encode(nonce + sealed).decode('ascii')}"
 
     async def seal_intent(self, intent: Intent) -> Intent:
-        """The intent with recipient, body, subject and render data sealed under the recipient's key."""
+        """The intent with recipient, body, subject and render data sealed under the recipient's key
+        (an intent already sealed as it is: a retried start must not seal twice)."""
+        if is_sealed(intent.recipient):
+            return intent
         fingerprint = intent.recipient_fingerprint or fingerprints.keyring().recipient(intent.recipient)
         key = await self._key(fingerprint, create=True)
         assert key is not None  # just created or found

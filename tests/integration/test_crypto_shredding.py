@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald.client import HeraldClient
+from herald.intent import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.payload_codec import decode_in_place, payloads_in
@@ -26,6 +28,7 @@ from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
 from herald.temporal_client import payload_codec
 from tests.support import (
     ORDER_DATA,
+    TEST_POLICY,
     Emulator,
     email_request,
     fresh_address,
@@ -97,3 +100,25 @@ async def test_an_email_subject_and_body_are_sealed_too(
     history = await _decoded_history(temporal, settings, f"{key}/email")
     assert to not in history
     assert order not in history  # the order reference in the subject, body and render data
+
+
+async def test_an_intent_whose_recipient_was_erased_before_it_ran_is_refused_and_recorded_erased(
+    herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """Sealed, then the person erased (their key destroyed) before the first submit: nothing is
+    sent, the intent ends refused naming why, and the ledger records it as an erased intent."""
+    to, key = fresh_recipient(), fresh_key()
+    intent = build_intent(parse_request(receipt_request(key, to)), datetime.now(UTC))
+    sealed = await RecipientVault(pool).seal_intent(intent)
+    assert (await erase_recipient(pool, recipient=to, operator="dpo", reason="before it ran")).keys_destroyed == 1
+
+    await herald._start(sealed, TEST_POLICY)  # as a client that sealed a moment before the erasure
+
+    final = await asyncio.wait_for(herald.wait(key), 60)
+    assert final.state is IntentState.PERMANENT_FAILURE
+    assert final.attempts and "erased" in (final.attempts[-1].submit_reason or "")
+    assert await emulator.messages(to) == []
+    async with owner_pool.connection() as conn:
+        cursor = await conn.execute("SELECT recipient, body FROM intents WHERE workflow_id = %s", (f"{key}/sms",))
+        row = await cursor.fetchone()
+    assert row == ("(erased)", "")
