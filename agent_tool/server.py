@@ -24,6 +24,8 @@ from agent_tool.tools import (
 )
 from herald import fingerprints
 from herald.client import HeraldClient
+from herald.ledger.store import open_pool
+from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from herald.tracing import tracer_provider, tracing_interceptors
@@ -59,7 +61,12 @@ async def _agent_tools() -> AgentTools:
         fingerprints.install_from(settings)
         tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans
         client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
-        herald = HeraldClient(client, settings.temporal.task_queue)
+        vault = None
+        if settings.database_url is not None:  # seal with the recipients' keys, as every service with the ledger does
+            pool = open_pool(settings.database_url.get_secret_value(), max_size=2)
+            await pool.open()  # lives as long as the tool server
+            vault = RecipientVault(pool)
+        herald = HeraldClient(client, settings.temporal.task_queue, vault=vault)
         _tools = AgentTools(demo_store(), herald, caller)
     return _tools
 
