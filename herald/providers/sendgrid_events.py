@@ -90,8 +90,42 @@ _MAX_LOGGED_EVENT_ID_CHARS = 100
 # The attempt reference as the SMTP adapter writes it (EmailSubmission.attempt_ref).
 _ATTEMPT_REF = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENHANCED_STATUS = re.compile(r"([245])\.([0-9])\.([0-9])")
-# Fields that identify the recipient or their device; never stored.
-PERSONAL_FIELDS = frozenset({"email", "ip", "useragent", "url"})
+# What the inbox keeps of an event: the fields Herald reads and those an operator needs to explain
+# the verdict drawn from it. A keep-list, not a drop-list, because an event carries more than
+# SendGrid's documented fields: every unique arg and custom arg of the message rides at its top level
+# (whatever another sender on the account put there), and SendGrid adds fields over time (``phone``,
+# ``name``), so a field nobody named here is left out rather than stored by default.
+STORED_FIELDS = frozenset(
+    {
+        "event",  # the label the status is read from (also the row's provider_status)
+        "timestamp",  # when SendGrid says it happened (also provider_event_at)
+        "sg_event_id",  # SendGrid's id of this event: what its support and its logs know it by
+        "sg_message_id",  # SendGrid's id of the message: the Email Activity feed's key
+        REFERENCE_ARG,  # our one unique arg: the attempt the event is about (also attempt_ref)
+        "status",  # bounce, dropped: the enhanced status the error code is read from
+        "type",  # bounce: "bounce" (the address) or "blocked" (the message or our sender)
+        "bounce_classification",  # bounce: SendGrid's class of the refusal (Invalid Address, Reputation, ...)
+        "reason",  # bounce, dropped: why, in the receiving server's or SendGrid's words (addresses masked)
+        "response",  # delivered, deferred: the receiving server's SMTP reply (addresses masked)
+        "attempt",  # deferred: how many times SendGrid has tried so far
+        "tls",  # whether the hand-over to the receiving server used TLS (1 or 0)
+        "pool",  # the IP pool SendGrid sent from (ours): what a reputation block is about
+    }
+)
+# Left out on purpose, although Herald matches on it: ``smtp-id`` (our Message-ID, stored verbatim in
+# the row's provider_message_id). And ``ip``: on an engagement event it is the recipient's device's
+# address; on a delivery event SendGrid's sending address, which ``pool`` names well enough.
+
+# An e-mail address inside kept text. SMTP replies quote the recipient ("550 5.1.1 <user@example.com>:
+# Recipient address rejected"), and that reply is the best explanation of a bounce there is, so the
+# text is kept and every address in it is replaced by ADDRESS_MARKER rather than the field dropped.
+# Deliberately wider than an address: every whitespace-delimited word holding an '@' is replaced
+# whole (brackets and punctuation around it too), after a quoted local part ("john doe"@example.com)
+# is folded into its '@', so no '@' is left anywhere in a stored payload. Linear in the text (no
+# pattern that can backtrack over a long reply). An address written without an '@' is not caught.
+ADDRESS_MARKER = "[address]"
+_QUOTED_LOCAL_PART = re.compile(r'"[^"]*"@')
+_WHITESPACE = re.compile(r"(\s+)")
 
 EVENT_STATUSES: Mapping[str, ProviderStatus] = {
     "processed": ProviderStatus.QUEUED,
@@ -141,7 +175,7 @@ class SendGridEvent(Frozen):
     error_code: int | None = None
     # bounce only: "bounce" or "blocked".
     bounce_type: str | None = None
-    # The event minus personal data (stored_payload).
+    # What the inbox keeps of the event (stored_payload).
     payload: dict[str, Any]
 
 
@@ -151,7 +185,7 @@ class UnstorableEvent(Frozen):
     attempt_ref: str
     event_id: str  # sg_event_id cut short, or "?"
     reason: str  # the field and the rule, never the value
-    payload: dict[str, Any]  # the event minus personal data
+    payload: dict[str, Any]  # what the inbox would have kept of it (stored_payload)
 
 
 class EventBatch(Frozen):
@@ -203,7 +237,10 @@ def parse_events(body: bytes) -> EventBatch:
             not_ours += 1
             unstorable.append(
                 UnstorableEvent(
-                    attempt_ref=ref, event_id=_loggable_event_id(item.get("sg_event_id")), reason=reason, payload=payload
+                    attempt_ref=ref,
+                    event_id=_loggable_event_id(item.get("sg_event_id")),
+                    reason=reason,
+                    payload=payload,
                 )
             )
             continue
@@ -283,13 +320,27 @@ def is_retryable(label: str, error_code: int | None) -> bool:
 
 
 def stored_payload(item: dict[str, Any]) -> dict[str, Any]:
-    """The event as the inbox keeps it: without the recipient's address, IP, user agent, the clicked
-    URL, or any field whose value holds an '@' (a bounce reason can quote the address)."""
-    return {
-        key: value
-        for key, value in item.items()
-        if key not in PERSONAL_FIELDS and "@" not in key and not _holds(value, "@")
-    }
+    """The event as the inbox keeps it: only the STORED_FIELDS, with every e-mail address in their
+    text replaced by ADDRESS_MARKER."""
+    return {key: _mask_addresses(value) for key, value in item.items() if key in STORED_FIELDS}
+
+
+def _mask_addresses(value: Any) -> Any:
+    """``value`` with every address in its strings (keys included) replaced by ADDRESS_MARKER."""
+    if isinstance(value, str):
+        return _mask_text(value)
+    if isinstance(value, dict):
+        return {_mask_text(key): _mask_addresses(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_addresses(item) for item in value]
+    return value
+
+
+def _mask_text(text: str) -> str:
+    if "@" not in text:
+        return text
+    words = _WHITESPACE.split(_QUOTED_LOCAL_PART.sub("@", text))
+    return "".join(ADDRESS_MARKER if "@" in word else word for word in words)
 
 
 def _timestamp(value: Any) -> datetime | None:

@@ -19,6 +19,7 @@ from herald.providers.report_vocabularies import (
 from herald.providers.sendgrid_events import (
     EVENT_STATUSES,
     MAX_EVENTS,
+    STORED_FIELDS,
     BodyRule,
     EventBodyError,
     error_code_of,
@@ -103,19 +104,51 @@ def test_an_event_keeps_our_message_id_with_its_brackets_our_reference_and_an_aw
     assert (parsed.error_code, parsed.enhanced_status, parsed.bounce_type) == (None, None, None)
 
 
-def test_the_stored_payload_drops_every_personal_field_and_anything_quoting_an_address() -> None:
-    """email, ip, useragent, url and every value holding an '@' (even nested) stay out of the inbox."""
-    posted = event(
-        "click", ip="203.0.113.7", useragent="Mozilla/5.0", url="https://example.com/r/abc", url_offset={"index": 0},
-        reason=f"550 5.1.1 <{ADDRESS}>: unknown", note=["x", {"y": "forwarded to a@b.example"}], category="receipts",
-    )  # fmt: skip
-    (parsed,) = parse_events(body(posted)).events
-    assert parsed.payload == {
-        "timestamp": 1_767_225_600, "event": "click", "sg_event_id": "ZGVsaXZlcmVkLTAtMQ",
+def test_the_stored_payload_keeps_only_the_named_fields() -> None:
+    """Of an event carrying every field SendGrid might add, the inbox keeps STORED_FIELDS and nothing
+    else: no address, phone, name, IP, user agent, URL, category or custom arg of anyone's."""
+    kept = {
+        "timestamp": 1_767_225_600, "event": "bounce", "sg_event_id": "ZGVsaXZlcmVkLTAtMQ",
         "sg_message_id": "14c5d75ce93.dfd.64b469.filter0001.16648.5515E0B88.0", "herald_attempt": REF,
-        "url_offset": {"index": 0}, "category": "receipts",
+        "status": "5.7.1", "type": "blocked", "bounce_classification": "Reputation",
+        "reason": "554 5.7.1 Service unavailable; client host [198.51.100.4] blocked", "response": "554 blocked",
+        "attempt": "1", "tls": 1, "pool": {"name": "transactional", "id": 210},
     }  # fmt: skip
+    posted = {
+        **event("bounce"), **kept,
+        "phone": "+15551234567", "name": "Member Four", "ip": "203.0.113.7", "useragent": "Mozilla/5.0",
+        "url": "https://example.com/r/abc", "url_offset": {"index": 0}, "category": ["receipts"],
+        "asm_group_id": 12, "marketing_campaign_id": 7, "sg_machine_open": False, "order_id": "o-1",
+        "unique_args": {"customer": "member.4f2a"}, "custom_args": {"loyalty_tier": "gold"},
+    }  # fmt: skip
+    (parsed,) = parse_events(body(posted)).events
+    assert parsed.payload == kept
+    assert set(parsed.payload) <= STORED_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("550 5.1.1 <member.4f2a@example.com>: Recipient address rejected: User unknown",
+         "550 5.1.1 [address] Recipient address rejected: User unknown"),
+        ("452 4.2.2 mailbox of member.4f2a@example.com full", "452 4.2.2 mailbox of [address] full"),
+        ('550 5.1.1 "member four"@example.com unknown', "550 5.1.1 [address] unknown"),
+        ("550 <a@b.example> and\t<c@d.example>", "550 [address] and\t[address]"),
+        ("550 user@", "550 [address]"),
+        ("250 2.0.0 OK 1767225600 qu12si", "250 2.0.0 OK 1767225600 qu12si"),
+    ],
+)  # fmt: skip
+def test_an_address_quoted_in_a_reply_is_masked_and_the_reply_kept(text: str, stored: str) -> None:
+    """reason and response stay (they explain the verdict); every word holding an '@' becomes the marker."""
+    (parsed,) = parse_events(body(event("bounce", status="5.1.1", reason=text, response=text))).events
+    assert (parsed.payload["reason"], parsed.payload["response"]) == (stored, stored)
     assert "@" not in json.dumps(parsed.payload)
+
+
+def test_an_address_nested_in_a_kept_field_is_masked_too() -> None:
+    """A kept field holding an object is masked in its keys and values alike."""
+    (parsed,) = parse_events(body(event(pool={"name": f"pool of {ADDRESS}", ADDRESS: [ADDRESS, 1]}))).events
+    assert parsed.payload["pool"] == {"name": "pool of [address]", "[address]": ["[address]", 1]}
 
 
 @pytest.mark.parametrize("value", [True, 1.5, "1767225600", 10**20, -(10**20)])
@@ -154,7 +187,7 @@ def test_an_event_without_a_usable_reference_or_message_id_is_not_ours(change: d
         pytest.param({"smtp-id": "<" + "a" * 997 + ">"}, id="smtp-id-longer-than-a-header-line"),
         pytest.param({"smtp-id": "<att_1\x00@herald.test>"}, id="nul-in-smtp-id"),
         pytest.param({"response": "250 OK\x00"}, id="nul-in-a-stored-field"),
-        pytest.param({"categories": {"a\x00": "b"}}, id="nul-in-a-nested-key"),
+        pytest.param({"pool": {"a\x00": "b"}}, id="nul-in-a-nested-key"),
     ],
 )
 def test_an_event_the_ledger_cannot_hold_is_skipped_as_not_ours_and_named_by_its_event_id(
@@ -167,9 +200,9 @@ def test_an_event_the_ledger_cannot_hold_is_skipped_as_not_ours_and_named_by_its
 
 
 def test_a_nul_in_a_field_that_is_never_stored_does_not_skip_the_event() -> None:
-    """The address is dropped before storing, so what it holds cannot make the event unstorable."""
-    (parsed,) = parse_events(body(event("delivered", email="a\x00@example.com"))).events
-    assert "email" not in parsed.payload
+    """The address and custom args are dropped before storing, so what they hold cannot make the event unstorable."""
+    (parsed,) = parse_events(body(event("delivered", email="a\x00@example.com", categories={"a\x00": "b"}))).events
+    assert "email" not in parsed.payload and "categories" not in parsed.payload
 
 
 def test_a_message_id_of_exactly_998_characters_is_kept() -> None:

@@ -168,10 +168,10 @@ async def test_an_event_without_our_reference_is_answered_and_not_stored(
     assert await inbox(pool, message_id) == []
 
 
-async def test_a_bounce_is_stored_with_its_encoded_status_and_without_the_quoted_address(
+async def test_a_bounce_is_stored_with_its_encoded_status_and_its_reason_without_the_quoted_address(
     route: tuple[str, RecordingClient], pool: AsyncConnectionPool
 ) -> None:
-    """The enhanced status becomes the error code; a reason quoting the recipient is left out."""
+    """The enhanced status becomes the error code; a reason quoting the recipient is kept with the address masked."""
     url, _ = route
     ref = fresh_ref()
     message_id = f"<{ref}@herald.test>"
@@ -182,7 +182,61 @@ async def test_a_bounce_is_stored_with_its_encoded_status_and_without_the_quoted
     assert (await post(url, body, signed(body))).status_code == 200
     (row,) = await inbox(pool, message_id)
     assert (row["provider_status"], row["error_code"], row["payload"]["status"]) == ("bounce", 422, "4.2.2")
-    assert "reason" not in row["payload"] and "email" not in row["payload"]
+    assert row["payload"]["reason"] == "452 4.2.2 [address] mailbox full" and "email" not in row["payload"]
+
+
+async def test_a_post_full_of_personal_fields_stores_only_the_kept_ones_and_reaches_the_same_verdict(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool
+) -> None:
+    """phone, name, ip, user agent, custom args and an address inside reason and response never reach the
+    inbox, and the bounce is signalled exactly as the same bounce without them is."""
+    url, client = route
+    plain_ref, full_ref = fresh_ref(), fresh_ref()
+    plain_id, full_id = f"<{plain_ref}@herald.test>", f"<{full_ref}@herald.test>"
+    workflows = {ref: await _attempt_of_a_new_intent(pool, ref) for ref in (plain_ref, full_ref)}
+    bounce = {
+        "timestamp": int(time.time()), "status": "5.1.1", "type": "bounce", "bounce_classification": "Invalid Address",
+        "tls": 1,
+    }  # fmt: skip
+    personal = {
+        "phone": "+15550104477", "name": "Route Member", "ip": "203.0.113.9",
+        "useragent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X)", "loyalty_tier": "gold",
+        "unique_args": {"customer_email": ADDRESS}, "custom_args": {"customer_phone": "+15550104477"},
+        "category": [ADDRESS], "url": "https://shop.example/r/abc",
+        "reason": f"550 5.1.1 <{ADDRESS}>: Recipient address rejected: User unknown",
+        "response": f"550 5.1.1 <{ADDRESS}>... No such user",
+    }  # fmt: skip
+    body = post_body(
+        event("bounce", plain_ref, plain_id, **bounce, reason="550 5.1.1 Recipient address rejected: User unknown"),
+        {**event("bounce", full_ref, full_id, **bounce), **personal},  # "name" is also event()'s parameter
+    )
+    assert (await post(url, body, signed(body))).status_code == 200
+
+    (row,) = await inbox(pool, full_id)
+    assert row["payload"] == {
+        "event": "bounce", "sg_event_id": row["payload"]["sg_event_id"],
+        "sg_message_id": row["payload"]["sg_message_id"], "herald_attempt": full_ref, **bounce,
+        "reason": "550 5.1.1 [address] Recipient address rejected: User unknown",
+        "response": "550 5.1.1 [address] No such user",
+    }  # fmt: skip
+    stored = json.dumps(row["payload"])
+    assert all(str(value) not in stored for value in ("+15550104477", "Route Member", "203.0.113.9", "Mozilla", "gold"))
+    assert ADDRESS not in stored and "@" not in stored
+
+    (plain,) = await inbox(pool, plain_id)
+    verdict_columns = ("provider", "provider_status", "error_code", "provider_event_at")
+    assert [row[c] for c in verdict_columns] == [plain[c] for c in verdict_columns]
+
+    async def signalled() -> dict[str, Any]:
+        found = {wid: arg for wid, _, arg in client.signals if wid in workflows.values()}
+        return found if len(found) == 2 else {}
+
+    batches = await eventually(signalled, "a signal to each attempt's workflow")
+    verdicts = {
+        ref: [(r.status, r.error_code, r.failure_retryable) for r in batches[workflow_id].reports]
+        for ref, workflow_id in workflows.items()
+    }
+    assert verdicts[full_ref] == verdicts[plain_ref] == [(ProviderStatus.UNDELIVERED, 511, False)]
 
 
 # ---- refusals ---------------------------------------------------------------------------------
