@@ -4,6 +4,9 @@ Run it daily (cron, a Kubernetes CronJob, a Temporal schedule). It replaces the 
 every decided report older than the period with a marker and records the run in ledger_purges;
 the reports themselves (status, error code, times, verdict) stay, and undecided reports keep their
 payloads until they are decided. Safe to run twice or from two places: a purged payload is skipped.
+
+The ledger refuses a period under 7 days (migration 015's floor: payloads are kept that long to
+explain verdicts); the refusal is one line naming ``--inbox-days``, and nothing is purged.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
 from herald.cli_services import ServiceUnreachable, reach_database
 from herald.ledger.privacy import purge_inbox_payloads
@@ -45,15 +49,25 @@ async def run(args: argparse.Namespace) -> str:
     settings = load_settings()
     if settings.database_url is None:
         raise InvalidSetting("DATABASE_URL", "required: the ledger whose inbox is purged")
-    cut_off = datetime.now(UTC) - timedelta(days=args.inbox_days)
     database_url = settings.database_url.get_secret_value()
     # A job run from cron has no one watching its pool retry: one bounded try, then one line.
     await reach_database(database_url)
     async with open_pool(database_url, max_size=1) as pool:
+        cut_off = await _ledger_now(pool) - timedelta(days=args.inbox_days)
         purge = await purge_inbox_payloads(
             pool, older_than=cut_off, operator=args.operator, reason=f"inbox retention: {args.inbox_days} days"
         )
     return f"purged {purge.rows_affected} report payload(s) received before {cut_off:%Y-%m-%d %H:%M} UTC (ledger_purges id {purge.purge_id})"
+
+
+async def _ledger_now(pool: AsyncConnectionPool) -> datetime:
+    """The ledger's clock: received_at was written with it and the floor is measured on it, so a
+    period of exactly 7 days is not refused because this host's clock runs a little ahead."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT now()")
+        row = await cursor.fetchone()
+    assert row is not None  # SELECT now() always returns one row
+    return row[0].astimezone(UTC)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     except ServiceUnreachable as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except psycopg.errors.InvalidParameterValue as error:
+        # The retention floor (SQLSTATE 22023): the ledger's message is its own words, naming the rule.
+        print(f"error: --inbox-days: {error.diag.message_primary}", file=sys.stderr)
+        return 2
     except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
         sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
         print(f"error: DATABASE_URL: the purge failed ({type(error).__name__}{sqlstate})", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Erasure and retention against the real ledger: personal data destroyed, the audit trail kept.
+"""Erasure against the real ledger: personal data destroyed, the audit trail kept (retention: test_retention.py).
 
 Before migration 013 nothing could be purged or erased: the audit tables refuse UPDATE and DELETE,
 so an erasure request had no answer and an inbox payload lived forever.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -21,10 +21,8 @@ from herald import fingerprints
 from herald.artifacts import ArtifactRefused, PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
-from herald.ledger import store
 from herald.ledger.policy_store import standing
-from herald.ledger.privacy import erase_recipient, purge_inbox_payloads
-from herald.ledger.records import InboxReport
+from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
 from tests.support import (
@@ -113,63 +111,6 @@ async def test_only_the_erasure_function_can_overwrite_personal_data_and_only_wi
                 async with conn.transaction():
                     await conn.execute("SELECT set_config('herald.redacting', 'on', true)")
                     await conn.execute(f"UPDATE intents SET {change} WHERE workflow_id = %s", (workflow_id,))
-
-
-async def test_inbox_retention_purges_decided_payloads_and_keeps_undecided_ones(
-    herald: HeraldClient, pool: AsyncConnectionPool
-) -> None:
-    key = fresh_key()
-    await herald.send(receipt_request(key, fresh_recipient()))
-    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
-    decided = await _rows(
-        pool,
-        """SELECT r.id FROM receipt_inbox r JOIN attempts a ON a.attempt_ref = r.attempt_ref
-            WHERE a.workflow_id = %s""",
-        f"{key}/sms",
-    )
-    assert decided
-    for _ in range(100):  # the verdicts are written at the workflow's checkpoint
-        outcomes = await _rows(pool, "SELECT inbox_id FROM receipt_outcomes WHERE inbox_id = ANY(%s)", [r["id"] for r in decided])
-        if len(outcomes) == len(decided):
-            break
-        await asyncio.sleep(0.1)
-    async with pool.connection() as conn, conn.transaction():  # a report for an attempt nobody knows: undecided
-        [undecided] = await store.store_reports(conn, [InboxReport(
-            provider="twilio", provider_message_id="SM" + fresh_key()[-32:].replace("_", "0"), provider_status="delivered",
-            attempt_ref=f"att_unknown_{fresh_key()[-12:]}", error_code=None, provider_event_at=None, payload={"ApiVersion": "2010-04-01"},
-        )])  # fmt: skip
-
-    purge = await purge_inbox_payloads(
-        pool, older_than=datetime.now(UTC) + timedelta(seconds=1), operator="retention-job", reason="inbox payloads: 0 days"
-    )
-
-    assert purge.rows_affected >= len(decided)
-    payloads = await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = ANY(%s)", [r["id"] for r in decided])
-    assert payloads == [{"payload": {"purged": True}}] * len(decided)
-    [kept] = await _rows(pool, "SELECT payload, provider_status FROM receipt_inbox WHERE id = %s", undecided["id"])
-    assert kept == {"payload": {"ApiVersion": "2010-04-01"}, "provider_status": "delivered"}
-    [row] = await _rows(pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s", purge.purge_id)
-    assert row == {"kind": "inbox_retention", "rows_affected": purge.rows_affected, "operator": "retention-job"}
-
-
-def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: Any) -> None:
-    import os
-    import subprocess
-    import sys
-
-    env = {
-        **os.environ,
-        "DATABASE_URL": settings.database_url.get_secret_value(),
-        # The stack's fingerprint key: the erasure must find what the stack's clients fingerprinted.
-        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
-    }
-    command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
-    ran = subprocess.run([*command, "--inbox-days", "30"], env=env, capture_output=True, text=True, timeout=60)
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("purged ") and "ledger_purges id" in ran.stdout
-    refused = subprocess.run([*command, "--inbox-days", "٣"], env=env, capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2
-    assert "--inbox-days: must be a whole number of days" in refused.stderr and "Traceback" not in refused.stderr
 
 
 async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipient_without_echoing_it(

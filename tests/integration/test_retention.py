@@ -1,0 +1,193 @@
+"""Inbox retention against the real ledger: decided reports' raw payloads purged past the period, never
+inside the 7-day floor, the reports themselves kept.
+
+Before migration 015 the purge took any cut-off: the services' login could replace the payload of
+every decided report at once with a cut-off of now().
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from herald.client import HeraldClient
+from herald.ledger.privacy import purge_inbox_payloads
+from herald.lifecycle import IntentState
+from tests.support import SESSION_FINGERPRINT_KEYS, fresh_key, fresh_recipient, receipt_request
+
+
+async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
+
+
+_OLD_PAYLOAD = {"ApiVersion": "2010-04-01", "MessageStatus": "delivered"}
+
+
+async def _report_received_days_ago(pool: AsyncConnectionPool, days: int, *, decided: bool) -> int:
+    """An inbox row received `days` ago, with a verdict when `decided`; returns its id.
+
+    The inbox is append-only, but INSERT is what it allows: the row is written with an old
+    received_at rather than waited for, as the services' login could write it.
+    """
+    async with pool.connection() as conn, conn.transaction():
+        cursor = await conn.execute(
+            """INSERT INTO receipt_inbox
+                   (provider, provider_message_id, provider_status, attempt_ref, payload, received_at)
+               VALUES ('twilio', %s, 'delivered', %s, %s, now() - make_interval(days => %s)) RETURNING id""",
+            ("SM" + secrets.token_hex(16), f"att_old_{secrets.token_hex(8)}", Jsonb(_OLD_PAYLOAD), days),
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        if decided:
+            await conn.execute(
+                "INSERT INTO receipt_outcomes (inbox_id, outcome, reason) VALUES (%s, 'ignored', 'retention test')",
+                (row[0],),
+            )
+    return int(row[0])
+
+
+async def test_inbox_retention_purges_decided_payloads_older_than_the_cut_off_and_keeps_the_rest(
+    herald: HeraldClient, pool: AsyncConnectionPool
+) -> None:
+    """A purge at now() - 7 days (the floor) replaces the payload of a decided report received 8 days ago;
+    an undecided one of the same age and the decided reports of an intent delivered just now keep theirs."""
+    key = fresh_key()
+    await herald.send(receipt_request(key, fresh_recipient()))
+    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
+    recent = await _rows(
+        pool,
+        """SELECT r.id FROM receipt_inbox r JOIN attempts a ON a.attempt_ref = r.attempt_ref
+            WHERE a.workflow_id = %s""",
+        f"{key}/sms",
+    )
+    assert recent
+    for _ in range(100):  # the verdicts are written at the workflow's checkpoint
+        outcomes = await _rows(
+            pool, "SELECT inbox_id FROM receipt_outcomes WHERE inbox_id = ANY(%s)", [r["id"] for r in recent]
+        )
+        if len(outcomes) == len(recent):
+            break
+        await asyncio.sleep(0.1)
+    assert len(outcomes) == len(recent), "the delivered intent's reports are decided"
+    recent_payloads = await _rows(
+        pool, "SELECT id, payload FROM receipt_inbox WHERE id = ANY(%s) ORDER BY id", [r["id"] for r in recent]
+    )
+    old_decided = await _report_received_days_ago(pool, 8, decided=True)
+    old_undecided = await _report_received_days_ago(pool, 8, decided=False)
+
+    purge = await purge_inbox_payloads(
+        pool,
+        older_than=datetime.now(UTC) - timedelta(days=7),
+        operator="retention-job",
+        reason="inbox payloads: 7 days",
+    )
+
+    assert purge.rows_affected >= 1
+    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
+        {"payload": {"purged": True}}
+    ]
+    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_undecided) == [
+        {"payload": _OLD_PAYLOAD}
+    ]
+    assert (
+        await _rows(
+            pool, "SELECT id, payload FROM receipt_inbox WHERE id = ANY(%s) ORDER BY id", [r["id"] for r in recent]
+        )
+        == recent_payloads
+    )
+    assert all(row["payload"] != {"purged": True} for row in recent_payloads)
+    [row] = await _rows(pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s", purge.purge_id)
+    assert row == {"kind": "inbox_retention", "rows_affected": purge.rows_affected, "operator": "retention-job"}
+
+
+@pytest.mark.parametrize(
+    "age",
+    [timedelta(0), timedelta(days=1), timedelta(days=7) - timedelta(minutes=1), -timedelta(days=1)],
+    ids=["now", "1-day", "a-minute-short-of-7-days", "tomorrow"],
+)
+async def test_a_cut_off_newer_than_7_days_ago_is_refused_naming_the_rule_and_purges_nothing(
+    pool: AsyncConnectionPool, age: timedelta
+) -> None:
+    """The services' login cannot purge every decided payload at once: a cut-off inside the 7-day floor
+    is refused (SQLSTATE 22023, naming the argument and the rule), no payload changes, no run is recorded."""
+    old_decided = await _report_received_days_ago(pool, 8, decided=True)
+    [before] = await _rows(pool, "SELECT count(*) AS runs FROM ledger_purges")
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+        await purge_inbox_payloads(
+            pool, older_than=datetime.now(UTC) - age, operator="retention-job", reason="too soon"
+        )
+
+    assert refused.value.sqlstate == "22023"
+    assert refused.value.diag.message_primary == (
+        "older_than must be at least 7 days ago: report payloads are kept 7 days to explain verdicts"
+    )
+    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
+        {"payload": _OLD_PAYLOAD}
+    ]
+    assert await _rows(pool, "SELECT count(*) AS runs FROM ledger_purges") == [before]
+
+
+async def test_the_replaced_purge_function_is_still_security_definer_and_executable_by_herald_app_only(
+    owner_pool: AsyncConnectionPool,
+) -> None:
+    """Migration 015 replaced the function: still SECURITY DEFINER with its search_path, EXECUTE still
+    herald_app's and not PUBLIC's (CREATE OR REPLACE kept 013's grants)."""
+    [function] = await _rows(
+        owner_pool,
+        """SELECT p.prosecdef, p.proconfig,
+                  has_function_privilege('herald_app', p.oid, 'EXECUTE') AS services,
+                  has_function_privilege('public', p.oid, 'EXECUTE') AS anyone
+             FROM pg_proc p WHERE p.oid = 'purge_inbox_payloads(timestamptz, text, text)'::regprocedure""",
+    )
+    assert function == {
+        "prosecdef": True, "proconfig": ["search_path=public, pg_temp"], "services": True, "anyone": False,
+    }  # fmt: skip
+
+
+def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: Any) -> None:
+    """30 days purges and says how many; a period that is not a number, or one inside the ledger's 7-day
+    floor, is one line naming --inbox-days (no traceback), and exactly 7 days is accepted."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url.get_secret_value(),
+        # The stack's fingerprint key, as every Herald process of the session is given it.
+        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+    }
+    command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
+    ran = subprocess.run(
+        [*command, "--inbox-days", "30"], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("purged ") and "ledger_purges id" in ran.stdout
+    refused = subprocess.run(
+        [*command, "--inbox-days", "٣"], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2
+    assert "--inbox-days: must be a whole number of days" in refused.stderr and "Traceback" not in refused.stderr
+    for days in ("0", "6"):  # inside the ledger's 7-day floor: one line naming the option and the rule
+        too_soon = subprocess.run(
+            [*command, "--inbox-days", days], check=False, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert too_soon.returncode == 2, too_soon.stderr
+        assert too_soon.stdout == "" and too_soon.stderr == (
+            "error: --inbox-days: older_than must be at least 7 days ago: "
+            "report payloads are kept 7 days to explain verdicts\n"
+        )
+    seven = subprocess.run(
+        [*command, "--inbox-days", "7"], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert seven.returncode == 0, seven.stderr
