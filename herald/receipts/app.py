@@ -119,8 +119,18 @@ _T = TypeVar("_T")
 
 PROVIDER = "twilio"
 SENDGRID_PROVIDER = "sendgrid"
-# Recipient, sender and body are personal data; the inbox keeps what identifies the fact.
-_PII_FIELDS = frozenset({"To", "From", "Body"})
+# What the inbox keeps of a Twilio status callback: the fields that identify the fact and explain
+# its verdict, named one by one (Twilio's status callback parameters). Everything else is dropped:
+# To, From and Body, and whatever a channel adds or Twilio adds later (ChannelToAddress holds the
+# recipient on some channels; location fields describe the person): a drop-list misses those.
+_STORED_TWILIO_FIELDS = frozenset({
+    "MessageSid", "SmsSid", "SmsMessageSid", "AccountSid", "MessagingServiceSid",
+    "MessageStatus", "SmsStatus", "ErrorCode", "ApiVersion", "RawDlrDoneDate", "NumSegments", "NumMedia",
+})  # fmt: skip
+
+
+def _stored_twilio_fields(fields: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in fields.items() if key in _STORED_TWILIO_FIELDS}
 # SendGrid posts a batch once it reaches 768 kilobytes: 1 MiB holds any real batch, and no body
 # is read past it, so an endless or huge post costs at most this much memory before it is refused.
 MAX_SENDGRID_BODY_BYTES = 1024 * 1024
@@ -248,13 +258,13 @@ class ReceiptEndpoint:
                 attempt_ref=attempt_ref,
                 error_code=int(fields["ErrorCode"]) if fields.get("ErrorCode") else None,
                 provider_event_at=_dlr_done_date(fields.get("RawDlrDoneDate")),
-                payload={key: value for key, value in fields.items() if key not in _PII_FIELDS},
+                payload=_stored_twilio_fields(fields),
             )
         )
 
     async def _reject(self, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None) -> Response:
         """Record a signed report that can never be stored, with its rule, and answer 2xx so it stops."""
-        kept = kept_fields({key: value for key, value in fields.items() if key not in _PII_FIELDS})
+        kept = kept_fields(_stored_twilio_fields(fields))
         ref = attempt_ref if attempt_ref is not None and is_storable_attempt_ref(attempt_ref) else None
 
         async def record() -> int:

@@ -89,6 +89,23 @@ async def test_a_signed_callback_is_stored_without_personal_fields(
     assert "To" not in row["payload"] and "From" not in row["payload"]
 
 
+async def test_only_the_named_fields_of_a_callback_are_stored(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool
+) -> None:
+    """A drop-list of To, From and Body let everything else through: a channel's recipient address,
+    a location, any field Twilio adds. The inbox now keeps a named list."""
+    base, _ = route
+    sid = fresh_sid()
+    extra = {"ChannelToAddress": "+15557654321", "ChannelInstallSid": "XE1", "FromCity": "SPRINGFIELD",
+             "ToZip": "62701", "Latitude": "39.78", "Body": "Your code is 123456", "SomethingNew": "x"}  # fmt: skip
+    response = await post(base, callback(sid, ErrorCode="30003", **extra), attempt=fresh_attempt())
+    assert response.status_code == 200, response.text
+    [row] = await inbox(pool, sid)
+    kept = {"MessageSid", "SmsSid", "AccountSid", "MessageStatus", "SmsStatus", "ApiVersion", "ErrorCode"}
+    assert set(row["payload"]) == kept
+    assert row["error_code"] == 30003
+
+
 @pytest.mark.parametrize(
     "signed_as", ["https://receipts.example.com:443", "https://receipts.example.com"], ids=["port-443", "no-port"]
 )
