@@ -325,14 +325,23 @@ def stored_payload(item: dict[str, Any]) -> dict[str, Any]:
     return {key: _mask_addresses(value) for key, value in item.items() if key in STORED_FIELDS}
 
 
-def _mask_addresses(value: Any) -> Any:
-    """``value`` with every address in its strings (keys included) replaced by ADDRESS_MARKER."""
+# How deep a kept field may nest (SendGrid's deepest, `pool`, is one object): below this a value is
+# replaced by TOO_DEEP, so no signed post, however nested, can exhaust the stack of its parser.
+MAX_STORED_DEPTH = 8
+TOO_DEEP = "(dropped: nested deeper than 8 levels)"
+
+
+def _mask_addresses(value: Any, depth: int = 0) -> Any:
+    """``value`` with every address in its strings (keys included) replaced by ADDRESS_MARKER, and
+    anything nested deeper than MAX_STORED_DEPTH replaced by TOO_DEEP."""
     if isinstance(value, str):
         return _mask_text(value)
+    if isinstance(value, dict | list) and depth >= MAX_STORED_DEPTH:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {_mask_text(key): _mask_addresses(item) for key, item in value.items()}
+        return {_mask_text(key): _mask_addresses(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [_mask_addresses(item) for item in value]
+        return [_mask_addresses(item, depth + 1) for item in value]
     return value
 
 

@@ -19,7 +19,9 @@ from herald.providers.report_vocabularies import (
 from herald.providers.sendgrid_events import (
     EVENT_STATUSES,
     MAX_EVENTS,
+    MAX_STORED_DEPTH,
     STORED_FIELDS,
+    TOO_DEEP,
     BodyRule,
     EventBodyError,
     error_code_of,
@@ -149,6 +151,26 @@ def test_an_address_nested_in_a_kept_field_is_masked_too() -> None:
     """A kept field holding an object is masked in its keys and values alike."""
     (parsed,) = parse_events(body(event(pool={"name": f"pool of {ADDRESS}", ADDRESS: [ADDRESS, 1]}))).events
     assert parsed.payload["pool"] == {"name": "pool of [address]", "[address]": ["[address]", 1]}
+
+
+@pytest.mark.parametrize("depth", [9, 900, 5_000])
+def test_a_kept_field_nested_past_the_bound_is_stored_cut_and_parsing_never_exhausts_the_stack(depth: int) -> None:
+    """A signed post with a kept field nested 500 levels deep raised RecursionError while masking it
+    (answered 500, and SendGrid retries a post for 24 hours). Now the value is cut at 8 levels, or a
+    body too deep for JSON parsing itself is refused naming the rule; never an exception."""
+    raw = b'{"pool": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}"
+    item = json.loads(body(event()))[0]
+    document = b"[" + json.dumps(item)[:-1].encode() + b", " + raw[1:] + b"]"
+    try:
+        batch = parse_events(document)
+    except EventBodyError as refused:
+        assert refused.rule is BodyRule.NOT_JSON and depth > 900
+        return
+    (parsed,) = batch.events
+    level, found = 0, parsed.payload["pool"]
+    while isinstance(found, dict):
+        found, level = found["a"], level + 1
+    assert (level, found) == (MAX_STORED_DEPTH, TOO_DEEP)  # 8 levels kept, the 9th replaced
 
 
 @pytest.mark.parametrize("value", [True, 1.5, "1767225600", 10**20, -(10**20)])
