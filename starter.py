@@ -12,7 +12,8 @@ Every command checks all of its input (arguments, files, JSON, render data and t
 uses) before it opens any connection, so a mistake is reported as that mistake even when Temporal
 or PostgreSQL is down. Exit codes: 0 done; 2 bad input or settings, as one line naming the option
 (or variable) and the rule, never the value typed; 1 a service that failed or could not be
-reached, as one line; 130 interrupted.
+reached, as one line; 3 `erase` done in part (an intent was still running: run it again later);
+130 interrupted.
 
 Connection settings come from HERALD_* variables; when they are unset and the
 local stack is running, from the `.state/stack.env` file it writes.
@@ -27,9 +28,9 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
@@ -44,7 +45,14 @@ from herald.intent import IntentRequest, build_intent, describe_validation_error
 from herald.notice import NoticeRequest, parse_notice
 from herald.settings import InvalidSetting, Settings, load_settings
 
+if TYPE_CHECKING:
+    from herald.temporal_erasure import ExecutionErasure
+
 PROG = "python starter.py"
+# `erase` did what it could, but an intent was still running (or a deletion unconfirmed): run it again later.
+EXIT_ERASE_INCOMPLETE = 3
+
+
 def services() -> Services:
     """The connections of one command, with settings from the environment (read late, on first use)."""
     return Services(lambda: _settings())
@@ -392,17 +400,85 @@ async def cmd_consent_grant(args: argparse.Namespace, services: Services) -> int
 
 
 async def cmd_erase(args: argparse.Namespace, services: Services) -> int:
+    """Erase RECIPIENT from every place Herald wrote them: the outbox, Temporal, the ledger.
+
+    The order matters. The outbox goes first, so no relay starts another intent to them. The
+    ledger's intents are looked up before the ledger forgets the recipient. Temporal comes before
+    the ledger: a running intent is cancelled and given time to close, and a closing intent still
+    writes its last rows to the ledger and still reads the recipient back, so the ledger's erasure
+    comes after it has closed rather than under it. An intent still running at the bound (it has
+    a message at the provider and tracks it) meets the ledger's erasure while running; it is named,
+    the command exits 3, and erasing again once it has closed deletes it (the ledger still finds it
+    by fingerprint).
+    """
+    from contextlib import AsyncExitStack
+
     from herald.ledger.privacy import erase_recipient
+    from herald.ledger.recipient_intents import intents_addressed_to
+    from herald.outbox.erasure import erase_outbox_notices
+    from herald.temporal_erasure import erase_executions
 
     recipient = cli_input.recipient(args.recipient, "RECIPIENT")
-    async with services.ledger(services.ledger_url("(erasure runs in the ledger's database)")) as pool:
+    url = services.ledger_url("(erasure runs in the ledger's database)")
+    settings = services.settings()
+    outbox = settings.outbox_database_url
+    outbox_url = database_url("HERALD_OUTBOX_DATABASE_URL", outbox.get_secret_value()) if outbox else None
+    # Every place is reached before anything is erased: one that does not answer stops the command
+    # with nothing changed, not with an erasure done in part.
+    herald = await services.herald()
+    async with AsyncExitStack() as opened:
+        pool = await opened.enter_async_context(services.ledger(url))
+        outbox_pool = None
+        if outbox_url is not None:
+            outbox_pool = await opened.enter_async_context(
+                services.ledger(outbox_url, variable="HERALD_OUTBOX_DATABASE_URL")
+            )
+        workflow_ids: set[str] = set()
+        if outbox_pool is None:
+            print("outbox: not configured (HERALD_OUTBOX_DATABASE_URL unset)")
+        else:
+            notices = await erase_outbox_notices(outbox_pool, recipient)
+            workflow_ids.update(notices.workflow_ids)
+            print(
+                f"outbox: {notices.rows_erased} notice(s) addressed to them replaced by the erased marker "
+                f"({notices.never_relayed} not yet relayed: refused, never to be relayed)"
+            )
+            # A relay may be starting one of those rows from a copy read before: its intent exists
+            # once the relay's claim ends, and Temporal is searched after that.
+            await asyncio.sleep(min(notices.claim_seconds_left, settings.outbox_lease_seconds))
+        workflow_ids.update(await intents_addressed_to(pool, recipient))
+        executions = await erase_executions(
+            herald.temporal, sorted(workflow_ids), operator=args.operator, reason=args.reason,
+            close_within=timedelta(seconds=args.close_within),
+        )  # fmt: skip
+        print(_describe_executions(executions, args.close_within))
         erasure = await erase_recipient(pool, recipient=recipient, operator=args.operator, reason=args.reason)
     print(
-        f"erased {erasure.rows_affected} intent(s) of recipient fingerprint {erasure.recipient_fingerprint[:16]}: "
-        f"number or address, render data, bodies and subjects; states, times and reasons kept; "
-        f"any opt-out kept by fingerprint (ledger_purges id {erasure.purge_id})"
+        f"ledger: erased {erasure.rows_affected} intent(s) of recipient fingerprint "
+        f"{erasure.recipient_fingerprint[:16]}: number or address, render data, bodies and subjects; states, "
+        f"times and reasons kept; any opt-out kept by fingerprint; {erasure.artifacts_erased} attachment(s) "
+        f"erased, {erasure.keys_destroyed} data key(s) destroyed (ledger_purges id {erasure.purge_id})"
     )
-    return 0
+    return 0 if executions.complete else EXIT_ERASE_INCOMPLETE
+
+
+def _describe_executions(done: ExecutionErasure, close_within: int) -> str:
+    """The Temporal line of `erase`; workflow ids carry no personal data, so the intents left
+    running are named."""
+    intents = len({run.workflow_id for run in done.deleted})
+    line = f"temporal: {len(done.deleted)} run(s) of {intents} intent(s) deleted, verified gone"
+    if done.cancel_requested:
+        line += f"; {len(done.cancel_requested)} running intent(s) asked to cancel first"
+    if done.still_running:
+        line += (
+            f"; STILL RUNNING after {close_within}s, not deleted and not terminated: "
+            f"{', '.join(done.still_running)} (run erase again once they close)"
+        )
+    if done.unverified:
+        line += f"; {len(done.unverified)} run(s) deleted but still answering (run erase again)"
+    if done.archival_enabled:
+        line += "; this namespace archives closed executions: archived copies are out of reach"
+    return line
 
 
 async def cmd_suppression_lift(args: argparse.Namespace, services: Services) -> int:
@@ -478,9 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send, inspect and cancel Herald intents; keep templates, the send policy, consent and artifacts.",
         epilog=_examples(*EXAMPLES) + "\n\n"
         "exit codes: 0 done, 2 bad input or settings (one line naming the option and the rule),\n"
-        "1 a service failed or could not be reached, 130 interrupted. Nothing is connected to before\n"
-        "every input has been checked. Settings: HERALD_* variables and DATABASE_URL, else the\n"
-        "running local stack's .state/stack.env.",
+        "1 a service failed or could not be reached, 3 erase done in part (run it again later),\n"
+        "130 interrupted. Nothing is connected to before every input has been checked. Settings:\n"
+        "HERALD_* variables and DATABASE_URL, else the running local stack's .state/stack.env.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -607,7 +683,11 @@ def build_parser() -> argparse.ArgumentParser:
     lift.set_defaults(run=cmd_suppression_lift)
 
     erase = _command(
-        commands, "erase", "erase a recipient's personal data from the ledger, recorded in ledger_purges", "erase"
+        commands,
+        "erase",
+        "erase a recipient's personal data from the outbox, Temporal and the ledger; exit 3 if an intent "
+        "was still running (run it again later)",
+        "erase",
     )
     erase.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number or e-mail address whose data is erased")
     erase.add_argument(
@@ -616,6 +696,10 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument(
         "--reason", required=True, type=cli_input.bounded_text(500), help="the request it answers (1-500 characters)"
     )
+    erase.add_argument(
+        "--close-within", type=cli_input.whole_seconds(3600), default=30, metavar="SECONDS",
+        help="how long a running intent, asked to cancel, is given to close before it is reported (default: 30)",
+    )  # fmt: skip
     erase.set_defaults(run=cmd_erase)
 
     template = _command(

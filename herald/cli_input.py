@@ -145,6 +145,17 @@ def bounded_text(max_chars: int) -> Callable[[str], str]:
     return parse
 
 
+def whole_seconds(maximum: int) -> Callable[[str], int]:
+    """argparse type: a whole number of seconds from 0 to `maximum`, in ASCII digits."""
+
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.isdigit() and len(text) <= 6) or int(text) > maximum:
+            raise argparse.ArgumentTypeError(f"must be whole seconds from 0 to {maximum}")
+        return int(text)
+
+    return parse
+
+
 def http_url(text: str) -> str:
     """argparse type: an http:// or https:// base URL with a host."""
     scheme, sep, rest = text.partition("://")

@@ -142,11 +142,13 @@ class OutboxRelay:
 
     async def _mark(self, row_id: int, state: str, error: str | None, retry_in: timedelta | None) -> None:
         async with self._pool.connection() as conn:
+            # Only a row still pending: one erased while this relay held it (herald.outbox.erasure)
+            # stays refused, and a row another relay marked after this one's lease ran out stays marked.
             await conn.execute(
                 """UPDATE herald_outbox SET state = %s, last_error = %s,
                           relayed_at = CASE WHEN %s = 'relayed' THEN now() END,
                           next_try_at = now() + coalesce(%s, interval '0')
-                    WHERE id = %s""",
+                    WHERE id = %s AND state = 'pending'""",
                 (state, error, state, retry_in, row_id),
             )
 

@@ -32,6 +32,57 @@ $$;
 CREATE OR REPLACE TRIGGER herald_outbox_notify AFTER INSERT ON herald_outbox
     FOR EACH STATEMENT EXECUTE FUNCTION herald_outbox_notify();
 
+-- Erasure of one person's notices (herald/outbox/erasure.py, run by `starter.py erase`): every row
+-- whose notice has a channel entry addressed to one of p_recipients (each compared whole with
+-- "recipient", a JSON string, inside the "channels" array: never a pattern over the raw text,
+-- which could hit a number inside another person's notice) gets this fixed marker for a notice.
+-- A row not yet relayed becomes refused, so no relay claims it again; a relayed row keeps its
+-- state and times. The caller finds the spellings (canonical forms are compared in Python, where
+-- herald.fingerprints defines them) and passes them exactly as the notices hold them.
+--
+-- Why a SECURITY DEFINER function and not a grant: the relay's login is the one the erase command
+-- finds in HERALD_OUTBOX_DATABASE_URL, and granting it UPDATE (notice) would let a leaked relay
+-- password rewrite any committed notice into another message to another number. Through this
+-- function it can only replace notices with the marker, and only those addressed to someone it
+-- names; it could already stop any row from being sent (UPDATE of state), so erasing adds no new
+-- power over delivery, only the loss of a notice's text. Owned by whoever applies this schema
+-- (the table's owner), with a fixed search_path (as the ledger's own erase_recipient, migration
+-- 013), so no caller's schema can stand in for the table.
+-- Returns, per erased row, its business key, the channels that named the recipient (so the
+-- caller can find their intents, `<key>/<channel>`), whether it was still pending, and how many
+-- seconds of a relay's claim on it were left (a relay may be starting it from a copy read before).
+CREATE OR REPLACE FUNCTION herald_outbox_erase(p_recipients text[])
+RETURNS TABLE (business_key text, channels text[], was_pending boolean, claim_seconds_left double precision)
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    WITH named AS (
+        SELECT o.id, o.state = 'pending' AS was_pending,
+               CASE WHEN o.state = 'pending' AND o.tries > 0
+                    THEN greatest(extract(epoch FROM o.next_try_at - now())::double precision, 0) ELSE 0 END AS claim_left,
+               ARRAY(SELECT DISTINCT entry ->> 'channel'
+                       FROM jsonb_array_elements(CASE WHEN jsonb_typeof(o.notice -> 'channels') = 'array'
+                                                      THEN o.notice -> 'channels' END) AS entry
+                      WHERE jsonb_typeof(entry -> 'recipient') = 'string'
+                        AND entry ->> 'recipient' = ANY (p_recipients)
+                        AND jsonb_typeof(entry -> 'channel') = 'string') AS channels
+          FROM herald_outbox o
+         -- Containment is exact: "channels" is an array holding an object whose "recipient" is r.
+         WHERE EXISTS (SELECT FROM unnest(p_recipients) AS r
+                        WHERE o.notice @> jsonb_build_object('channels', jsonb_build_array(jsonb_build_object('recipient', r))))
+        FOR UPDATE
+    )
+    UPDATE herald_outbox o
+       SET notice = '{"erased": true}'::jsonb,
+           state = CASE WHEN named.was_pending THEN 'refused' ELSE o.state END,
+           last_error = CASE WHEN named.was_pending
+                             THEN 'erased: the recipient''s personal data was erased on request; never to be relayed'
+                             ELSE o.last_error END
+      FROM named
+     WHERE o.id = named.id
+    RETURNING o.business_key, named.channels, named.was_pending, named.claim_left;
+$$;
+-- Functions are executable by PUBLIC unless revoked; the grant to the relay's role follows below.
+REVOKE ALL ON FUNCTION herald_outbox_erase(text[]) FROM PUBLIC;
+
 -- The relay's role: what `python -m herald.outbox` runs (herald/outbox/relay.py) and nothing more,
 -- so a leaked relay password cannot delete, rewrite or read the service's business data.
 --   SELECT on herald_outbox ............ the claim's subquery (state, next_try_at, id), its
@@ -39,9 +90,12 @@ CREATE OR REPLACE TRIGGER herald_outbox_notify AFTER INSERT ON herald_outbox
 --   UPDATE (tries, next_try_at, state,
 --           last_error, relayed_at) .... the claim's lease and the mark; FOR UPDATE SKIP LOCKED
 --                                        needs UPDATE on a column too
+--   EXECUTE on herald_outbox_erase ..... `starter.py erase`: notices to one person replaced by the
+--                                        marker, nothing else (see the function)
 -- No INSERT (the service enqueues, in its own transaction), no DELETE or TRUNCATE, no UPDATE of
--- business_key or notice (what the service committed is what is sent), no sequence, no other
--- table, no DDL (the schema is applied by the service's owner, not with the relay's login).
+-- business_key or notice (what the service committed is what is sent; the erase function writes
+-- only its marker), no sequence, no other table, no DDL (the schema is applied by the service's
+-- owner, not with the relay's login).
 -- LISTEN needs no privilege. Logins are members: `CREATE ROLE <login> LOGIN PASSWORD '...' IN
 -- ROLE herald_outbox_relay` (the local stack's is herald_outbox_relay_login).
 --
@@ -68,5 +122,7 @@ BEGIN
     REVOKE ALL ON herald_outbox FROM herald_outbox_relay;
     GRANT SELECT ON herald_outbox TO herald_outbox_relay;
     GRANT UPDATE (tries, next_try_at, state, last_error, relayed_at) ON herald_outbox TO herald_outbox_relay;
+    -- `starter.py erase` reaches the outbox with the relay's login (HERALD_OUTBOX_DATABASE_URL).
+    GRANT EXECUTE ON FUNCTION herald_outbox_erase(text[]) TO herald_outbox_relay;
 END;
 $$;

@@ -114,9 +114,10 @@ async def test_only_the_erasure_function_can_overwrite_personal_data_and_only_wi
 
 
 async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipient_without_echoing_it(
-    herald: HeraldClient, settings: Any, pool: AsyncConnectionPool
+    herald: HeraldClient, settings: Any, pool: AsyncConnectionPool, stack: Any
 ) -> None:
     import os
+    import re
     import subprocess
     import sys
 
@@ -126,14 +127,21 @@ async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipi
     await asyncio.wait_for(herald.wait(key), 60)
     env = {
         **os.environ,
+        # The session's Temporal too: erase deletes the intent's executions (tests/integration/test_erasure_reach.py).
+        **stack.config.service_env(stack.database_url),
         "DATABASE_URL": settings.database_url.get_secret_value(),
         # The stack's fingerprint key: the erasure must find what the stack's clients fingerprinted.
         "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+        "HERALD_OUTBOX_DATABASE_URL": "",  # no outbox: the command says so in its own line
     }
     command = [sys.executable, "starter.py", "erase", "--operator", "dpo", "--reason", "request 7"]
-    ran = await asyncio.to_thread(subprocess.run, [*command, to], env=env, capture_output=True, text=True, timeout=60)
+    # A run that closed a moment ago takes the server about 30 s to delete (herald/temporal_erasure.py).
+    ran = await asyncio.to_thread(subprocess.run, [*command, to], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.startswith("erased 1 intent(s) of recipient fingerprint ") and to not in ran.stdout
+    outbox_line, temporal_line, ledger_line = ran.stdout.splitlines()
+    assert outbox_line == "outbox: not configured (HERALD_OUTBOX_DATABASE_URL unset)"
+    assert re.match(r"temporal: [1-9][0-9]* run\(s\) of 1 intent\(s\) deleted, verified gone$", temporal_line), temporal_line
+    assert ledger_line.startswith("ledger: erased 1 intent(s) of recipient fingerprint ") and to not in ran.stdout
     assert await _rows(pool, "SELECT recipient FROM intents WHERE workflow_id = %s", f"{key}/sms") == [{"recipient": "(erased)"}]
     bad = "+1555ABC"
     refused = await asyncio.to_thread(subprocess.run, [*command, bad], env=env, capture_output=True, text=True, timeout=60)

@@ -1,0 +1,45 @@
+"""The outbox erasure's comparison of a notice's spelling with the erased person's canonical form."""
+
+from __future__ import annotations
+
+import string
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from herald.fingerprints import canonical_recipient
+from herald.outbox.erasure import names
+
+PROPERTY = settings(derandomize=True, database=None, max_examples=2000, deadline=None)
+_ATEXT = string.ascii_letters + string.digits + "!#$%&'*+-/=?^_`{|}~"
+_LABEL = st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=10)
+
+
+@st.composite
+def ascii_addresses(draw: st.DrawFn) -> str:
+    """Unquoted ASCII addresses, valid ones in mixed case (IDNA 'xn--' labels too) and odd ones."""
+    if draw(st.booleans()):
+        return draw(st.text(string.printable.replace('"', "").replace("\\", ""), min_size=1, max_size=30))
+    local = ".".join(draw(st.lists(st.text(_ATEXT, min_size=1, max_size=8), min_size=1, max_size=3)))
+    labels = draw(
+        st.lists(st.one_of(_LABEL, st.sampled_from(["xn--bcher-kva", "XN--BCHER-KVA"])), min_size=1, max_size=3)
+    )
+    return f"{local}@{'.'.join(labels)}.{draw(st.sampled_from(['com', 'DE', 'Org']))}"
+
+
+@PROPERTY
+@given(spelling=ascii_addresses(), other=ascii_addresses())
+def test_the_ascii_shortcut_agrees_with_the_canonical_form(spelling: str, other: str) -> None:
+    """For an unquoted ASCII spelling, `names` answers exactly as comparing canonical forms does."""
+    for canonical in (canonical_recipient(spelling), canonical_recipient(other)):
+        assert names(spelling, canonical) is (canonical_recipient(spelling) == canonical)
+
+
+def test_unicode_and_quoted_spellings_go_through_the_validator() -> None:
+    """A Unicode domain, a capital in a Unicode local part and a quoted local part are found; another
+    person, and text that is no address, are not."""
+    assert names("Ana@Bücher.de", "ana@xn--bcher-kva.de")
+    assert names("ÜLLA@example.com", "ülla@example.com")
+    assert names('"Quoted"@Example.com', canonical_recipient('"Quoted"@Example.com'))
+    assert not names("ana@bücher.de", "anna@xn--bcher-kva.de")
+    assert not names("@@ü@@", "ana@xn--bcher-kva.de")
