@@ -46,6 +46,7 @@ from herald.notice import NoticeRequest, parse_notice
 from herald.settings import InvalidSetting, Settings, load_settings
 
 if TYPE_CHECKING:
+    from herald.client import HeraldClient
     from herald.temporal_erasure import ExecutionErasure
 
 PROG = "python starter.py"
@@ -123,7 +124,12 @@ def _field_kinds(template_id: str, version: int | str) -> dict[str, str]:
 
 async def cmd_send(args: argparse.Namespace, services: Services) -> int:
     request = send_request(args)
-    herald = await services.herald()
+    herald = await services.herald()  # Temporal first: a send without it can do nothing
+    async with services.vault() as vault:  # seals personal fields with the recipient's key (ledger)
+        return await _send(args, request, herald.with_vault(vault))
+
+
+async def _send(args: argparse.Namespace, request: IntentRequest | NoticeRequest, herald: HeraldClient) -> int:
     if isinstance(request, NoticeRequest):
         receipt = await herald.send_notice(request)
         for channel, sent in receipt.intents.items():
@@ -217,13 +223,14 @@ async def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     emulator_url = args.emulator_url or f"http://{stack.emulator.host}:{stack.emulator.port}"
     esp_url = f"http://{stack.esp.host}:{stack.esp.admin_port}"
     url = services.optional_ledger_url()
-    herald = await services.herald(policy=stack.demo_policy)
     if url is None:
-        rows = await play(herald, emulator_url, esp_url=esp_url)
+        rows = await play(await services.herald(policy=stack.demo_policy), emulator_url, esp_url=esp_url)
     else:
         from herald.artifacts import PostgresArtifactStore
+        from herald.recipient_vault import RecipientVault
 
         async with services.ledger(url, max_size=2) as pool:
+            herald = await services.herald(policy=stack.demo_policy, vault=RecipientVault(pool))
             rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool)
     print(summary(rows))
     print(f"refused input, as a caller sees it: {refused_input_example()}")

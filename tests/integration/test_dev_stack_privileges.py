@@ -32,7 +32,9 @@ from herald.outbox.relay import OutboxRelay, backlog
 from tests.support import fresh_key, fresh_recipient
 
 OWNER_URL = "postgresql://owner:owner-password@127.0.0.1:5432/herald"
-SECRET_FILES = ("stack.env", "app-login-password", "outbox-relay-password", "codec-keys", "esp-signing-key.pem")
+SECRET_FILES = (
+    "stack.env", "app-login-password", "outbox-relay-password", "codec-keys", "fingerprint-keys", "esp-signing-key.pem",
+)
 
 
 def _mode(path: Path) -> int:
@@ -54,6 +56,7 @@ def _make_every_secret(config: StackConfig) -> None:
     config.app_login_password()
     config.outbox_relay_password()
     config.codec_key_file()
+    config.fingerprint_key_file()
     config.esp_public_key()
     stack = LocalStack(config, database_url=OWNER_URL)
     stack.database_url = OWNER_URL

@@ -21,6 +21,7 @@ import pytest
 import starter
 from devstack.processes import free_port
 from herald.settings import load_settings
+from tests.support import SESSION_FINGERPRINT_KEYS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BAD_DATA = ["send", "--key", "order_receipt:pay_157", "--to", "+15551230001", "--template", "order_receipt",
@@ -38,6 +39,8 @@ def server_down() -> dict[str, str]:
     return {
         "HERALD_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
         "DATABASE_URL": f"postgresql://herald@127.0.0.1:{free_port()}/herald",
+        # A configured deployment: only the servers are away.
+        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
     }
 
 
