@@ -39,6 +39,7 @@ from herald.providers.port import Provider
 from herald.providers.sendgrid_activity import SendGridActivity, SendGridActivityConfig
 from herald.providers.smtp import SmtpAdapter, SmtpConfig
 from herald.providers.twilio import TwilioAdapter, TwilioConfig
+from herald.recipient_vault import RecipientVault
 from herald.settings import EmailSettings, InvalidSetting, Settings, TwilioSettings, load_settings
 from herald.task_queues import submit_task_queue
 from herald.temporal_client import connect
@@ -208,6 +209,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         if client is None:
             return
         faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
+        vault = RecipientVault(pool)  # one key cache for the ledger's and the provider's activities
         provider = ProviderActivities(
             providers,
             settings.receipts.public_url,
@@ -215,8 +217,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
             faults,
             artifacts=PostgresArtifactStore(pool),
             pacer=submit_pacer(settings),
+            vault=vault,
         )
-        worker = build_worker(client, settings, LedgerActivities(pool), provider)
+        worker = build_worker(client, settings, LedgerActivities(pool, vault), provider)
         submit_worker = build_submit_worker(client, settings, provider)
         async with worker, submit_worker:
             if settings.worker_version is not None:

@@ -16,10 +16,10 @@ from herald.silence import EventStream, EventStreamQuery
 
 
 class LedgerActivities:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, vault: RecipientVault | None = None) -> None:
         self._pool = pool
         # The intent row is recorded in plaintext (the ledger's copy is what erasure overwrites).
-        self._vault = RecipientVault(pool)
+        self._vault = vault or RecipientVault(pool)
         # Checkpoints of many workflows finishing at once share a transaction (group commit).
         self._checkpoints: GroupCommit[LedgerBatch, None] = GroupCommit(pool, store.write_checkpoints)
 

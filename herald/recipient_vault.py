@@ -42,6 +42,18 @@ _MAX_CACHED = 10_000
 ERASED = "(erased)"
 
 
+_READ = "SELECT data_key FROM recipient_keys WHERE recipient_fingerprint = %s"
+_CREATE_OR_READ = """
+WITH created AS (
+    INSERT INTO recipient_keys (recipient_fingerprint, data_key) VALUES (%s, %s)
+    ON CONFLICT (recipient_fingerprint) DO NOTHING RETURNING data_key)
+SELECT data_key FROM created
+UNION ALL
+SELECT data_key FROM recipient_keys WHERE recipient_fingerprint = %s
+LIMIT 1
+"""
+
+
 class RecipientErased(LookupError):
     """A sealed value whose data key is gone: the recipient was erased; it never decodes again."""
 
@@ -69,18 +81,17 @@ class RecipientVault:
         cached = self._cache.get(fingerprint)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._pool.connection() as conn:
+            # One statement either way (this is on every new recipient's send): the key inserted, or
+            # the one already there. Two clients sealing for one new recipient at once: one key wins;
+            # the loser's statement saw neither (its snapshot predates the winner's commit) and reads again.
             if create:
-                # Two clients sealing for one new recipient at once: one key wins, both use it.
-                await conn.execute(
-                    "INSERT INTO recipient_keys (recipient_fingerprint, data_key) VALUES (%s, %s) "
-                    "ON CONFLICT (recipient_fingerprint) DO NOTHING",
-                    (fingerprint, os.urandom(_KEY_BYTES)),
-                )
-            cursor = await conn.execute(
-                "SELECT data_key FROM recipient_keys WHERE recipient_fingerprint = %s", (fingerprint,)
-            )
+                cursor = await conn.execute(_CREATE_OR_READ, (fingerprint, os.urandom(_KEY_BYTES), fingerprint))
+            else:
+                cursor = await conn.execute(_READ, (fingerprint,))
             row = await cursor.fetchone()
+            if row is None and create:
+                row = await (await conn.execute(_READ, (fingerprint,))).fetchone()
         if row is None:
             self._cache.pop(fingerprint, None)
             return None

@@ -122,3 +122,13 @@ async def test_an_intent_whose_recipient_was_erased_before_it_ran_is_refused_and
         cursor = await conn.execute("SELECT recipient, body FROM intents WHERE workflow_id = %s", (f"{key}/sms",))
         row = await cursor.fetchone()
     assert row == ("(erased)", "")
+
+
+async def test_clients_sealing_for_one_new_recipient_at_once_agree_on_one_key(pool: AsyncConnectionPool) -> None:
+    """Twenty clients (each its own vault, nothing cached) seal for a recipient never seen: one key
+    wins, and every token opens with it."""
+    to = fresh_recipient()
+    intent = build_intent(parse_request(receipt_request(fresh_key(), to)), datetime.now(UTC))
+    sealed = await asyncio.gather(*(RecipientVault(pool).seal_intent(intent) for _ in range(20)))
+    reader = RecipientVault(pool)
+    assert {await reader.open(one.recipient, "recipient") for one in sealed} == {to}
