@@ -74,6 +74,10 @@ async def test_a_history_decoded_with_the_codec_key_holds_tokens_and_erasure_shr
     [sent] = await emulator.messages(to)  # the provider got the plaintext, once
     assert order in sent["body"]
 
+    async with pool.connection() as conn:  # the ledger's copy is plaintext (erasure overwrites it there)
+        query = "SELECT recipient, render_data FROM intents WHERE workflow_id = %s"
+        cursor = await conn.execute(query, (f"{key}/sms",))
+        assert await cursor.fetchone() == (to, data)
     history = await _decoded_history(temporal, settings, f"{key}/sms")
     assert to not in history and to.lstrip("+") not in history
     assert order not in history  # a render value and the body, sealed with the rest
