@@ -64,8 +64,8 @@ class HeraldClient:
         self._vault = vault
 
     def with_vault(self, vault: RecipientVault | None) -> HeraldClient:
-        """This client, sealing with `vault` (None: as it is)."""
-        return self if vault is None else HeraldClient(self._client, self._task_queue, self._policy, vault)
+        """This client, sealing with `vault` (None: not sealing)."""
+        return HeraldClient(self._client, self._task_queue, self._policy, vault)
 
     @property
     def temporal(self) -> Client:

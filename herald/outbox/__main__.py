@@ -34,7 +34,6 @@ log = logging.getLogger("herald.outbox")
 
 async def serve(apply: bool) -> None:
     settings = load_settings()
-    fingerprints.install_from(settings)  # each relayed notice's intents carry keyed fingerprints
     if settings.outbox_database_url is None:
         raise SystemExit("HERALD_OUTBOX_DATABASE_URL: required (the service database that holds herald_outbox)")
     stop = asyncio.Event()
@@ -45,6 +44,8 @@ async def serve(apply: bool) -> None:
     # Once running, the relay rides out an away database (it retries at the next poll); at start,
     # an unreachable one is more likely a wrong setting, so it is reported once and the relay exits.
     await reach_database(outbox_url, "HERALD_OUTBOX_DATABASE_URL")
+    # Each relayed notice's intents carry keyed fingerprints: refused here, in one line, without a key.
+    fingerprints.install_from(settings)
     async with AsyncExitStack() as opened:
         pool = await opened.enter_async_context(open_pool(outbox_url, max_size=4))
         # With the ledger configured, intents leave sealed with their recipient's key (erasure reaches

@@ -99,6 +99,13 @@ def _decoded_text(response: httpx.Response) -> str:
     return "\n".join(p.data.decode("utf-8", "replace") for p in decoded.payloads)
 
 
+@pytest.fixture
+def herald(herald: HeraldClient) -> HeraldClient:
+    """A client without the ledger's recipient keys: what the codec layer alone protects and reveals.
+    (With the keys, the decoded payloads hold sealed tokens instead: test_crypto_shredding.py.)"""
+    return herald.with_vault(None)
+
+
 async def test_an_sms_history_holds_neither_recipient_nor_body_and_the_codec_server_reveals_both(
     herald: HeraldClient, codec_server: str
 ) -> None:
