@@ -265,9 +265,13 @@ def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
     except TemplateError as error:
         raise PublishRefused(str(error)) from None
     key = f"{template_id}/v{version}"
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate: no file can hold it
+        raise PublishRefused("text: must be UTF-8 text (it holds an unpaired surrogate)") from None
     record_path = root / PUBLISHED_FILE
     record = json.loads(record_path.read_text(encoding="utf-8"))
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(encoded).hexdigest()
     if key in record:
         if record[key] != digest:
             raise PublishRefused(f"{key} is published with other content; a published version never changes: publish v{_next(record, template_id)}")
@@ -280,7 +284,7 @@ def publish(template_id: str, version: int, text: str, *, root: Path) -> bool:
     if not path.resolve().is_relative_to(root.resolve()):
         raise PublishRefused("template_id: must name a folder inside the templates folder")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode("utf-8"))
+    path.write_bytes(encoded)
     record[key] = digest
     record_path.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n", encoding="utf-8")
     return True

@@ -189,3 +189,11 @@ def test_the_preview_prints_encoding_and_segments_without_any_service() -> None:
     )  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "render_data.order_total: required by the template" in refused.stderr
+
+
+def test_text_holding_an_unpaired_surrogate_is_refused_by_rule_and_nothing_is_written(registry: Path) -> None:
+    """Found by the entry-point search: publishing '\\ud800' raised UnicodeEncodeError."""
+    before = sorted(path.relative_to(registry) for path in registry.rglob("*"))
+    with pytest.raises(PublishRefused, match=r"^text: must be UTF-8 text"):
+        publish("promo_offer", 1, "Hello \ud800", root=registry)
+    assert sorted(path.relative_to(registry) for path in registry.rglob("*")) == before
