@@ -426,7 +426,13 @@ async def test_an_email_without_events_is_checkpointed_at_poll_initial(
             break
         await asyncio.sleep(0.1)
     assert states == ["submitting", "accepted"]
-    description = await handle.describe()
+    # The ledger's row is written by a local activity inside the workflow task; the search attribute
+    # is upserted when that task completes, a moment later (more on a loaded host): wait for it.
+    for _ in range(50):
+        description = await handle.describe()
+        if description.typed_search_attributes.get(STATE_KEY) == "accepted":
+            break
+        await asyncio.sleep(0.1)
     assert description.status == WorkflowExecutionStatus.RUNNING
     assert description.typed_search_attributes.get(STATE_KEY) == "accepted"
     assert description.typed_search_attributes.get(ATTEMPTS_KEY) == 1
