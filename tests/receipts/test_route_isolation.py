@@ -147,10 +147,13 @@ async def test_a_full_sendgrid_post_neither_delays_twilio_callbacks_nor_floods_t
         assert slow == [], f"{len(slow)} of {CALLBACKS} Twilio callbacks answered late or not 200: {slow}"
 
         response, _ = sendgrid
-        if response.status_code == 503:
+        for _ in range(6):
+            if response.status_code != 503:
+                break
             # A host busy enough (another test worker's 2,000-report burst) passes the post's 5 s
-            # store deadline: answered 503, SendGrid posts it again, as here. The callbacks above
-            # were still answered 200: that is the isolation this test is about.
+            # store deadline: answered 503, SendGrid posts it again, as here; the batches that
+            # committed stay, so each try has less to store. The callbacks above were still answered
+            # 200: that is the isolation this test is about.
             response, _ = await post_events(base, body)
         assert response.status_code == 200, response.text
         assert response.text.startswith("stored ")
