@@ -264,6 +264,20 @@ async def oracle(http: httpx.AsyncClient, to: str) -> list[dict[str, Any]]:
     return response.json()["messages"]
 
 
+async def ended_callbacks(http: httpx.AsyncClient, to: str, count: int) -> list[dict[str, Any]]:
+    """The emulator's record of ``count`` callback attempts to ``to``, once each has ended.
+
+    The emulator lists an attempt when it starts and fills in its answer after the receiver's
+    response reaches it, so a receiver can have answered before the record says so."""
+
+    async def probe() -> list[dict[str, Any]] | None:
+        attempts = (await oracle(http, to))[0]["callbacks"]
+        ended = all(a["http_status"] is not None or a["error"] for a in attempts)
+        return attempts if len(attempts) >= count and ended else None
+
+    return await wait_for(probe, f"{count} ended callback attempts to {to}")
+
+
 async def arm(http: httpx.AsyncClient, to: str, **fault: Any) -> None:
     response = await http.put(f"/_emulator/faults/{to}", json=fault)
     assert response.status_code == 200, response.text
@@ -671,7 +685,7 @@ async def test_signed_callbacks_for_sent_and_delivered(
     assert not is_valid_signature("another-token", url, list(sent.items()), "x")
     recorded = (await oracle(client, to))[0]
     assert recorded["status_callback"] == url
-    assert [(c["status"], c["attempt"], c["http_status"]) for c in recorded["callbacks"]] == [
+    assert [(c["status"], c["attempt"], c["http_status"]) for c in await ended_callbacks(client, to, 2)] == [
         ("sent", 1, 204),
         ("delivered", 1, 204),
     ]
@@ -699,7 +713,7 @@ async def test_callback_redelivered_after_receiver_errors(
     for c in received:
         tokens.setdefault(c.params["MessageStatus"], set()).add(c.idempotency_token)
     assert all(len(found) == 1 for found in tokens.values()), "a retry must keep its idempotency token"
-    attempts = (await oracle(client, to))[0]["callbacks"]
+    attempts = await ended_callbacks(client, to, 5)
     assert sorted(a["http_status"] for a in attempts) == [204, 204, 500, 500, 500]
     for status in ("sent", "delivered"):
         mine = [a for a in attempts if a["status"] == status]
@@ -893,7 +907,7 @@ async def test_callback_before_response(
     assert all(c.at < answered_at and c.signature_ok for c in callbacks)
     recorded = (await oracle(client, to))[0]
     assert recorded["status"] == "delivered"
-    assert [c["http_status"] for c in recorded["callbacks"]] == [204, 204]
+    assert [c["http_status"] for c in await ended_callbacks(client, to, 2)] == [204, 204]
 
 
 async def test_duplicate_callbacks(

@@ -99,8 +99,11 @@ async def redelivered_until_stored(base: str, body: bytes) -> httpx.Response:
     A host busy enough (another test worker's 2,000-report burst) passes a 5,000-event post's 5 s
     store deadline, even for events already stored: 503, and SendGrid posts it again. The batches
     that committed stay, so each try has less to store. The Twilio callbacks are still answered 200:
-    that is the isolation this test is about."""
-    for _ in range(6):
+    that is the isolation this test is about. SendGrid waits before it redelivers (minutes, growing);
+    so does this, seconds, so an abandoned store is not still holding the route's one store slot."""
+    for attempt in range(6):
+        if attempt:
+            await asyncio.sleep(2 * attempt)
         response, _ = await post_events(base, body)
         if response.status_code != 503:
             break
