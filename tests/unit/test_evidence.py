@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from herald.delivery_policy import (
     DeliveryPolicy,
     absence_proven,
-    legacy_absence_proven,
     may_retry,
     proof_window,
 )
@@ -166,6 +165,60 @@ def test_failure_of_the_current_attempt_waits_for_a_live_earlier_copy() -> None:
     assert verdict.applied and verdict.intent_state is S.ACCEPTED
 
 
+# A fact about attempt 1, whose submit concluded it was never accepted, arriving while the intent is
+# in each state it can hold then. Expected intent state per kind of fact: a live or delivered copy
+# settles the intent at once; a failure closes it only when no other attempt is live or unresolved,
+# and a retryable one never does (a pending intent stays pending: its backoff already ran).
+LATE_FACT_CONTEXTS = {
+    "submitting, attempt 2 unknown": (S.SUBMITTING, [view(1, submit=R.NOT_ACCEPTED), view(2, submit=R.UNKNOWN)]),
+    "accepted, attempt 2 live": (S.ACCEPTED, [view(1, submit=R.NOT_ACCEPTED), view(2, P.SENT, R.ACCEPTED)]),
+    "retryable_failure, attempt 2 refused": (
+        S.RETRYABLE_FAILURE,
+        [view(1, submit=R.NOT_ACCEPTED), view(2, submit=R.RETRYABLE)],
+    ),
+    "pending, attempt 2 refused": (S.PENDING, [view(1, submit=R.NOT_ACCEPTED), view(2, submit=R.RETRYABLE)]),
+    "retryable_failure, only attempt": (S.RETRYABLE_FAILURE, [view(1, submit=R.NOT_ACCEPTED)]),
+    "pending, only attempt": (S.PENDING, [view(1, submit=R.NOT_ACCEPTED)]),
+}
+LATE_FACT_EXPECTED = {
+    #                                       live         delivered     retryable failure    undelivered     failed/canceled
+    "submitting, attempt 2 unknown":        (S.ACCEPTED, S.DELIVERED, S.SUBMITTING,        S.SUBMITTING,   S.SUBMITTING),
+    "accepted, attempt 2 live":             (S.ACCEPTED, S.DELIVERED, S.ACCEPTED,          S.ACCEPTED,     S.ACCEPTED),
+    "retryable_failure, attempt 2 refused": (S.ACCEPTED, S.DELIVERED, S.RETRYABLE_FAILURE, S.UNDELIVERED,  S.PERMANENT_FAILURE),
+    "pending, attempt 2 refused":           (S.ACCEPTED, S.DELIVERED, S.PENDING,           S.UNDELIVERED,  S.PERMANENT_FAILURE),
+    "retryable_failure, only attempt":      (S.ACCEPTED, S.DELIVERED, S.RETRYABLE_FAILURE, S.UNDELIVERED,  S.PERMANENT_FAILURE),
+    "pending, only attempt":                (S.ACCEPTED, S.DELIVERED, S.PENDING,           S.UNDELIVERED,  S.PERMANENT_FAILURE),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("context", list(LATE_FACT_CONTEXTS))
+@pytest.mark.parametrize("status", list(P), ids=str)
+@pytest.mark.parametrize("retryable", [False, True], ids=["permanent-code", "retryable-code"])
+def test_late_fact_about_an_attempt_presumed_absent_settles_the_intent(
+    context: str, status: ProviderStatus, retryable: bool
+) -> None:
+    """Evidence about an earlier attempt, or about the one awaiting its retry, moves the intent to the
+    best evidence across all attempts: whichever attempt it names, and while pending too."""
+    state, attempts = LATE_FACT_CONTEXTS[context]
+    live, delivered, retryable_failure, undelivered, failed = LATE_FACT_EXPECTED[context]
+    if status in (P.QUEUED, P.SENT):
+        expected = live
+    elif status is P.DELIVERED:
+        expected = delivered
+    elif retryable:
+        expected = retryable_failure
+    else:
+        expected = undelivered if status is P.UNDELIVERED else failed
+    verdict = observe_across(state, attempts, fact(1, status), retryable_code=retryable)
+    assert verdict.applied and verdict.attempt_status is status
+    assert verdict.intent_state is expected
+    if expected is not state:
+        check_transition(state, expected)
+    if len(attempts) == 2:
+        said = "settles the intent" if expected is not state else f"stays {state.value} on the evidence of all 2"
+        assert said in verdict.reason
+
+
 def test_observe_across_keeps_the_attempt_level_rules() -> None:
     """Duplicates, stale facts and another provider id are recorded unapplied, exactly as before."""
     attempts = [view(1, P.DELIVERED, R.ACCEPTED)]
@@ -198,6 +251,8 @@ def test_proof_window_is_in_flight_bound_plus_queue_validity() -> None:
 @pytest.mark.parametrize(
     ("result", "proven"),
     [
+        # The in-flight bound alone proves nothing: a request may have created the message, still queued.
+        (not_found(timedelta(seconds=60)), False),
         (not_found(timedelta(seconds=659)), False),
         (not_found(timedelta(seconds=660)), True),
         (not_found(timedelta(hours=3)), True),
@@ -208,18 +263,6 @@ def test_proof_window_is_in_flight_bound_plus_queue_validity() -> None:
 def test_absence_is_proven_only_once_the_provider_cannot_hold_it_unlisted(result: NotFound, proven: bool) -> None:
     """"Not found" proves absence only from a search begun after the window, from an adapter whose queue is bounded."""
     assert absence_proven(POLICY, AT, result) is proven
-
-
-def test_the_earlier_rule_counted_only_the_in_flight_bound() -> None:
-    """Runs started before the queue bound proved absence after the in-flight bound alone (kept for their replay)."""
-    assert legacy_absence_proven(POLICY, AT, AT + timedelta(seconds=60))
-    assert not absence_proven(POLICY, AT, not_found(timedelta(seconds=60)))
-
-
-def test_policy_reads_the_earlier_proof_window_as_the_in_flight_bound() -> None:
-    """A policy serialized before the queue bound (`not_found_proof_window`) still loads, as the in-flight bound."""
-    policy = DeliveryPolicy.model_validate({"not_found_proof_window": "PT3S"})
-    assert policy.submit_in_flight_bound == timedelta(seconds=3)
 
 
 @pytest.mark.parametrize("seconds", [0, 0.5, 1.5, 36_001])

@@ -1,6 +1,9 @@
-"""Table-driven tests of the pure intent state machine: ``check_transition`` and its tables, and
-``observe``, the per-fact rule of runs recorded before ``EVIDENCE_RULES_PATCH`` (replayed runs use
-it; ``herald.evidence.observe_across`` is the current rule, tested in ``test_evidence.py``)."""
+"""Table-driven tests of the pure intent state machine: ``check_transition`` and its tables,
+``intent_state_for``, and the per-fact judgement of ``herald.evidence.observe_across`` seen from
+the state machine's side: the attempt-level rules (duplicates, stale facts, facts after a final
+status and facts naming another provider id are recorded unapplied), terminal states absorbing,
+and moves only along declared edges. How evidence about several attempts settles the intent (the
+best evidence across all of them) is tested in ``test_evidence.py``."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from herald.evidence import observe_across, settle
 from herald.lifecycle import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATES,
@@ -16,35 +20,54 @@ from herald.lifecycle import (
     IntentState,
     Observation,
     Source,
+    SubmitResult,
     Verdict,
     check_transition,
     intent_state_for,
-    observe,
 )
 from herald.outcomes import ProviderStatus
 
 S = IntentState
 P = ProviderStatus
+R = SubmitResult
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
 NON_TERMINAL = [state for state in S if state not in TERMINAL_STATES]
-PROOF_OF_ACCEPTANCE = [P.QUEUED, P.SENT, P.DELIVERED, P.UNDELIVERED]
+OWN_ID = "own"  # view(): the attempt carries its own provider id, SM<number>
 
 
 def obs(
     status: ProviderStatus,
     *,
     attempt: int = 1,
-    provider_id: str = "SM1",
+    provider_id: str | None = None,
     code: int | None = None,
     source: Source = Source.REPORT,
 ) -> Observation:
     return Observation(
-        attempt_number=attempt, provider_id=provider_id, status=status, error_code=code, source=source, observed_at=AT
+        attempt_number=attempt,
+        provider_id=provider_id or f"SM{attempt}",
+        status=status,
+        error_code=code,
+        source=source,
+        observed_at=AT,
     )
 
 
-def view(number: int = 1, status: ProviderStatus | None = None, provider_id: str | None = "SM1") -> AttemptView:
-    return AttemptView(number=number, provider_id=provider_id, provider_status=status)
+def view(
+    number: int = 1,
+    status: ProviderStatus | None = None,
+    provider_id: str | None = OWN_ID,
+    *,
+    submit: SubmitResult | None = None,
+    failure_retryable: bool = False,
+) -> AttemptView:
+    return AttemptView(
+        number=number,
+        provider_id=f"SM{number}" if provider_id == OWN_ID else provider_id,
+        provider_status=status,
+        submit_result=submit,
+        failure_retryable=failure_retryable,
+    )
 
 
 def judge(
@@ -53,10 +76,15 @@ def judge(
     status: ProviderStatus,
     *,
     retryable: bool = False,
-    number: int = 1,
-    current: int = 1,
+    submit: SubmitResult | None = None,
+    of_two: bool = False,
 ) -> Verdict:
-    return observe(state, view(number, previous), current, obs(status, attempt=number), retryable_code=retryable)
+    """Judge a fact about attempt 1: the intent's only attempt, or (``of_two``) the earlier of two,
+    the later one still in flight."""
+    attempts = [view(1, previous, submit=submit)]
+    if of_two:
+        attempts.append(view(2, None, None, submit=R.UNKNOWN))
+    return observe_across(state, attempts, obs(status), retryable_code=retryable)
 
 
 # ---- the declared tables ------------------------------------------------------------------------
@@ -150,7 +178,7 @@ def test_intent_state_for_maps_provider_status(status: ProviderStatus, retryable
     assert intent_state_for(status, retryable) is expected
 
 
-# ---- observe: forward movement --------------------------------------------------------------------
+# ---- observe_across: forward movement ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -174,10 +202,10 @@ def test_intent_state_for_maps_provider_status(status: ProviderStatus, retryable
         (S.ACCEPTED, None, P.SENT, True, S.ACCEPTED),
     ],
 )
-def test_observe_moves_the_intent_forward(
+def test_observe_across_moves_a_single_attempt_forward(
     state: IntentState, previous: ProviderStatus | None, status: ProviderStatus, retryable: bool, expected: IntentState
 ) -> None:
-    """A fresh, higher-ranked status of the current attempt is applied and moves the intent along a declared edge."""
+    """A fresh, higher-ranked status of the intent's only attempt is applied and moves the intent along a declared edge."""
     verdict = judge(state, previous, status, retryable=retryable)
     assert verdict.applied is True
     assert verdict.attempt_status is status
@@ -186,28 +214,91 @@ def test_observe_moves_the_intent_forward(
         check_transition(state, expected)
 
 
-def test_observe_never_moves_backwards_or_off_the_table() -> None:
-    """Over every state, previous status, status, code class and attempt, observe only moves along declared edges, never back to pending or submitting, never lowers an attempt's rank, and leaves everything alone when it does not apply."""
-    previous_options: list[ProviderStatus | None] = [None, *P]
+# What the workflow can know about one attempt: (provider status, submit answer, failure retryable).
+ATTEMPT_KNOWLEDGE: list[tuple[ProviderStatus | None, SubmitResult | None, bool]] = [
+    *((None, submit, False) for submit in (None, *R)),
+    *((status, R.ACCEPTED, False) for status in (P.QUEUED, P.SENT, P.DELIVERED)),
+    *(
+        (status, R.ACCEPTED, retryable)
+        for status in (P.UNDELIVERED, P.FAILED, P.CANCELED)
+        for retryable in (False, True)
+    ),
+]
+
+
+def _contexts() -> list[list[AttemptView]]:
+    """Every one- and two-attempt combination of ATTEMPT_KNOWLEDGE, as views."""
+    contexts: list[list[AttemptView]] = []
+    for count in (1, 2):
+        for known in itertools.product(ATTEMPT_KNOWLEDGE, repeat=count):
+            contexts.append(
+                [
+                    view(number, status, None if status is None else OWN_ID, submit=submit, failure_retryable=retryable)
+                    for number, (status, submit, retryable) in enumerate(known, start=1)
+                ]
+            )
+    return contexts
+
+
+def _unresolved(attempt: AttemptView) -> bool:
+    """The provider may have this attempt and has said nothing about it."""
+    return attempt.provider_status is None and attempt.submit_result in (None, R.UNKNOWN, R.ACCEPTED)
+
+
+def _may_reach_or_reached(attempt: AttemptView) -> bool:
+    return _unresolved(attempt) or attempt.provider_status in (P.QUEUED, P.SENT, P.DELIVERED)
+
+
+def test_observe_across_never_moves_backwards_or_off_the_table() -> None:
+    """Over every one- and two-attempt history, every state the workflow can hold with it (the state
+    the evidence settles on, pending while that is a retryable failure, or cancelled by a clock), every
+    status, code class and attempt named: observe_across moves the intent only along declared edges,
+    out of no terminal state, never back to pending, back to submitting only while another attempt is
+    unresolved, and never to a failure while an attempt is delivered, live or unresolved; it never
+    lowers an attempt's rank, and leaves everything alone when it does not apply."""
+    moves: set[tuple[IntentState, IntentState]] = set()
     checked = 0
-    for state, previous, status, retryable, number in itertools.product(S, previous_options, P, (False, True), (1, 2)):
-        verdict = judge(state, previous, status, retryable=retryable, number=number, current=2)
-        checked += 1
-        assert verdict.reason
-        if not verdict.applied:
-            assert verdict.intent_state is state
-            assert verdict.attempt_status is previous
-            continue
-        assert verdict.attempt_status is status
-        if previous is not None:
-            assert status.rank >= previous.rank and not previous.is_final
-        if verdict.intent_state is not state:
-            check_transition(state, verdict.intent_state)
-            assert verdict.intent_state not in (S.PENDING, S.SUBMITTING)
-    assert checked == len(S) * 7 * 6 * 2 * 2
+    for attempts in _contexts():
+        settled = settle(attempts)
+        states = {settled, S.CANCELLED} | ({S.PENDING} if settled is S.RETRYABLE_FAILURE else set())
+        for state, attempt, status, retryable in itertools.product(states, attempts, P, (False, True)):
+            previous = attempt.provider_status
+            verdict = observe_across(state, attempts, obs(status, attempt=attempt.number), retryable_code=retryable)
+            checked += 1
+            assert verdict.reason
+            if not verdict.applied:
+                assert verdict.intent_state is state
+                assert verdict.attempt_status is previous
+                continue
+            assert verdict.attempt_status is status
+            if previous is not None:
+                assert status.rank >= previous.rank and not previous.is_final
+            target = verdict.intent_state
+            if target is state:
+                continue
+            moves.add((state, target))
+            check_transition(state, target)
+            assert not state.is_terminal
+            assert target is not S.PENDING
+            others = [each for each in attempts if each.number != attempt.number]
+            if target is S.SUBMITTING:
+                assert any(_unresolved(each) for each in others), "back to submitting with nothing unresolved"
+            if target in (S.UNDELIVERED, S.PERMANENT_FAILURE, S.RETRYABLE_FAILURE):
+                assert not any(_may_reach_or_reached(each) for each in others), "closed as a failure too early"
+                assert status not in (P.QUEUED, P.SENT, P.DELIVERED)
+    assert checked > 15_000
+    # The sweep is not vacuous: it reaches the moves today's rules exist for.
+    assert {
+        (S.SUBMITTING, S.ACCEPTED),
+        (S.ACCEPTED, S.SUBMITTING),
+        (S.RETRYABLE_FAILURE, S.ACCEPTED),
+        (S.PENDING, S.DELIVERED),
+        (S.PENDING, S.UNDELIVERED),
+        (S.SUBMITTING, S.RETRYABLE_FAILURE),
+    } <= moves
 
 
-# ---- observe: terminal absorption -----------------------------------------------------------------
+# ---- observe_across: terminal absorption ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -215,9 +306,12 @@ def test_observe_never_moves_backwards_or_off_the_table() -> None:
     list(itertools.product(sorted(TERMINAL_STATES, key=lambda s: s.value), P, (False, True))),
     ids=str,
 )
-def test_terminal_state_absorbs_observations(state: IntentState, status: ProviderStatus, retryable: bool) -> None:
-    """After a terminal state, an observation of the current attempt is applied to the attempt but never moves the intent."""
-    verdict = judge(state, None, status, retryable=retryable)
+@pytest.mark.parametrize("of_two", [False, True], ids=["only-attempt", "earlier-attempt"])
+def test_terminal_state_absorbs_observations(
+    state: IntentState, status: ProviderStatus, retryable: bool, of_two: bool
+) -> None:
+    """After a terminal state, an observation of any attempt is applied to the attempt but never moves the intent."""
+    verdict = judge(state, None, status, retryable=retryable, of_two=of_two)
     assert verdict.applied is True
     assert verdict.attempt_status is status
     assert verdict.intent_state is state
@@ -226,11 +320,13 @@ def test_terminal_state_absorbs_observations(state: IntentState, status: Provide
 
 def test_cancelled_intent_still_tracks_its_attempt_to_delivery() -> None:
     """A cancelled intent records its accepted attempt's later delivery at attempt level and stays cancelled."""
-    verdict = observe(S.CANCELLED, view(1, P.SENT), 1, obs(P.DELIVERED), retryable_code=False)
+    verdict = observe_across(S.CANCELLED, [view(1, P.SENT, submit=R.ACCEPTED)], obs(P.DELIVERED), retryable_code=False)
     assert (verdict.applied, verdict.attempt_status, verdict.intent_state) == (True, P.DELIVERED, S.CANCELLED)
 
 
-# ---- observe: duplicates, stale and contradictory facts ------------------------------------------
+# ---- observe_across: duplicates, stale and contradictory facts -----------------------------------
+
+OF_TWO = pytest.mark.parametrize("of_two", [False, True], ids=["only-attempt", "earlier-attempt"])
 
 
 @pytest.mark.parametrize(
@@ -238,9 +334,10 @@ def test_cancelled_intent_still_tracks_its_attempt_to_delivery() -> None:
     list(itertools.product([S.SUBMITTING, S.ACCEPTED, S.RETRYABLE_FAILURE, S.DELIVERED, S.UNDELIVERED], P)),
     ids=str,
 )
-def test_duplicate_status_is_not_applied(state: IntentState, status: ProviderStatus) -> None:
+@OF_TWO
+def test_duplicate_status_is_not_applied(state: IntentState, status: ProviderStatus, of_two: bool) -> None:
     """The same status again is recorded as a duplicate: not applied, nothing moves."""
-    verdict = judge(state, status, status)
+    verdict = judge(state, status, status, of_two=of_two)
     assert verdict.applied is False
     assert verdict.attempt_status is status
     assert verdict.intent_state is state
@@ -248,9 +345,10 @@ def test_duplicate_status_is_not_applied(state: IntentState, status: ProviderSta
 
 
 @pytest.mark.parametrize("state", [S.SUBMITTING, S.ACCEPTED, S.RETRYABLE_FAILURE, S.CANCELLED])
-def test_stale_status_is_not_applied(state: IntentState) -> None:
+@OF_TWO
+def test_stale_status_is_not_applied(state: IntentState, of_two: bool) -> None:
     """A queued status arriving after sent is stale: not applied, with a reason saying so."""
-    verdict = judge(state, P.SENT, P.QUEUED)
+    verdict = judge(state, P.SENT, P.QUEUED, of_two=of_two)
     assert verdict.applied is False
     assert verdict.attempt_status is P.SENT
     assert verdict.intent_state is state
@@ -263,25 +361,28 @@ def test_stale_status_is_not_applied(state: IntentState) -> None:
     ids=str,
 )
 @pytest.mark.parametrize("state", [S.ACCEPTED, S.RETRYABLE_FAILURE, S.DELIVERED, S.UNDELIVERED, S.PERMANENT_FAILURE])
+@OF_TWO
 def test_final_attempt_status_is_never_replaced(
-    state: IntentState, previous: ProviderStatus, status: ProviderStatus
+    state: IntentState, previous: ProviderStatus, status: ProviderStatus, of_two: bool
 ) -> None:
     """Once an attempt is final, any other status (contradictory or earlier) is recorded but never applied."""
-    verdict = judge(state, previous, status)
+    verdict = judge(state, previous, status, of_two=of_two)
     assert verdict.applied is False
     assert verdict.attempt_status is previous
     assert verdict.intent_state is state
     assert "final" in verdict.reason
 
 
-# ---- observe: identity of the attempt -------------------------------------------------------------
+# ---- observe_across: identity of the attempt -----------------------------------------------------
 
 
 @pytest.mark.parametrize("state", [S.SUBMITTING, S.ACCEPTED, S.RETRYABLE_FAILURE, S.DELIVERED])
 @pytest.mark.parametrize("status", list(P))
-def test_provider_id_mismatch_is_ignored(state: IntentState, status: ProviderStatus) -> None:
+@OF_TWO
+def test_provider_id_mismatch_is_ignored(state: IntentState, status: ProviderStatus, of_two: bool) -> None:
     """An observation naming another provider id than the attempt's is not applied and names the id it carried."""
-    verdict = observe(state, view(1, P.QUEUED, "SM1"), 1, obs(status, provider_id="SM2"), retryable_code=False)
+    attempts = [view(1, P.QUEUED, "SM1")] + ([view(2, None, None, submit=R.UNKNOWN)] if of_two else [])
+    verdict = observe_across(state, attempts, obs(status, provider_id="SM2"), retryable_code=False)
     assert verdict.applied is False
     assert verdict.attempt_status is P.QUEUED
     assert verdict.intent_state is state
@@ -290,29 +391,12 @@ def test_provider_id_mismatch_is_ignored(state: IntentState, status: ProviderSta
 
 def test_first_provider_id_is_accepted_when_the_attempt_has_none() -> None:
     """An attempt whose submit outcome was unknown (no id yet) accepts the first id an observation brings."""
-    verdict = observe(S.SUBMITTING, view(1, None, provider_id=None), 1, obs(P.SENT, provider_id="SMx"), retryable_code=False)
+    attempts = [view(1, None, provider_id=None, submit=R.UNKNOWN)]
+    verdict = observe_across(S.SUBMITTING, attempts, obs(P.SENT, provider_id="SMx"), retryable_code=False)
     assert (verdict.applied, verdict.attempt_status, verdict.intent_state) == (True, P.SENT, S.ACCEPTED)
 
 
-@pytest.mark.parametrize("state", [S.SUBMITTING, S.ACCEPTED, S.RETRYABLE_FAILURE, S.PENDING])
-@pytest.mark.parametrize("status", list(P))
-@pytest.mark.parametrize("retryable", [False, True])
-def test_non_current_attempt_never_moves_the_intent(state: IntentState, status: ProviderStatus, retryable: bool) -> None:
-    """An observation of an earlier attempt is applied to that attempt but never moves the intent."""
-    verdict = judge(state, None, status, retryable=retryable, number=1, current=2)
-    assert verdict.applied is True
-    assert verdict.attempt_status is status
-    assert verdict.intent_state is state
-
-
-@pytest.mark.parametrize("status", list(P))
-def test_pending_intent_is_not_moved_by_observations(status: ProviderStatus) -> None:
-    """While pending (between attempts) an observation is recorded on its attempt but the intent stays pending."""
-    verdict = judge(S.PENDING, None, status)
-    assert (verdict.applied, verdict.attempt_status, verdict.intent_state) == (True, status, S.PENDING)
-
-
-# ---- observe: retryable failure and late proof of acceptance -------------------------------------
+# ---- observe_across: retryable failure and late proof of acceptance ------------------------------
 
 
 @pytest.mark.parametrize("state,previous", [(S.SUBMITTING, None), (S.ACCEPTED, P.QUEUED), (S.ACCEPTED, P.SENT)])
@@ -320,7 +404,7 @@ def test_pending_intent_is_not_moved_by_observations(status: ProviderStatus) -> 
 def test_retryable_code_on_failure_gives_retryable_failure(
     state: IntentState, previous: ProviderStatus | None, status: ProviderStatus
 ) -> None:
-    """An undelivered or failed current attempt with a retryable code returns the intent to retryable_failure."""
+    """An undelivered or failed only attempt with a retryable code returns the intent to retryable_failure."""
     verdict = judge(state, previous, status, retryable=True)
     assert verdict.applied is True
     assert verdict.intent_state is S.RETRYABLE_FAILURE
@@ -340,8 +424,9 @@ def test_retryable_code_on_failure_gives_retryable_failure(
 def test_late_proof_of_acceptance_moves_retryable_failure_forward(
     status: ProviderStatus, retryable: bool, expected: IntentState
 ) -> None:
-    """Proof that the current attempt was accepted after all moves retryable_failure forward, so no second message is sent."""
-    verdict = observe(S.RETRYABLE_FAILURE, view(1, None, None), 1, obs(status, code=None), retryable_code=retryable)
+    """Proof that an attempt presumed not accepted was accepted after all moves retryable_failure forward, so no second message is sent."""
+    attempts = [view(1, None, None, submit=R.NOT_ACCEPTED)]
+    verdict = observe_across(S.RETRYABLE_FAILURE, attempts, obs(status), retryable_code=retryable)
     assert verdict.applied is True
     assert verdict.intent_state is expected
     assert verdict.intent_state is not S.PENDING
@@ -350,29 +435,24 @@ def test_late_proof_of_acceptance_moves_retryable_failure_forward(
 
 def test_retryable_undelivered_proof_keeps_retryable_failure() -> None:
     """An undelivered report with a retryable code while awaiting a retry keeps the intent awaiting that retry."""
-    verdict = judge(S.RETRYABLE_FAILURE, None, P.UNDELIVERED, retryable=True)
+    verdict = judge(S.RETRYABLE_FAILURE, None, P.UNDELIVERED, retryable=True, submit=R.NOT_ACCEPTED)
     assert (verdict.applied, verdict.attempt_status, verdict.intent_state) == (True, P.UNDELIVERED, S.RETRYABLE_FAILURE)
 
 
 @pytest.mark.parametrize("status", [P.FAILED, P.CANCELED])
-@pytest.mark.parametrize("retryable", [False, True])
-def test_failed_or_canceled_does_not_move_retryable_failure(status: ProviderStatus, retryable: bool) -> None:
-    """A failed or canceled fact is no proof of acceptance: the intent keeps awaiting its retry."""
-    verdict = judge(S.RETRYABLE_FAILURE, None, status, retryable=retryable)
+def test_retryable_failed_or_canceled_keeps_retryable_failure(status: ProviderStatus) -> None:
+    """A failed or canceled fact with a retryable code is no proof of acceptance: the intent keeps
+    awaiting its retry (with a permanent code it closes the intent: test_evidence.py)."""
+    verdict = judge(S.RETRYABLE_FAILURE, None, status, retryable=True, submit=R.NOT_ACCEPTED)
     assert verdict.applied is True
     assert verdict.attempt_status is status
     assert verdict.intent_state is S.RETRYABLE_FAILURE
 
 
-@pytest.mark.parametrize("status", PROOF_OF_ACCEPTANCE)
-def test_proof_for_an_earlier_attempt_does_not_move_retryable_failure(status: ProviderStatus) -> None:
-    """Proof of acceptance of a superseded attempt is recorded but does not move the current intent."""
-    verdict = judge(S.RETRYABLE_FAILURE, None, status, number=1, current=2)
-    assert (verdict.applied, verdict.intent_state) == (True, S.RETRYABLE_FAILURE)
-
-
-def test_verdict_reason_names_the_source() -> None:
+@pytest.mark.parametrize("of_two", [False, True], ids=["only-attempt", "earlier-attempt"])
+def test_verdict_reason_names_the_source(of_two: bool) -> None:
     """An applied verdict that moves the intent names the observation path, for the audit trail."""
-    verdict = observe(S.SUBMITTING, view(1), 1, obs(P.QUEUED, source=Source.POLL), retryable_code=False)
+    attempts = [view(1, None, None, submit=R.UNKNOWN)] + ([view(2, None, None, submit=R.UNKNOWN)] if of_two else [])
+    verdict = observe_across(S.SUBMITTING, attempts, obs(P.QUEUED, source=Source.POLL), retryable_code=False)
     assert verdict.intent_state is S.ACCEPTED
     assert "poll" in verdict.reason

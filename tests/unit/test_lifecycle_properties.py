@@ -1,12 +1,25 @@
 """Property tests of the lifecycle over random observation sequences, through a small pure driver.
 
-The driver follows the rules of runs recorded before ``EVIDENCE_RULES_PATCH``, which
-``NotificationWorkflow`` still applies when it replays them: it keeps the intent state
-and each attempt's provider id and status, asks ``observe`` (only the current attempt
-moves the intent) for a verdict, applies the verdict's attempt status when applied, and
-transitions the intent (through ``check_transition``) when the verdict names another
-state. The current rules, where evidence about any attempt settles the intent, are
-property-tested against an oracle in ``test_evidence.py``.
+The driver keeps the workflow's bookkeeping without Temporal: the intent state and, for each
+attempt, what ``AttemptView`` carries (provider id, provider status, submit answer, whether a
+final failure's code is retryable). It judges every provider fact with
+``herald.evidence.observe_across`` over all attempts, applies the attempt status when the verdict
+is applied, and moves the intent (through ``check_transition``) to the verdict's state; submit
+refusals and lookups settle the intent with ``next_state``, and a retry timer sends the next
+attempt only when ``may_dispatch`` allows it. Evidence about any attempt may settle the intent.
+
+The invariants checked: a terminal state never changes; every observation gets exactly one
+verdict, with a reason; an unapplied verdict moves nothing; attempt statuses never lose rank, a
+final one is never replaced, an attempt never changes provider id; every transition is declared;
+attempts stay within the budget; retry and poll delays stay within their caps; for one attempt,
+the outcome is the first final fact's and does not depend on the order of agreeing facts.
+
+Dropped: "only the current attempt moves the intent". It held only under the earlier rule set;
+today a report about an earlier attempt (delivered, or live while the latest is unknown) settles
+the intent, and an intent is never closed as a failure while an earlier attempt may still arrive.
+Its replacement here: a move caused by an earlier attempt says so in its reason. That the state
+is the best evidence across attempts, and that no attempt is dispatched after evidence of
+acceptance, is property-tested against an oracle in ``test_evidence.py``.
 """
 
 from __future__ import annotations
@@ -19,22 +32,24 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from herald.delivery_policy import DeliveryPolicy, may_retry, poll_delay, retry_delay
+from herald.evidence import may_dispatch, next_state, observe_across
 from herald.lifecycle import (
     ALLOWED_TRANSITIONS,
     AttemptView,
     IntentState,
     Observation,
     Source,
+    SubmitResult,
     Verdict,
     check_transition,
     intent_state_for,
-    observe,
 )
 from herald.outcomes import ProviderStatus
 from herald.providers.twilio_codes import is_retryable
 
 S = IntentState
 P = ProviderStatus
+R = SubmitResult
 AT = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RETRYABLE_CODE = 30001
 PERMANENT_CODE = 30003
@@ -46,8 +61,6 @@ SOURCES = st.sampled_from([Source.REPORT, Source.POLL, Source.SUBMIT])
 PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
 
 
-
-
 def provider_id_of(number: int) -> str:
     return f"SM{number:032d}"
 
@@ -57,14 +70,24 @@ class Attempt:
     number: int
     provider_id: str | None = None
     status: ProviderStatus | None = None
-    submit_result: str | None = None
+    submit_result: SubmitResult | None = None
+    failure_retryable: bool = False
     retry_hint: timedelta | None = None
     polls: int = 0
+
+    def view(self) -> AttemptView:
+        return AttemptView(
+            number=self.number,
+            provider_id=self.provider_id,
+            provider_status=self.status,
+            submit_result=self.submit_result,
+            failure_retryable=self.failure_retryable,
+        )
 
 
 @dataclass
 class Driver:
-    """The workflow's bookkeeping around ``observe``, without Temporal."""
+    """The workflow's bookkeeping around ``observe_across``, ``next_state`` and ``may_dispatch``, without Temporal."""
 
     policy: DeliveryPolicy
     state: IntentState = S.PENDING
@@ -80,12 +103,24 @@ class Driver:
     def current(self) -> Attempt:
         return self.attempts[-1]
 
+    def views(self) -> list[AttemptView]:
+        return [attempt.view() for attempt in self.attempts]
+
     def transition(self, target: IntentState) -> None:
         check_transition(self.state, target)  # raises on an undeclared move: the property then fails
         self.transitions.append((self.state, target))
         self.state = target
 
+    def settle(self) -> None:
+        target = next_state(self.state, self.views())
+        if target is not self.state:
+            self.transition(target)
+
     def dispatch(self) -> None:
+        assert self.state is S.PENDING
+        if not may_dispatch(self.views()):
+            self.settle()  # the workflow settles instead of sending; unreachable while every path settles first
+            return
         self.attempts.append(Attempt(len(self.attempts) + 1))
         self.transition(S.SUBMITTING)
 
@@ -102,23 +137,20 @@ class Driver:
             self.verdicts.append(verdict)
             return verdict
         attempt = self.attempts[number - 1]
-        verdict = observe(
-            self.state,
-            AttemptView(number=number, provider_id=attempt.provider_id, provider_status=attempt.status),
-            self.current.number,
-            observation,
-            retryable_code=is_retryable(observation.error_code),
-        )
+        retryable = is_retryable(observation.error_code)
+        verdict = observe_across(self.state, self.views(), observation, retryable_code=retryable)
         self.verdicts.append(verdict)
         if verdict.applied:
             attempt.provider_id = observation.provider_id
             attempt.status = verdict.attempt_status
-        if verdict.applied and verdict.intent_state is not self.state:
+            if observation.status.is_final:
+                attempt.failure_retryable = retryable and observation.status is not P.DELIVERED
+        if verdict.intent_state is not self.state:
             self.transition(verdict.intent_state)
         return verdict
 
     def submit_accepted(self, status: ProviderStatus, code: int | None) -> Verdict:
-        self.current.submit_result = "accepted"
+        self.current.submit_result = R.ACCEPTED
         return self.feed(
             Observation(
                 attempt_number=self.current.number,
@@ -130,20 +162,18 @@ class Driver:
             )
         )
 
-    def submit_refused(self, kind: str, hint: timedelta | None = None) -> None:
-        self.current.submit_result = kind
-        if self.state is not S.SUBMITTING:
-            return
-        if kind == "retryable":
+    def submit_answered(self, result: SubmitResult, hint: timedelta | None = None) -> None:
+        """A submit answer without a provider status (refused, rejected, unknown): the intent settles on it."""
+        self.current.submit_result = result
+        if result is R.RETRYABLE:
             self.current.retry_hint = hint
-            self.transition(S.RETRYABLE_FAILURE)
-        else:
-            self.transition(S.PERMANENT_FAILURE)
+        self.settle()
 
     def not_found_proven(self) -> None:
-        if self.state is S.SUBMITTING:
-            self.current.submit_result = "not_accepted"
-            self.transition(S.RETRYABLE_FAILURE)
+        """A lookup proved the current attempt, whose submit was unknown, never accepted."""
+        if self.current.submit_result is R.UNKNOWN and self.current.status is None:
+            self.current.submit_result = R.NOT_ACCEPTED
+            self.settle()
 
     def retry_timer(self, jitter: float) -> timedelta | None:
         """The retry wait: give up when the budget is spent, else back off and send the next attempt."""
@@ -211,16 +241,22 @@ def observations(
 
 
 def feed_and_check(driver: Driver, observation: Observation) -> Verdict:
-    """Feed one fact and check the per-fact rules: only an applied fact of the current attempt moves an open intent."""
-    state_before, current_before = driver.state, driver.current.number
+    """Feed one fact and check the per-fact rules: only an applied fact moves an open intent, and a
+    move caused by an earlier attempt says so."""
+    state_before, latest_before = driver.state, driver.current.number
+    known = [attempt.view() for attempt in driver.attempts]
     verdict = driver.feed(observation)
     moved = driver.state is not state_before
     if moved:
         assert verdict.applied, "an unapplied verdict moved the intent"
-        assert observation.attempt_number == current_before, "a superseded attempt moved the intent"
         assert not state_before.is_terminal
-    if not verdict.applied and 1 <= observation.attempt_number <= len(driver.attempts):
-        assert verdict.attempt_status is driver.attempts[observation.attempt_number - 1].status
+        assert driver.state is not S.PENDING, "an observation sent the intent back to pending"
+        if observation.attempt_number != latest_before:
+            assert f"evidence about attempt {observation.attempt_number} settles the intent" in verdict.reason
+    if not verdict.applied:
+        assert [attempt.view() for attempt in driver.attempts] == known, "an unapplied verdict changed an attempt"
+        if 1 <= observation.attempt_number <= len(driver.attempts):
+            assert verdict.attempt_status is driver.attempts[observation.attempt_number - 1].status
     return verdict
 
 
@@ -237,7 +273,7 @@ CLOCK_EVENTS = st.sampled_from(["retry_timer", "submit_retryable", "submit_unkno
     events=st.lists(st.one_of(observations(3), CLOCK_EVENTS), max_size=25),
 )
 def test_random_sequences_keep_the_lifecycle_invariants(max_attempts: int, events: list[Observation | str]) -> None:
-    """Over any sequence of observations, submit refusals and retry timers: a terminal state never changes, only the current attempt moves the intent, every observation gets exactly one verdict, attempt statuses never lose rank, and every transition is declared."""
+    """Over any sequence of observations, submit refusals and retry timers: a terminal state never changes, only an applied fact moves the intent, every observation gets exactly one verdict, attempt statuses never lose rank, and every transition is declared."""
     driver = Driver(DeliveryPolicy(max_attempts=max_attempts))
     watch = Watch()
     watch.check(driver)
@@ -250,11 +286,10 @@ def test_random_sequences_keep_the_lifecycle_invariants(max_attempts: int, event
             driver.retry_timer(0.5)
         elif driver.current.submit_result is None:
             if event == "submit_retryable":
-                driver.submit_refused("retryable")
+                driver.submit_answered(R.RETRYABLE)
             else:
-                driver.current.submit_result = "unknown"
-                if driver.current.status is None:
-                    driver.not_found_proven()
+                driver.submit_answered(R.UNKNOWN)
+                driver.not_found_proven()
         watch.check(driver)
     assert driver.fed == fed == len(driver.verdicts)
 
@@ -394,23 +429,25 @@ class IntentMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._unsubmitted())
     @rule(hint=st.none() | st.floats(min_value=0, max_value=30 * 86400, allow_nan=False))
     def submit_retryable(self, hint: float | None) -> None:
-        self.d.submit_refused("retryable", None if hint is None else timedelta(seconds=hint))
+        self.d.submit_answered(R.RETRYABLE, None if hint is None else timedelta(seconds=hint))
 
     @precondition(lambda self: self._unsubmitted())
     @rule()
     def submit_rejected(self) -> None:
-        self.d.submit_refused("rejected")
+        self.d.submit_answered(R.REJECTED)
 
     @precondition(lambda self: self._unsubmitted())
     @rule()
     def submit_unknown(self) -> None:
-        self.d.current.submit_result = "unknown"
+        self.d.submit_answered(R.UNKNOWN)
 
     @precondition(
-        lambda self: self.driver is not None
-        and self.d.current.submit_result == "unknown"
-        and self.d.current.status is None
-        and self.d.state is S.SUBMITTING
+        lambda self: (
+            self.driver is not None
+            and self.d.current.submit_result is R.UNKNOWN
+            and self.d.current.status is None
+            and not self.d.state.is_terminal
+        )
     )
     @rule()
     def lookup_proves_not_accepted(self) -> None:
