@@ -13,8 +13,8 @@ import psycopg
 from psycopg import sql
 
 from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
+from devstack.embedded_postgres import start_embedded_postgres
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
-from herald.ledger.embedded import start_embedded_postgres
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.roles import ensure_app_login
 from herald.outbox import schema_sql

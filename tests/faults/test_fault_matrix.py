@@ -15,6 +15,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 import pytest
 
+from devstack.embedded_postgres import kill_hard, restart
 from devstack.processes import ManagedProcess, free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
@@ -22,7 +23,6 @@ from herald.contracts import attempt_ref
 from herald.errors import IntentConflict
 from herald.fault_points import FaultPoint
 from herald.intent import workflow_id_for
-from herald.ledger.embedded import kill_hard, restart
 from herald.lifecycle import IntentState
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
