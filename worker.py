@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 
 from pydantic import ValidationError
@@ -29,7 +29,6 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
-from herald.fault_points import FaultPoints
 from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.logs import configure_logging
@@ -188,15 +187,19 @@ def submit_pacer(settings: Settings) -> Pacer | None:
     return Pacer.for_route(pace) if pace else None
 
 
-async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
+# What builds the providers: build_providers, or (in the fault tests' processes) a wrapper around it.
+ProviderFactory = Callable[[Settings], dict[Channel, Provider]]
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
     fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
     async with AsyncExitStack() as stack:
         pool = open_pool(settings.database_url.get_secret_value())
         await stack.enter_async_context(pool)
-        providers = build_providers(settings)
-        for adapter in providers.values():
+        adapters = providers(settings)
+        for adapter in adapters.values():
             stack.push_async_callback(adapter.aclose)
         runtime = worker_runtime(settings.telemetry)
         if runtime is not None:
@@ -208,13 +211,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         client = await _connect_patiently(settings, stop, runtime=runtime, interceptors=tracing_interceptors(tracing))
         if client is None:
             return
-        faults = FaultPoints(settings.fault_point, settings.fault_point_marker)
         vault = RecipientVault(pool)  # one key cache for the ledger's and the provider's activities
         provider = ProviderActivities(
-            providers,
+            adapters,
             settings.receipts.public_url,
             pool,
-            faults,
             artifacts=PostgresArtifactStore(pool),
             pacer=submit_pacer(settings),
             vault=vault,
@@ -256,7 +257,7 @@ async def _connect_patiently(
     return None
 
 
-def main() -> None:
+def main(providers: ProviderFactory = build_providers) -> None:
     configure_logging()
     stop = asyncio.Event()
 
@@ -267,7 +268,7 @@ def main() -> None:
         try:
             settings = load_settings()
             smtp_config(settings.email)  # a relay setting that cannot work fails here, in one line
-            await run_worker(settings, stop)  # a metrics address it cannot listen on, too
+            await run_worker(settings, stop, providers)  # a metrics address it cannot listen on, too
         except InvalidSetting as error:
             raise SystemExit(str(error)) from None
 

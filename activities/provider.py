@@ -25,11 +25,10 @@ from herald.contracts import (
     SubmitInput,
     SubmitStep,
 )
-from herald.fault_points import FaultPoint, FaultPoints
 from herald.intent import Channel
 from herald.ledger import store
 from herald.metrics.instruments import ProviderCall
-from herald.outcomes import Accepted, LookupOutcome, Rejected, SubmitOutcome, Unavailable
+from herald.outcomes import LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
 from herald.recipient_vault import RecipientErased, RecipientVault
@@ -41,7 +40,6 @@ class ProviderActivities:
         providers: Mapping[Channel, Provider],
         receipt_public_url: str,
         ledger: AsyncConnectionPool,
-        faults: FaultPoints | None = None,
         artifacts: ArtifactStore | None = None,
         pacer: Pacer | None = None,
         vault: RecipientVault | None = None,
@@ -52,7 +50,6 @@ class ProviderActivities:
         self._pacer = pacer
         self._receipt_public_url = receipt_public_url.rstrip("/")
         self._ledger = ledger
-        self._faults = faults or FaultPoints()
         self._artifacts = artifacts
 
     @activity.defn(name="submit_attempt")
@@ -108,7 +105,6 @@ class ProviderActivities:
         if self._pacer is not None:
             # Smooths the burst the server's queue limit lets out after a quiet spell (herald.pacing).
             await self._pacer.wait()
-        self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
             outcome = await provider.submit(
                 OutboundMessage(
@@ -128,8 +124,6 @@ class ProviderActivities:
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None
             seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
             await admit[1].provider_answered(self._ledger, within=seconds)
-        if isinstance(outcome.result, Accepted):
-            self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return step.model_copy(update={"outcome": outcome})
 
     async def _opened(self, input: SubmitInput) -> SubmitInput:

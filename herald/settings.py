@@ -19,7 +19,6 @@ from pathlib import Path
 from pydantic import Field, SecretBytes, SecretStr
 from temporalio.envconfig import ClientConfigProfile, DataSource
 
-from herald.fault_points import FaultPoint
 from herald.outcomes import Frozen
 from herald.temporal_profile import load_profile
 from herald.variables import InvalidSetting as InvalidSetting  # every entry point catches it from here
@@ -191,9 +190,6 @@ class Settings(Frozen):
     # How long a relay holds the rows it claimed; a relay that dies hands them on after this.
     outbox_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     state_dir: Path = REPO_ROOT / ".state"
-    # Fault-matrix tests only: a crash point in the worker, and the marker file that makes it fire once.
-    fault_point: FaultPoint | None = None
-    fault_point_marker: Path | None = None
     # None: unversioned workers, as before Worker Versioning.
     worker_version: WorkerVersionSettings | None = None
 
@@ -263,8 +259,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         outbox_database_url=variables.herald_outbox_database_url,
         outbox_lease_seconds=variables.herald_outbox_lease_seconds or 30.0,  # 0: the default
         state_dir=variables.herald_state_dir or REPO_ROOT / ".state",
-        fault_point=variables.herald_fault_point,
-        fault_point_marker=variables.herald_fault_point_marker,
         worker_version=(
             WorkerVersionSettings(
                 deployment_name=variables.herald_worker_deployment_name, build_id=variables.herald_worker_build_id

@@ -38,7 +38,6 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from herald.fault_points import FaultPoint
 from herald.providers import sendgrid_signature
 from herald.providers.twilio import ACCOUNT_SID_PATTERN, MESSAGING_SERVICE_SID_PATTERN
 from herald.setting_rules import (
@@ -46,7 +45,6 @@ from herald.setting_rules import (
     Count,
     DatabaseUrl,
     DirectoryPath,
-    FilePath,
     Flag,
     Host,
     ListenAddress,
@@ -393,7 +391,7 @@ class Variables(BaseSettings):
         tuple[str, ...], BeforeValidator(_allowed_hosts), Rule(_ALLOWED_HOSTS_RULE)
     ] = Field((), alias="HERALD_CODEC_SERVER_ALLOWED_HOSTS")
 
-    # -- databases, state, fault points
+    # -- databases, state
     database_url: DatabaseUrl | None = Field(None, alias="DATABASE_URL")
     herald_outbox_database_url: DatabaseUrl | None = Field(None, alias="HERALD_OUTBOX_DATABASE_URL")
     herald_migration_database_url: DatabaseUrl | None = Field(None, alias="HERALD_MIGRATION_DATABASE_URL")
@@ -402,10 +400,6 @@ class Variables(BaseSettings):
         30.0, alias="HERALD_OUTBOX_LEASE_SECONDS"
     )
     herald_state_dir: DirectoryPath | None = Field(None, alias="HERALD_STATE_DIR")
-    herald_fault_point: Annotated[
-        FaultPoint, Rule("must be one of " + ", ".join(point.value for point in FaultPoint))
-    ] | None = Field(None, alias="HERALD_FAULT_POINT")
-    herald_fault_point_marker: FilePath | None = Field(None, alias="HERALD_FAULT_POINT_MARKER")
 
     _keys: dict[str, SecretBytes] = PrivateAttr(default_factory=dict)
     _fingerprint_keys: dict[str, SecretBytes] = PrivateAttr(default_factory=dict)

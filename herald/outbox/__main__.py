@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import timedelta
 
@@ -20,11 +21,10 @@ import psycopg
 from herald import fingerprints
 from herald.cli_services import ServiceUnreachable, connect_temporal, reach_database
 from herald.client import HeraldClient
-from herald.fault_points import FaultPoints
 from herald.ledger.store import open_pool
 from herald.logs import configure_logging
 from herald.outbox import apply_schema
-from herald.outbox.relay import OutboxRelay
+from herald.outbox.relay import NoticeStarter, OutboxRelay
 from herald.recipient_vault import RecipientVault
 from herald.settings import InvalidSetting, load_settings
 from herald.tracing import tracer_provider, tracing_interceptors
@@ -32,7 +32,11 @@ from herald.tracing import tracer_provider, tracing_interceptors
 log = logging.getLogger("herald.outbox")
 
 
-async def serve(apply: bool) -> None:
+# How the relay's starts reach Temporal: the client itself, or (in the fault tests' processes) a wrapper.
+StartsFactory = Callable[[HeraldClient], NoticeStarter]
+
+
+async def serve(apply: bool, starts: StartsFactory = lambda herald: herald) -> None:
     settings = load_settings()
     if settings.outbox_database_url is None:
         raise SystemExit("HERALD_OUTBOX_DATABASE_URL: required (the service database that holds herald_outbox)")
@@ -67,9 +71,8 @@ async def serve(apply: bool) -> None:
         )
         relay = OutboxRelay(
             pool,
-            herald,
+            starts(herald),
             lease=timedelta(seconds=settings.outbox_lease_seconds),
-            faults=FaultPoints(settings.fault_point, settings.fault_point_marker),
         )
         log.info("outbox relay polling herald_outbox; starting intents on %s", settings.temporal.task_queue)
         try:
@@ -79,7 +82,7 @@ async def serve(apply: bool) -> None:
                 tracing.shutdown()  # flushes the last batch of spans
 
 
-def main() -> None:
+def main(starts: StartsFactory = lambda herald: herald) -> None:
     parser = argparse.ArgumentParser(prog="python -m herald.outbox", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--apply-schema", action="store_true", help="create herald_outbox in the service database first"
@@ -87,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging()
     try:
-        asyncio.run(serve(args.apply_schema))
+        asyncio.run(serve(args.apply_schema, starts))
     except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
         raise SystemExit(str(error)) from None
     except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only

@@ -24,17 +24,16 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import AsyncConnection
 from psycopg import Error as DatabaseError
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from herald.client import HeraldClient
+from herald.client import NoticeReceipt
 from herald.errors import IntentConflict, InvalidIntent
-from herald.fault_points import FaultPoint, FaultPoints
-from herald.notice import parse_notice
+from herald.notice import NoticeRequest, parse_notice
 from herald.outbox import CHANNEL
 
 log = logging.getLogger("herald.outbox")
@@ -71,21 +70,25 @@ class Backlog:
     by_state: dict[str, int] = field(default_factory=dict)
 
 
+class NoticeStarter(Protocol):
+    """What the relay needs of a Herald client: start a notice's intents, idempotently by key."""
+
+    async def send_notice(self, notice: NoticeRequest) -> NoticeReceipt: ...
+
+
 class OutboxRelay:
     def __init__(
         self,
         pool: AsyncConnectionPool,
-        herald: HeraldClient,
+        herald: NoticeStarter,
         *,
         batch: int = BATCH,
         lease: timedelta = LEASE,
-        faults: FaultPoints | None = None,
     ) -> None:
         self._pool = pool
         self._herald = herald
         self._batch = batch
         self._lease = lease
-        self._faults = faults or FaultPoints()
 
     async def relay_once(self) -> RelayPass:
         """Claim one batch of due rows and relay each; what happened to them."""
@@ -118,7 +121,6 @@ class OutboxRelay:
             notice = parse_notice(document)
         except InvalidIntent as refused:
             return await self._refuse(row["id"], str(refused))
-        self._faults.hit(FaultPoint.OUTBOX_BEFORE_START)
         try:
             await self._herald.send_notice(notice)
         except (InvalidIntent, IntentConflict) as refused:
@@ -131,7 +133,6 @@ class OutboxRelay:
                 row["id"], "pending", f"start failed ({type(error).__name__}); retrying in {delay.total_seconds():g}s", delay
             )
             return "retrying"
-        self._faults.hit(FaultPoint.OUTBOX_AFTER_START)
         await self._mark(row["id"], "relayed", None, None)
         return "relayed"
 

@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from devstack.embedded_postgres import kill_hard, restart
+from devstack.fault_points import FaultPoint
 from devstack.processes import ManagedProcess, free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.contracts import attempt_ref
 from herald.errors import IntentConflict
-from herald.fault_points import FaultPoint
 from herald.intent import workflow_id_for
 from herald.lifecycle import IntentState
 from herald.providers.twilio_signature import compute_signature

@@ -19,12 +19,12 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from devstack.fault_points import FaultPoint
 from devstack.processes import ManagedProcess
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
-from herald.fault_points import FaultPoint
 from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.lifecycle import IntentState
@@ -62,7 +62,10 @@ async def service_pool(service_db: str) -> AsyncIterator[AsyncConnectionPool]:
 def relay(stack: LocalStack, service_db: str, name: str, **env: str) -> Iterator[ManagedProcess]:
     """A relay subprocess (short lease, so a dead relay's rows come due in seconds), once it listens."""
     extra = {"HERALD_OUTBOX_DATABASE_URL": service_db, "HERALD_OUTBOX_LEASE_SECONDS": "2", **env}
-    with service(stack, name, [sys.executable, "-m", "herald.outbox"], "outbox relay polling", extra) as process:
+    # With a fault point: the product's relay, its starts wrapped in the crash points (devstack/fault_points.py).
+    crashing = "HERALD_FAULT_POINT" in env
+    argv = [sys.executable, "-m", *(["devstack.fault_points", "outbox-relay"] if crashing else ["herald.outbox"])]
+    with service(stack, name, argv, "outbox relay polling", extra) as process:
         yield process
 
 

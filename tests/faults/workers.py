@@ -31,6 +31,12 @@ def service(stack: LocalStack, name: str, argv: list[str], ready: str, env: dict
 
 @contextmanager
 def worker(stack: LocalStack, name: str, **env: str) -> Iterator[ManagedProcess]:
-    """A worker subprocess, yielded once it polls its task queue."""
-    with service(stack, name, [sys.executable, "worker.py"], "worker polling task queue", env) as process:
+    """A worker subprocess, yielded once it polls its task queue; with HERALD_FAULT_POINT in `env`,
+    worker.py's worker with its providers wrapped in the crash points (devstack/fault_points.py)."""
+    argv = (
+        [sys.executable, "-m", "devstack.fault_points", "worker"]
+        if "HERALD_FAULT_POINT" in env
+        else [sys.executable, "worker.py"]
+    )
+    with service(stack, name, argv, "worker polling task queue", env) as process:
         yield process

@@ -154,8 +154,6 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_MIGRATION_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_OUTBOX_LEASE_SECONDS", "3601", "must be a number of seconds from 0 to 3600"),
     ("HERALD_STATE_DIR", str(HERE), "must be a directory, or a path where one can be created"),
-    ("HERALD_FAULT_POINT", "crash_everywhere", "must be one of before_provider_call, after_provider_accepted, outbox_before_start, outbox_after_start"),
-    ("HERALD_FAULT_POINT_MARKER", str(HERE.parent), "must be a file path, not a directory"),
 ]  # fmt: skip
 
 
