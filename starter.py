@@ -16,7 +16,8 @@ reached, as one line; 3 `erase` done in part (an intent was still running: run i
 130 interrupted.
 
 Connection settings come from HERALD_* variables; when they are unset and the
-local stack is running, from the `.state/stack.env` file it writes.
+local stack is running, from the `stack.env` file it writes in its state folder
+(HERALD_STATE_DIR, `.state` by default). Only `demo` needs the checkout's devstack/.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from herald.cli_services import Services, ServiceUnreachable, database_url
 from herald.errors import HeraldError, InvalidIntent
 from herald.intent import IntentRequest, build_intent, describe_validation_error, parse_request
 from herald.notice import NoticeRequest, parse_notice
-from herald.settings import InvalidSetting, Settings, load_settings
+from herald.settings import REPO_ROOT, InvalidSetting, Settings, load_settings
 
 if TYPE_CHECKING:
     from herald.client import HeraldClient
@@ -60,9 +61,8 @@ def services() -> Services:
 
 
 def _settings() -> Settings:
-    from devstack.config import load_stack_config
-
-    env_file = load_stack_config().state_path / "stack.env"
+    """HERALD_* variables over the variables a running local stack exports to `<state folder>/stack.env`."""
+    env_file = Path(os.environ.get("HERALD_STATE_DIR", "").strip() or REPO_ROOT / ".state") / "stack.env"
     merged: dict[str, str] = {}
     if env_file.exists():
         for line in env_file.read_text().splitlines():
@@ -216,8 +216,11 @@ async def cmd_cancel(args: argparse.Namespace, services: Services) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace, services: Services) -> int:
-    from devstack.config import load_stack_config
-    from devstack.demo import play, refused_input_example, summary
+    try:  # the local stack's tooling, in a checkout only: the product never imports it
+        from devstack.config import load_stack_config
+        from devstack.demo import play, refused_input_example, summary
+    except ModuleNotFoundError:
+        raise HeraldError("demo: plays against the local stack, from a checkout (devstack/ is not installed)") from None
 
     stack = load_stack_config()
     emulator_url = args.emulator_url or f"http://{stack.emulator.host}:{stack.emulator.port}"
