@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c "import sys; assert sys.version_info >= (3, 11)" 2>/dev/null || { echo "error: Python 3.11+ not found: set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,agent]'
 	touch $@
 
 venv: $(BIN)/.installed
