@@ -19,9 +19,13 @@ from temporalio import activity
 from activities.policy_gate import PolicyGate
 from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
 from herald.contracts import (
+    AlreadyRecorded,
+    Held,
     LookupInput,
+    NotSent,
     ProviderCancelInput,
     ProviderCancelResult,
+    Sent,
     SubmitInput,
     SubmitStep,
 )
@@ -78,30 +82,29 @@ class ProviderActivities:
         try:
             recorded = await store.write_batch(self._ledger, rows, timeout=ledger_seconds, admit=admit)
         except store.NotAdmitted as held:
-            return SubmitStep(held=held.decision)
+            return Held(decision=held.decision)
         except (DatabaseError, PoolTimeout, OSError) as error:
-            return SubmitStep(not_sent=f"ledger unavailable before the provider call ({type(error).__name__})")
+            return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         record = input.ledger.record
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
-            return SubmitStep(recorded=recorded)
+            return AlreadyRecorded(recorded=recorded)
         if erased is not None:
-            return SubmitStep(recorded=recorded, outcome=SubmitOutcome(result=Rejected(reason=str(erased))))
+            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(erased))))
         if provider is None:
             # A deployment without this channel configured: a definite refusal; nothing was sent.
             refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
-            return SubmitStep(recorded=recorded, outcome=SubmitOutcome(result=refused))
-        admitted = admit[1].admitted if admit is not None else None
-        step = SubmitStep(
-            recorded=recorded,
-            provider=provider.name,
-            capabilities=provider.capabilities,
-            give_up_after_seconds=admitted.give_up_after_seconds if admitted is not None else None,
-        )
+            return Sent(outcome=SubmitOutcome(result=refused))
+        admitted = admit[1].admitted
+        called = {
+            "provider": provider.name,
+            "capabilities": provider.capabilities,
+            "give_up_after_seconds": admitted.give_up_after_seconds if admitted is not None else None,
+        }
         try:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
-            return step.model_copy(update={"outcome": SubmitOutcome(result=Rejected(reason=str(error)))})
+            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(error))), **called)
         if self._pacer is not None:
             # Smooths the burst the server's queue limit lets out after a quiet spell (herald.pacing).
             await self._pacer.wait()
@@ -119,12 +122,12 @@ class ProviderActivities:
                 )
             )
             call.outcome = outcome.result.kind
-        if admit is not None and admit[1].claimed_cooldown:
+        if admit[1].claimed_cooldown:
             # Within what is left of the budget: the answer must reach the workflow, stamp or not.
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None
             seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
             await admit[1].provider_answered(self._ledger, within=seconds)
-        return step.model_copy(update={"outcome": outcome})
+        return Sent(outcome=outcome, **called)
 
     async def _opened(self, input: SubmitInput) -> SubmitInput:
         """The input with its sealed fields opened (plaintext ones as they are)."""
@@ -186,10 +189,8 @@ class ProviderActivities:
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
 
 
-def _gate(input: SubmitInput) -> tuple[str, PolicyGate] | None:
-    """The send-policy gate for this attempt; None for runs recorded before the policy existed."""
-    if input.workflow_id is None or input.policy_at is None:
-        return None
+def _gate(input: SubmitInput) -> tuple[str, PolicyGate]:
+    """The send-policy gate for this attempt."""
     gate = PolicyGate(
         channel=input.channel.value,
         recipient=input.to,

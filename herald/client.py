@@ -30,7 +30,6 @@ from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
     UPDATE_CANCEL,
-    WORKFLOW_SHAPE,
     WORKFLOW_TYPE,
     initial_search_attributes,
 )
@@ -80,7 +79,7 @@ class HeraldClient:
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
-                NotificationInput(intent=await self._sealed(intent), policy=policy, shape=WORKFLOW_SHAPE),
+                NotificationInput(intent=await self._sealed(intent), policy=policy),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -50,8 +51,8 @@ class DeliveryReport(Frozen):
     error_code: int | None = None
     provider_event_at: datetime | None = None
     received_at: datetime
-    # Classified by the receipt edge from the provider's vocabulary; None in reports signalled before.
-    failure_retryable: bool | None = None
+    # Classified by the receipt edge from the provider's vocabulary: whether a failure may be retried.
+    failure_retryable: bool = False
 
 
 class ReportBatch(Frozen):
@@ -141,52 +142,71 @@ class SubmitInput(Frozen):
     attempt_ref: str
     to: str
     body: str
-    # Which channel's provider takes it; SMS for runs recorded before there were two.
-    channel: Channel = Channel.SMS
+    # Which channel's provider takes it.
+    channel: Channel
     subject: str | None = None
     # A reference only: the activity loads the bytes and verifies hash and size before sending.
     attachment: ArtifactRef | None = None
     # E-mail: the attempt whose Message-ID this copy carries (the evidence-window rule's resend).
     message_id_of: str | None = None
-    # The send policy's inputs (issue 10): None in runs recorded before it, which skip the gate.
-    workflow_id: str | None = None
+    # The send policy's inputs.
+    workflow_id: str
     category: Category = Category.TRANSACTIONAL
     time_zone: str | None = None
     # The workflow's clock when it prepared the attempt: the instant the policy is evaluated at.
-    policy_at: datetime | None = None
+    policy_at: datetime
     # The longest the provider may hold the message in its queue (Twilio: ValidityPeriod), in
-    # whole seconds; None for runs started before the queue bound, which sent none.
-    validity_seconds: int | None = None
+    # whole seconds.
+    validity_seconds: int
     # Written in one transaction before the provider hears of the attempt: the attempt row, the
     # transition into submitting, whatever else the workflow had not yet recorded, and (for the
     # first attempt of a key) the intent row itself.
     ledger: LedgerBatch
 
 
-class SubmitStep(Frozen):
-    """What one run of the submit activity did: exactly one of the three fields is meaningful.
+class Sent(Frozen):
+    """The attempt's rows are committed and the attempt was decided: the provider was called once
+    (``outcome`` is its answer, ``Unknown`` included), or the attempt was refused before the call
+    (recipient erased, no provider for the channel, an attachment that is not what was stored)."""
 
-    * ``outcome``: the ledger rows were committed and the provider was called once;
-    * ``not_sent``: the ledger could not be written, so the provider was not called (the same
-      attempt may be prepared again: nothing can have reached the provider);
-    * ``recorded`` with another run's id: the ledger already holds this key from an earlier
-      workflow (Temporal's retention forgot it); nothing was written or sent.
-    """
-
-    recorded: IntentRecorded | None = None
-    outcome: SubmitOutcome | None = None
-    not_sent: str | None = None
-    # With an outcome: the provider that was called, and what it declares it can do.
+    kind: Literal["sent"] = "sent"
+    outcome: SubmitOutcome
+    # The provider that was called, and what it declares it can do (None when none was called).
     provider: str | None = None
     capabilities: Capabilities | None = None
-    # The send policy deferred or suppressed the attempt: nothing was written or sent.
-    held: PolicyDecision | None = None
-    # With an outcome: the admitting policy's give-up on an unreachable provider for the category.
+    # The admitting policy's give-up on an unreachable provider for the category.
     give_up_after_seconds: int | None = None
 
 
+class NotSent(Frozen):
+    """The ledger could not be written, so the provider was not called: the same attempt may be
+    prepared again, since nothing can have reached the provider."""
+
+    kind: Literal["not_sent"] = "not_sent"
+    reason: str
+
+
+class Held(Frozen):
+    """The send policy deferred or suppressed the attempt: nothing was written or sent."""
+
+    kind: Literal["held"] = "held"
+    decision: PolicyDecision
+
+
+class AlreadyRecorded(Frozen):
+    """The ledger already holds this key from an earlier workflow run (Temporal's retention forgot
+    it): nothing was written or sent."""
+
+    kind: Literal["already_recorded"] = "already_recorded"
+    recorded: IntentRecorded
+
+
+# What one run of the submit activity did: exactly one of these, told apart by ``kind``.
+SubmitStep = Annotated[Sent | NotSent | Held | AlreadyRecorded, Field(discriminator="kind")]
+
+
 class LookupInput(Frozen):
-    channel: Channel = Channel.SMS
+    channel: Channel
     attempt_ref: str
     provider_id: str | None
     to: str
@@ -197,7 +217,7 @@ class LookupInput(Frozen):
 
 
 class ProviderCancelInput(Frozen):
-    channel: Channel = Channel.SMS
+    channel: Channel
     provider_id: str
 
 
@@ -227,8 +247,3 @@ class NotificationInput(Frozen):
     policy: DeliveryPolicy = DeliveryPolicy()
     # Set only by continue-as-new; a fresh intent starts without it.
     carried: CarriedState | None = None
-    # Which sequence of Temporal commands this intent's workflow issues (WORKFLOW_SHAPES in
-    # herald.workflow_api). Fixed at the start and carried across continue-as-new, so a worker
-    # replays every history with the commands it was recorded with; 1 is what inputs without
-    # the field (started before it existed) ran.
-    shape: int = 1

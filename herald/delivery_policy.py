@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from herald.lifecycle import SubmitResult
 from herald.outcomes import Frozen, NotFound
@@ -77,16 +76,6 @@ class DeliveryPolicy(Frozen):
     # Minimum gap between two attempts to one recipient across intents: a burst of individually
     # valid class openings must not become harassment. Zero turns it off. Deferral, never a drop.
     recipient_cooldown: timedelta = timedelta(0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_runs_before_the_queue_bound(cls, data: Any) -> Any:
-        # Runs started before the queue bound carry `not_found_proof_window`, which meant exactly
-        # the in-flight bound; their histories must keep deserializing (and replaying) as they were.
-        if isinstance(data, dict) and "not_found_proof_window" in data:
-            data = dict(data)
-            data.setdefault("submit_in_flight_bound", data.pop("not_found_proof_window"))
-        return data
 
     @field_validator("provider_queue_validity")
     @classmethod
@@ -222,9 +211,3 @@ def absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, not_fou
         listed_by = policy.submit_in_flight_bound + timedelta(seconds=not_found.listed_within_seconds)
         return not_found.searched_at >= attempt_started_at + listed_by
     return False
-
-
-def legacy_absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, now: datetime) -> bool:
-    """The rule of runs started before the queue bound: absence counted once no request could be
-    in flight. Kept only so their histories replay; unsound against a provider's queue."""
-    return now - attempt_started_at >= policy.submit_in_flight_bound

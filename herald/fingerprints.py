@@ -27,7 +27,6 @@ from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
-
 KEY_BYTES = 32
 # Enough of a fingerprint's HMAC for an operator to tell destinations apart in a status view.
 SHORT_HEX = 16

@@ -211,8 +211,8 @@ class Observation(Frozen):
     error_code: int | None = None
     source: Source
     observed_at: datetime
-    # The adapter's (or receipt edge's) classification of a failure; None when the fact predates it.
-    failure_retryable: bool | None = None
+    # The adapter's (or receipt edge's) classification: whether a failure may be retried.
+    failure_retryable: bool = False
 
 
 class Verdict(Frozen):
@@ -222,13 +222,6 @@ class Verdict(Frozen):
     reason: str
     attempt_status: ProviderStatus | None
     intent_state: IntentState
-
-
-# States in which a provider observation of the current attempt may move the intent.
-_OBSERVABLE_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED, IntentState.RETRYABLE_FAILURE})
-_PROOF_OF_ACCEPTANCE = frozenset(
-    {ProviderStatus.QUEUED, ProviderStatus.SENT, ProviderStatus.DELIVERED, ProviderStatus.UNDELIVERED}
-)
 
 
 def check_transition(current: IntentState, target: IntentState) -> None:
@@ -269,72 +262,6 @@ def judge_attempt(state: IntentState, attempt: AttemptView, observation: Observa
             intent_state=state,
         )
     return None
-
-
-def observe(
-    state: IntentState,
-    attempt: AttemptView,
-    current_attempt_number: int,
-    observation: Observation,
-    retryable_code: bool,
-) -> Verdict:
-    """Judge one provider observation against the intent and the attempt it names, the way runs
-    started before ``herald.evidence.observe_across`` did: only the current attempt moves the intent.
-
-    Kept for those runs' replay; new runs judge across all attempts.
-
-    Args:
-        state: the intent's state now.
-        attempt: the attempt the observation names, as the workflow knows it.
-        current_attempt_number: the intent's newest attempt; only it may move the intent.
-        observation: the fact to judge.
-        retryable_code: whether the observation's error code is classified retryable,
-            so an undelivered/failed attempt may return the intent to pending.
-
-    Returns:
-        A verdict: ``applied`` is False for stale, duplicate or contradictory facts,
-        which the caller still records with the verdict's reason.
-    """
-    unapplied = judge_attempt(state, attempt, observation)
-    if unapplied is not None:
-        return unapplied
-    # The attempt-level fact is accepted; now decide whether it moves the intent.
-    status = observation.status
-    if state.is_terminal:
-        return Verdict(
-            applied=True,
-            reason=f"attempt {attempt.number} {status.value}; intent stays {state.value} (terminal)",
-            attempt_status=status,
-            intent_state=state,
-        )
-    if state not in _OBSERVABLE_STATES:
-        return Verdict(
-            applied=True,
-            reason=f"attempt {attempt.number} {status.value}; intent is {state.value}",
-            attempt_status=status,
-            intent_state=state,
-        )
-    if state is IntentState.RETRYABLE_FAILURE and status not in _PROOF_OF_ACCEPTANCE:
-        return Verdict(
-            applied=True,
-            reason=f"attempt {attempt.number} {status.value}; intent already awaits a retry",
-            attempt_status=status,
-            intent_state=state,
-        )
-    if attempt.number != current_attempt_number:
-        return Verdict(
-            applied=True,
-            reason=f"attempt {attempt.number} {status.value}; attempt {current_attempt_number} is current",
-            attempt_status=status,
-            intent_state=state,
-        )
-    target = intent_state_for(status, retryable_code)
-    return Verdict(
-        applied=True,
-        reason=f"attempt {attempt.number} {status.value} ({observation.source.value})",
-        attempt_status=status,
-        intent_state=target,
-    )
 
 
 def intent_state_for(status: ProviderStatus, retryable_code: bool) -> IntentState:

@@ -79,8 +79,8 @@ class Accepted(Frozen):
     status: ProviderStatus
     error_code: int | None = None
     # Whether a failure with this error code may be retried, classified by the adapter from its own
-    # vocabulary, so the workflow reads no provider's table. None in payloads recorded before.
-    failure_retryable: bool | None = None
+    # vocabulary, so the workflow reads no provider's table.
+    failure_retryable: bool = False
 
 
 class Retryable(Frozen):
@@ -126,8 +126,8 @@ class Found(Frozen):
     error_code: int | None = None
     provider_updated_at: datetime | None = None
     # Whether a failure with this error code may be retried, classified by the adapter from its own
-    # vocabulary, so the workflow reads no provider's table. None in payloads recorded before.
-    failure_retryable: bool | None = None
+    # vocabulary, so the workflow reads no provider's table.
+    failure_retryable: bool = False
 
 
 class NotFound(Frozen):

@@ -26,15 +26,6 @@ SIGNAL_KEY_CONFLICT = "key_conflict"
 QUERY_STATUS = "status"
 UPDATE_CANCEL = "cancel"
 
-# Workflow shapes: each changes which Temporal commands a workflow issues, so it applies only to
-# intents started with it (NotificationInput.shape); older histories replay with their own shape.
-WORKFLOW_SHAPES = {
-    1: "the shape every intent had before shapes were numbered",
-    2: "a report-only attempt (e-mail through SMTP) awaits its first event without writing the ledger"
-    " or search attributes first, for at most poll_initial: one write at the close on the normal path",
-}
-WORKFLOW_SHAPE = max(WORKFLOW_SHAPES)  # what new intents start with
-
 # Custom search attributes the Web UI filters on: no PII, ever (Temporal stores them in plain text).
 STATE_KEY = SearchAttributeKey.for_keyword("HeraldState")
 CHANNEL_KEY = SearchAttributeKey.for_keyword("HeraldChannel")

@@ -131,7 +131,7 @@ class AttemptRecord:
         error_code: int | None,
         source: Source,
         observed_at: datetime,
-        failure_retryable: bool | None,
+        failure_retryable: bool,
     ) -> Observation:
         """One provider fact about this attempt, whichever path (submit answer, poll, report) brought it."""
         return Observation(

@@ -13,7 +13,6 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from herald.lifecycle import IntentState
     from herald.workflow_api import ATTEMPTS_KEY, STATE_KEY
-
     from workflows import provider_calls
     from workflows.intent_record import IntentRecord
 

@@ -34,16 +34,10 @@ with workflow.unsafe.imports_passed_through():
         Source,
         SubmitResult,
         check_transition,
-        observe,
     )
     from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
-
-    # Facts recorded before adapters classified failures at the edge carry no classification; they
-    # were all Twilio's, so its table decides for them, and only for them.
-    from herald.providers.twilio_codes import is_retryable as classified_before_the_edge
     from herald.send_policy import Decision, PolicyDecision
     from workflows.attempt_record import AttemptRecord
-    from workflows.evidence_rules import evidence_rules_apply
     from workflows.ledger_buffer import LedgerBuffer
 
 
@@ -162,9 +156,9 @@ class IntentRecord:
         """The attempts to look up or poll: the latest, and any earlier one still open."""
         latest = self.attempts[-1]
         earlier = [attempt for attempt in self.attempts[:-1] if attempt.open]
-        if earlier and evidence_rules_apply():
+        if earlier:
             return [*earlier, latest] if latest.open else earlier
-        return [latest]  # the earlier rules followed the latest attempt only
+        return [latest]
 
     # ---- state -------------------------------------------------------------------------
 
@@ -203,17 +197,9 @@ class IntentRecord:
         )
         return CancelAnswer(cancelled=True, state=self.state, message=message)
 
-    def settle(
-        self, reason: str, source: Source, *, attempt: int | None = None, earlier_rules: IntentState | None = None
-    ) -> None:
-        """Move an open intent to where the evidence of all its attempts puts it, if that moved.
-
-        ``earlier_rules`` is where the rules before EVIDENCE_RULES_PATCH would have put it; where
-        the two differ, the run's patch marker decides.
-        """
+    def settle(self, reason: str, source: Source, *, attempt: int | None = None) -> None:
+        """Move an open intent to where the evidence of all its attempts puts it, if that moved."""
         target = next_state(self.state, [each.view() for each in self.attempts])
-        if earlier_rules is not None and earlier_rules is not target and not evidence_rules_apply():
-            target = earlier_rules
         if target is not self.state:
             self.transition(target, reason, source, attempt=attempt, closes=target.is_terminal)
 
@@ -253,12 +239,7 @@ class IntentRecord:
         self.observe_fact(attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code)
         if isinstance(result, (Retryable, Unreachable)):
             attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
-        # Earlier rules: a refusal moved only a submitting intent (a cancel or report may have moved it first).
-        earlier = self.state
-        if self.state is IntentState.SUBMITTING:
-            retryable = isinstance(result, (Retryable, Unreachable))
-            earlier = IntentState.RETRYABLE_FAILURE if retryable else IntentState.PERMANENT_FAILURE
-        self.settle(result.reason, Source.SUBMIT, attempt=attempt.number, earlier_rules=earlier)
+        self.settle(result.reason, Source.SUBMIT, attempt=attempt.number)
 
     def observe_report(self, report: DeliveryReport) -> None:
         number = attempt_number_of(report.attempt_ref)
@@ -286,12 +267,7 @@ class IntentRecord:
         self, attempt: AttemptRecord, observation: Observation, *, kind: ObservationKind, inbox_id: int | None = None
     ) -> None:
         retryable_code = observation.failure_retryable
-        if retryable_code is None:
-            retryable_code = classified_before_the_edge(observation.error_code)
         verdict = observe_across(self.state, [each.view() for each in self.attempts], observation, retryable_code)
-        earlier = observe(self.state, attempt.view(), self.attempts[-1].number, observation, retryable_code)
-        if earlier.intent_state is not verdict.intent_state and not evidence_rules_apply():
-            verdict = earlier
         if verdict.applied:
             attempt.provider_id = observation.provider_id
             attempt.provider_status = verdict.attempt_status
@@ -340,8 +316,8 @@ class IntentRecord:
         """The provider had an attempt Herald had concluded it never took: record the contradiction
         once per attempt, so the ledger's report counts the duplicate this may have caused."""
         cause = attempt.submit_result.presumption if attempt.submit_result is not None else None
-        if cause is None or attempt.seen_after_presumed_absent or not evidence_rules_apply():
-            return  # (runs under the earlier rules numbered their observations without this row)
+        if cause is None or attempt.seen_after_presumed_absent:
+            return
         attempt.seen_after_presumed_absent = True
         later = [each.number for each in self.attempts[attempt.number :] if each.submit_result not in (None, SubmitResult.NOT_SENT)]
         self.ledger.add_observation(

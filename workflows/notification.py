@@ -26,13 +26,17 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from herald.clocks import Closing, closing_clock
     from herald.contracts import (
+        AlreadyRecorded,
         CancelAnswer,
         CancelRequest,
         DeliveryReport,
+        Held,
         IntentStatus,
         KeyConflict,
         NotificationInput,
+        NotSent,
         ReportBatch,
+        Sent,
         SubmitStep,
     )
     from herald.delivery_policy import (
@@ -60,7 +64,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.attempt_record import AttemptRecord
     from workflows.checkpoints import Checkpoints
     from workflows.durable_clock import DurableClock
-    from workflows.evidence_rules import evidence_rules_apply
     from workflows.intent_record import IntentRecord
     from workflows.reconciliation import Reconciler
 
@@ -73,7 +76,6 @@ class NotificationWorkflow:
         # Signals and updates delivered with the first task run before run(): all state lives here.
         self._intent = input.intent
         self._policy = input.policy
-        self._shape = input.shape
         self._record = IntentRecord(input.intent)
         self._reconciler = Reconciler(self._record, input.intent, input.policy)
         self._reports: deque[DeliveryReport] = deque()
@@ -110,7 +112,7 @@ class NotificationWorkflow:
         self._clock.disarm()
         carried = self._record.carry(seen_inbox_ids=self._seen_inbox_ids, cancel=self._cancel)
         workflow.continue_as_new(
-            NotificationInput(intent=self._intent, policy=self._policy, carried=carried, shape=self._shape)
+            NotificationInput(intent=self._intent, policy=self._policy, carried=carried)
         )
 
     # ---- the run -------------------------------------------------------------------------
@@ -144,7 +146,7 @@ class NotificationWorkflow:
             return
         if not await self._recipient_cooldown_passed() or self._state is not IntentState.PENDING:
             return  # closed by a clock, or settled by late evidence about an earlier attempt
-        if not may_dispatch([attempt.view() for attempt in self._attempts]) and evidence_rules_apply():
+        if not may_dispatch([attempt.view() for attempt in self._attempts]):
             # Unreachable while every path settles first; if it were reached, settling beats sending.
             self._record.settle("an earlier attempt is accepted or unresolved: no new attempt", Source.CLOCK)
             return
@@ -156,7 +158,7 @@ class NotificationWorkflow:
         not_sent_waits = 0
         while True:
             step = await self._submit(attempt, rows)
-            if step.not_sent is None:
+            if not isinstance(step, NotSent):
                 break
             # Nothing reached the provider: wait (without writing: the ledger is the problem), then
             # prepare the same attempt again with whatever the workflow learned meanwhile, unless a
@@ -170,16 +172,15 @@ class NotificationWorkflow:
             if self._state is not IntentState.SUBMITTING or closing is not None:
                 self._record.ledger.requeue(rows)
                 attempt.submit_result = SubmitResult.NOT_SENT
-                self._record.observe_fact(attempt, Source.SUBMIT, ObservationKind.NOT_SENT, True, step.not_sent)
+                self._record.observe_fact(attempt, Source.SUBMIT, ObservationKind.NOT_SENT, True, step.reason)
                 self._close_if(closing)
                 return
-        if step.held is not None:
-            await self._held_by_policy(attempt, rows, step.held)
+        if isinstance(step, Held):
+            await self._held_by_policy(attempt, rows, step.decision)
             return
-        if step.recorded is not None and step.outcome is None:
+        if isinstance(step, AlreadyRecorded):
             self._record.suppress(step.recorded)
             return
-        assert step.outcome is not None
         attempt.provider, attempt.capabilities = step.provider, step.capabilities
         if step.give_up_after_seconds is not None:
             attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
@@ -203,8 +204,8 @@ class NotificationWorkflow:
             # reached the provider (it is looked up, never resent).
             self._record.ledger.requeue(rows)
             reason = f"submit activity did not finish: {provider_calls.activity_failure(error)}"
-            return SubmitStep(outcome=SubmitOutcome(result=Unknown(reason=reason)))
-        if step.not_sent is None and step.held is None and rows.record is not None:
+            return Sent(outcome=SubmitOutcome(result=Unknown(reason=reason)))
+        if isinstance(step, (Sent, AlreadyRecorded)) and rows.record is not None:
             self._record.ledger.intent_recorded = True
         return step
 
@@ -291,7 +292,7 @@ class NotificationWorkflow:
                 continue  # submitting <-> accepted: the schedules change before anything else is judged
             closing = self._closing(governing)
             if closing is not None:
-                if closing.state is IntentState.UNKNOWN and evidence_rules_apply():
+                if closing.state is IntentState.UNKNOWN:
                     await self._reconciler.last_look(closing.reason)
                 else:
                     self._close_if(closing)
@@ -304,8 +305,8 @@ class NotificationWorkflow:
                     await self._reconciler.look(attempt)
 
     def _awaits_first_event(self, open_attempts: list[AttemptRecord]) -> bool:
-        """Shape 2: every open attempt is accepted by a provider that only reports (no lookups)."""
-        return self._shape >= 2 and all(
+        """Every open attempt is accepted by a provider that only reports (no lookups)."""
+        return all(
             attempt.provider_id is not None
             and not self._reconciler.can_poll(attempt)
             and self._reconciler.capabilities(attempt).delivery_reports

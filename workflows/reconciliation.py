@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from herald.delivery_policy import (
         DeliveryPolicy,
         absence_proven,
-        legacy_absence_proven,
         lookup_delay,
         poll_delay,
     )
@@ -39,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from herald.silence import silence_verdict, stream_query
     from workflows import provider_calls
     from workflows.attempt_record import AttemptRecord
-    from workflows.evidence_rules import evidence_rules_apply
     from workflows.intent_record import IntentRecord
 
 
@@ -111,8 +109,6 @@ class Reconciler:
             self._record.apply_observation(attempt, attempt.found(result), kind=ObservationKind.FOUND)
         elif isinstance(result, NotFound):
             proven = absence_proven(self._policy, attempt.started_at, result)
-            if proven is not legacy_absence_proven(self._policy, attempt.started_at, workflow.now()):
-                proven = proven if evidence_rules_apply() else not proven
             self._record.observe_fact(
                 attempt,
                 Source.POLL,
@@ -124,7 +120,7 @@ class Reconciler:
             if proven:
                 attempt.submit_result = SubmitResult.NOT_ACCEPTED
                 reason = f"lookup proved attempt {attempt.number} was not accepted"
-                self._record.settle(reason, Source.POLL, attempt=attempt.number, earlier_rules=IntentState.RETRYABLE_FAILURE)
+                self._record.settle(reason, Source.POLL, attempt=attempt.number)
         else:
             self._record.observe_fact(attempt, Source.POLL, ObservationKind.UNAVAILABLE, False, result.reason)
             return None

@@ -157,7 +157,7 @@ class SendGridActivity:
             status=final or ProviderStatus.QUEUED,
             provider_updated_at=updated,
             # A copy the receiving server refused is not sent again on this evidence alone.
-            failure_retryable=False if final else None,
+            failure_retryable=False,
         )
 
     async def _get(self, path: str, *, params: dict[str, str] | None) -> dict[str, Any] | Unavailable:

@@ -61,7 +61,6 @@ SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
     "unknown_at_horizon_continued_as_new": (
         "silent", {}, {"resolution_horizon": timedelta(seconds=12), "poll_max": timedelta(seconds=1)}
     ),
-    # Recorded with EVIDENCE_RULES_PATCH (its marker is in these histories).
     "queued_message_found_by_reference": (
         "accept_then_hang",
         {"hang_seconds": 3, "queue_seconds": 6, "callbacks": False},
@@ -82,9 +81,6 @@ EMAIL_SCENARIOS: dict[str, tuple[str | None, dict]] = {
     "email_permanent_550": ("perm_fail", {}),
     "email_bounced": ("bounce", {}),
     "email_unknown_at_horizon_without_events": ("no_events", {}),
-    # Recorded with workflow shape 2 (the lazy first wait for events); the names above with shape 1.
-    "email_shape2_delivered_by_event": (None, {}),
-    "email_shape2_unknown_at_horizon_without_events": ("no_events", {}),
 }
 
 
