@@ -14,16 +14,12 @@ from herald.providers.port import Capabilities
 
 ASSUMED_CAPABILITIES: dict[Channel, Capabilities] = {
     Channel.SMS: Capabilities(
-        idempotent_submit=False,
-        reference_in_reports=True,
         status_lookup=True,
         lookup_by_reference=True,
         bounded_queue=True,
         cancel_accepted=False,
     ),
     Channel.EMAIL: Capabilities(
-        idempotent_submit=False,
-        reference_in_reports=True,
         status_lookup=False,
         lookup_by_reference=False,
         bounded_queue=False,

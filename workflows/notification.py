@@ -329,7 +329,7 @@ class NotificationWorkflow:
             self._state is IntentState.CANCELLED
             and attempt.provider_id is not None
             and not attempt.resolved
-            and self._reconciler.can_poll(attempt)
+            and self._reconciler.capabilities(attempt).cancel_accepted
         ):
             canceled, why = await provider_calls.ask_to_cancel(attempt, self._intent)
             self._record.observe_fact(attempt, Source.OPERATOR, ObservationKind.PROVIDER_CANCEL, canceled, why)

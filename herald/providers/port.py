@@ -28,8 +28,6 @@ from herald.outcomes import Frozen, LookupOutcome, SubmitOutcome
 class Capabilities(Frozen):
     """What a provider can do, so the workflow picks a strategy without knowing the provider."""
 
-    idempotent_submit: bool  # a repeated submit cannot create a second message
-    reference_in_reports: bool  # delivery reports carry our attempt reference
     status_lookup: bool  # a message can be fetched by its provider id
     lookup_by_reference: bool  # a message can be found without its provider id, in every state it can be in
     # A submit can bound the provider's own queue time (Twilio: ValidityPeriod): once the bound has

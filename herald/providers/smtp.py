@@ -122,8 +122,6 @@ class SmtpAdapter:
         self._config = config
         self._activity = activity
         self._capabilities = Capabilities(
-            idempotent_submit=False,  # a second DATA is a second message, whatever its Message-ID
-            reference_in_reports=config.delivery_events,  # the ESP echoes unique_args (our reference)
             status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
             # By our reference in the ESP's activity feed, where there is one; its lag bounds "not found".
             lookup_by_reference=activity is not None,

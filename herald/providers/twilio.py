@@ -169,8 +169,6 @@ class TwilioAdapter:
     # How the ledger names this provider (attempts.provider, receipt_inbox.provider).
     name: ClassVar[str] = "twilio"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        idempotent_submit=False,  # Twilio has no idempotency key on message creation
-        reference_in_reports=True,  # our StatusCallback URL carries the attempt reference
         status_lookup=True,
         lookup_by_reference=True,  # by recipient, sender, body hash and creation time; see find_by_reference
         bounded_queue=True,  # ValidityPeriod: at most 36,000 s in Twilio's queue, then failed (30036)

@@ -469,8 +469,6 @@ def test_config_rejects_invalid_settings(overrides: dict[str, Any]) -> None:
 def test_capabilities() -> None:
     """Twilio's declared capabilities are exactly what the workflow is told to expect."""
     capabilities = TwilioAdapter.capabilities
-    assert capabilities.idempotent_submit is False
-    assert capabilities.reference_in_reports is True
     assert capabilities.status_lookup is True
     assert capabilities.lookup_by_reference is True
     assert capabilities.bounded_queue is True
