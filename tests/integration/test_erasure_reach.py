@@ -25,9 +25,9 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-import starter
 from devstack.stack import LocalStack
 from herald import outbox
+from herald.cli import commands as starter
 from herald.cli_services import Services
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool

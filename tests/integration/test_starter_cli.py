@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-import starter
 from devstack.processes import free_port
+from herald.cli import commands as starter
 from herald.settings import load_settings
 from tests.support import SESSION_FINGERPRINT_KEYS
 

@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-import starter
 from herald import cli_input, cli_services
+from herald.cli import commands as starter
 from herald.cli_input import CliInputError
 from herald.settings import load_settings
 
