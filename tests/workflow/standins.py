@@ -1,0 +1,328 @@
+"""Stand-ins for NotificationWorkflow's activities, registered under the real activities' names.
+
+The workflow schedules activities by name (``submit_attempt``, ``lookup_attempt``,
+``cancel_attempt``, and the ledger's local activities ``append_ledger``,
+``last_attempt_to_recipient``, ``read_event_stream``), so a worker that registers these stand-ins
+runs the real workflow against scripted answers and keeps what it was asked.
+
+Each stand-in plays a script: a list of answers, used in order, the last one repeated. An answer
+is a value (returned), an exception (raised) or a callable ``(input, now) -> value`` where ``now``
+is the server's (skipped) clock when the activity was scheduled (None for a local activity: its
+info carries the worker's wall clock). The factories below build the
+answers; they are the only place that knows the shape of the submit activity's answer
+(``herald.contracts.SubmitStep``), so a change of that contract is adapted here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from herald.channels import assumed_capabilities
+from herald.contracts import (
+    Held,
+    LookupInput,
+    NotSent,
+    ProviderCancelInput,
+    ProviderCancelResult,
+    RecipientCooldownQuery,
+    Sent,
+    SubmitInput,
+    SubmitStep,
+)
+from herald.intent import Channel
+from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, TransitionRow
+from herald.outcomes import (
+    Accepted,
+    Found,
+    LookupOutcome,
+    NotFound,
+    ProviderStatus,
+    Rejected,
+    Retryable,
+    SubmitOutcome,
+    Unavailable,
+    Unknown,
+    Unreachable,
+)
+from herald.providers.port import Capabilities
+from herald.providers.twilio import TwilioAdapter
+from herald.send_policy import Decision, PolicyDecision
+from herald.silence import EventStream, EventStreamQuery
+
+Answer = Any  # a value, an exception, or a callable (input, now) -> value
+
+# What the real adapters declare: Twilio (lookups by id and by reference, a bounded queue, no
+# cancel of an accepted message) and an SMTP relay with SendGrid's event webhook (events only).
+TWILIO = TwilioAdapter.capabilities
+SMTP_WITH_EVENTS = assumed_capabilities(Channel.EMAIL)
+PROVIDERS = {Channel.SMS: ("twilio", TWILIO), Channel.EMAIL: ("sendgrid", SMTP_WITH_EVENTS)}
+
+SUBMIT = "submit_attempt"
+LOOKUP = "lookup_attempt"
+CANCEL = "cancel_attempt"
+APPEND_LEDGER = "append_ledger"
+LAST_ATTEMPT = "last_attempt_to_recipient"
+EVENT_STREAM = "read_event_stream"
+
+
+# ---- submit answers (SubmitStep) -----------------------------------------------------------
+
+
+def sent(result: Any, channel: Channel = Channel.SMS, capabilities: Capabilities | None = None) -> SubmitStep:
+    """The provider was called once and answered `result` (Accepted, Retryable, Rejected, ...)."""
+    provider, declared = PROVIDERS[channel]
+    return Sent(outcome=SubmitOutcome(result=result), provider=provider, capabilities=capabilities or declared)
+
+
+def accepted(provider_id: str, status: ProviderStatus = ProviderStatus.QUEUED, **kwargs: Any) -> SubmitStep:
+    return sent(Accepted(provider_id=provider_id, status=status), **kwargs)
+
+
+def retryable(
+    reason: str = "Twilio 30001: queue overflow", error_code: int | None = 30001, **kwargs: Any
+) -> SubmitStep:
+    return sent(Retryable(reason=reason, error_code=error_code), **kwargs)
+
+
+def rejected(
+    reason: str = "Twilio 21211: invalid 'To' number", error_code: int | None = 21211, **kwargs: Any
+) -> SubmitStep:
+    return sent(Rejected(reason=reason, error_code=error_code), **kwargs)
+
+
+def unknown(reason: str = "ReadTimeout after the request was sent", **kwargs: Any) -> SubmitStep:
+    """The adapter itself says it cannot tell (a read timeout after sending)."""
+    return sent(Unknown(reason=reason), **kwargs)
+
+
+def unreachable(reason: str = "ConnectError before the request left", **kwargs: Any) -> SubmitStep:
+    return sent(Unreachable(reason=reason), **kwargs)
+
+
+def not_sent(reason: str = "ledger unavailable before the provider call (OperationalError)") -> SubmitStep:
+    return NotSent(reason=reason)
+
+
+def held(
+    decision: Decision, rule: str, reason: str, not_before: datetime | None = None, version: int = 7
+) -> SubmitStep:
+    """The send policy held the attempt before anything was written or sent."""
+    return Held(
+        decision=PolicyDecision(version=version, decision=decision, rule=rule, reason=reason, not_before=not_before)
+    )
+
+
+def crashes(message: str = "worker lost mid-submit") -> ApplicationError:
+    """The submit activity fails (the workflow cannot know whether the provider got the request)."""
+    return ApplicationError(message, type="StandInCrash")
+
+
+def hangs() -> Callable[[Any, datetime], Any]:
+    """The submit activity never answers: its start-to-close timeout ends it."""
+
+    async def hang(_input: Any, _now: datetime) -> Any:
+        await asyncio.sleep(3600)
+
+    return hang
+
+
+# ---- lookup answers (LookupOutcome) --------------------------------------------------------
+
+
+def found(
+    provider_id: str, status: ProviderStatus, error_code: int | None = None, failure_retryable: bool = False
+) -> LookupOutcome:
+    return LookupOutcome(
+        result=Found(provider_id=provider_id, status=status, error_code=error_code, failure_retryable=failure_retryable)
+    )
+
+
+def not_found(queue_bounded: bool = True) -> Callable[[LookupInput, datetime], LookupOutcome]:
+    """The provider answered and listed nothing, searched at the moment of the lookup."""
+
+    def answer(input: LookupInput, now: datetime) -> LookupOutcome:
+        return LookupOutcome(result=NotFound(searched_since=input.since, searched_at=now, queue_bounded=queue_bounded))
+
+    return answer
+
+
+def lookup_unavailable(reason: str = "HTTP 503 from the provider") -> LookupOutcome:
+    return LookupOutcome(result=Unavailable(reason=reason))
+
+
+def cancel_answer(canceled: bool, reason: str) -> ProviderCancelResult:
+    return ProviderCancelResult(canceled=canceled, reason=reason)
+
+
+# ---- event stream answers (EventStream) ---------------------------------------------------
+
+
+def stream_silent(provider: str = "sendgrid") -> EventStream:
+    """No post has named a submission made after the attempt: the stream has not passed it."""
+    return EventStream(provider=provider, last_post_at=None, passed_at=None)
+
+
+def stream_passed_at_window_end(provider: str = "sendgrid") -> Callable[[EventStreamQuery, datetime], EventStream]:
+    """Fresh events for later submissions arrived right after the attempt's event window."""
+
+    def answer(query: EventStreamQuery, _now: None) -> EventStream:
+        return EventStream(provider=provider, last_post_at=query.window_to, passed_at=query.window_to)
+
+    return answer
+
+
+# ---- the stand-ins -----------------------------------------------------------------------
+
+
+class Script:
+    """Answers in order; the last one keeps answering."""
+
+    def __init__(self, name: str, answers: Sequence[Answer], order: Iterator[int]) -> None:
+        if not answers:
+            raise ValueError(f"{name}: a script needs at least one answer")
+        self._name = name
+        self._answers = list(answers)
+        self._order = order
+        self.calls: list[Any] = []
+        self.times: list[datetime | None] = []
+        # Where each call falls among the calls to every stand-in of the test.
+        self.positions: list[int] = []
+
+    async def play(self, input: Any) -> Any:
+        info = activity.info()
+        # The server's (skipped) clock when the activity was scheduled. A local activity's info
+        # carries the worker's wall clock instead, which means nothing here: None.
+        now = None if info.is_local else info.current_attempt_scheduled_time
+        self.calls.append(input)
+        self.times.append(now)
+        self.positions.append(next(self._order))
+        answer = self._answers[min(len(self.calls), len(self._answers)) - 1]
+        if isinstance(answer, BaseException):
+            raise answer
+        if callable(answer):
+            value = answer(input, now)
+            return await value if asyncio.iscoroutine(value) else value
+        return answer
+
+
+def _refuse(name: str) -> ApplicationError:
+    return ApplicationError(
+        f"{name}: not expected on this path (no answer scripted)", type="Unexpected", non_retryable=True
+    )
+
+
+class StandIns:
+    """One test's stand-ins and what they were asked (``calls(name)``).
+
+    Unscripted provider activities fail (the workflow reads that as an activity failure), so a
+    path that should never look up or cancel shows it in ``calls`` instead of passing quietly.
+    """
+
+    def __init__(
+        self,
+        *,
+        submit: Sequence[Answer] = (),
+        lookup: Sequence[Answer] = (),
+        cancel: Sequence[Answer] = (),
+        last_attempt: Sequence[Answer] = (None,),
+        event_stream: Sequence[Answer] = (),
+    ) -> None:
+        order = itertools.count()
+        self._scripts = {
+            SUBMIT: Script(SUBMIT, submit or [_refuse(SUBMIT)], order),
+            LOOKUP: Script(LOOKUP, lookup or [_refuse(LOOKUP)], order),
+            CANCEL: Script(CANCEL, cancel or [_refuse(CANCEL)], order),
+            APPEND_LEDGER: Script(APPEND_LEDGER, [None], order),
+            LAST_ATTEMPT: Script(LAST_ATTEMPT, last_attempt, order),
+            EVENT_STREAM: Script(EVENT_STREAM, event_stream or [_refuse(EVENT_STREAM)], order),
+        }
+
+    def calls(self, name: str) -> list[Any]:
+        return self._scripts[name].calls
+
+    def times(self, name: str) -> list[datetime | None]:
+        """The server's clock at each call (when the activity was scheduled); None for local activities."""
+        return self._scripts[name].times
+
+    @property
+    def submits(self) -> list[SubmitInput]:
+        return self.calls(SUBMIT)
+
+    @property
+    def lookups(self) -> list[LookupInput]:
+        return self.calls(LOOKUP)
+
+    @property
+    def ledger_batches(self) -> list[LedgerBatch]:
+        """Every batch the workflow handed over (with a submit, or at a checkpoint), in order."""
+        submit, append = self._scripts[SUBMIT], self._scripts[APPEND_LEDGER]
+        handed = [(at, each.ledger) for at, each in zip(submit.positions, submit.calls)]
+        handed += zip(append.positions, append.calls)
+        return [batch for _, batch in sorted(handed, key=lambda pair: pair[0])]
+
+    @property
+    def transition_rows(self) -> list[TransitionRow]:
+        """The transitions handed over, by seq; a row handed over again (a requeued batch) counts once,
+        as the ledger's idempotent write counts it, and the latest row of a seq wins."""
+        rows = {row.seq: row for batch in self.ledger_batches for row in batch.transitions}
+        return [rows[seq] for seq in sorted(rows)]
+
+    @property
+    def observation_rows(self) -> list[ObservationRow]:
+        """The observations handed over, by seq, each once (as ``transition_rows``)."""
+        rows = {row.seq: row for batch in self.ledger_batches for row in batch.observations}
+        return [rows[seq] for seq in sorted(rows)]
+
+    async def called(self, name: str, times: int = 1, timeout: float = 10.0) -> None:
+        """Wait (real time, bounded) until the stand-in `name` has been called `times` times."""
+
+        async def enough() -> None:
+            while len(self.calls(name)) < times:
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(enough(), timeout)
+
+    # The workflow worker's activities; the submit runs on its own task queue.
+
+    @activity.defn(name=SUBMIT)
+    async def submit_attempt(self, input: SubmitInput) -> SubmitStep:
+        return await self._scripts[SUBMIT].play(input)
+
+    @activity.defn(name=LOOKUP)
+    async def lookup_attempt(self, input: LookupInput) -> LookupOutcome:
+        return await self._scripts[LOOKUP].play(input)
+
+    @activity.defn(name=CANCEL)
+    async def cancel_attempt(self, input: ProviderCancelInput) -> ProviderCancelResult:
+        return await self._scripts[CANCEL].play(input)
+
+    @activity.defn(name=APPEND_LEDGER)
+    async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
+        return await self._scripts[APPEND_LEDGER].play(batch)
+
+    @activity.defn(name=LAST_ATTEMPT)
+    async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
+        return await self._scripts[LAST_ATTEMPT].play(query)
+
+    @activity.defn(name=EVENT_STREAM)
+    async def read_event_stream(self, query: EventStreamQuery) -> EventStream:
+        return await self._scripts[EVENT_STREAM].play(query)
+
+    def workflow_activities(self) -> list[Callable[..., Any]]:
+        return [
+            self.append_ledger,
+            self.last_attempt_to_recipient,
+            self.read_event_stream,
+            self.lookup_attempt,
+            self.cancel_attempt,
+        ]
+
+    def submit_activities(self) -> list[Callable[..., Any]]:
+        return [self.submit_attempt]
