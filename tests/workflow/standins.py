@@ -8,9 +8,9 @@ runs the real workflow against scripted answers and keeps what it was asked.
 Each stand-in plays a script: a list of answers, used in order, the last one repeated. An answer
 is a value (returned), an exception (raised) or a callable ``(input, now) -> value`` where ``now``
 is the server's (skipped) clock when the activity was scheduled (None for a local activity: its
-info carries the worker's wall clock). The factories below build the
-answers; they are the only place that knows the shape of the submit activity's answer
-(``herald.contracts.SubmitStep``), so a change of that contract is adapted here and nowhere else.
+info carries the worker's wall clock). The factories below build the answers; they are the only
+place that knows the shape of the submit activity's answer (``herald.contracts.SubmitStep``), so a
+change of that contract is adapted here and nowhere else.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 
 from herald.channels import assumed_capabilities
 from herald.contracts import (
+    AlreadyRecorded,
     Held,
     LookupInput,
     NotSent,
@@ -38,6 +39,7 @@ from herald.contracts import (
 )
 from herald.intent import Channel
 from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, TransitionRow
+from herald.lifecycle import IntentState
 from herald.outcomes import (
     Accepted,
     Found,
@@ -75,10 +77,21 @@ EVENT_STREAM = "read_event_stream"
 # ---- submit answers (SubmitStep) -----------------------------------------------------------
 
 
-def sent(result: Any, channel: Channel = Channel.SMS, capabilities: Capabilities | None = None) -> SubmitStep:
-    """The provider was called once and answered `result` (Accepted, Retryable, Rejected, ...)."""
+def sent(
+    result: Any,
+    channel: Channel = Channel.SMS,
+    capabilities: Capabilities | None = None,
+    give_up_after_seconds: int | None = None,
+) -> SubmitStep:
+    """The provider was called once and answered `result` (Accepted, Retryable, Rejected, ...);
+    `give_up_after_seconds` is the admitting policy's give-up on an unreachable provider."""
     provider, declared = PROVIDERS[channel]
-    return Sent(outcome=SubmitOutcome(result=result), provider=provider, capabilities=capabilities or declared)
+    return Sent(
+        outcome=SubmitOutcome(result=result),
+        provider=provider,
+        capabilities=capabilities or declared,
+        give_up_after_seconds=give_up_after_seconds,
+    )
 
 
 def accepted(provider_id: str, status: ProviderStatus = ProviderStatus.QUEUED, **kwargs: Any) -> SubmitStep:
@@ -110,6 +123,21 @@ def not_sent(reason: str = "ledger unavailable before the provider call (Operati
     return NotSent(reason=reason)
 
 
+def already_recorded(
+    first_run_id: str, last_state: IntentState, next_transition_seq: int, next_observation_seq: int
+) -> SubmitStep:
+    """The ledger already holds this key from an earlier workflow run: nothing was written or sent."""
+    recorded = IntentRecorded(
+        created=False,
+        same_payload=True,
+        first_run_id=first_run_id,
+        next_transition_seq=next_transition_seq,
+        next_observation_seq=next_observation_seq,
+        last_state=last_state,
+    )
+    return AlreadyRecorded(recorded=recorded)
+
+
 def held(
     decision: Decision, rule: str, reason: str, not_before: datetime | None = None, version: int = 7
 ) -> SubmitStep:
@@ -133,6 +161,16 @@ def hangs() -> Callable[[Any, datetime], Any]:
     return hang
 
 
+def after(gate: asyncio.Event, answer: Answer) -> Callable[[Any, datetime], Any]:
+    """`answer`, once the test opens `gate` (the activity is in flight until then)."""
+
+    async def wait_then_answer(input: Any, now: datetime) -> Any:
+        await asyncio.wait_for(gate.wait(), 30)
+        return answer(input, now) if callable(answer) else answer
+
+    return wait_then_answer
+
+
 # ---- lookup answers (LookupOutcome) --------------------------------------------------------
 
 
@@ -149,6 +187,16 @@ def not_found(queue_bounded: bool = True) -> Callable[[LookupInput, datetime], L
 
     def answer(input: LookupInput, now: datetime) -> LookupOutcome:
         return LookupOutcome(result=NotFound(searched_since=input.since, searched_at=now, queue_bounded=queue_bounded))
+
+    return answer
+
+
+def by_reference_then_by_id(by_reference: Answer, by_id: Answer) -> Callable[[LookupInput, datetime], Any]:
+    """One answer for lookups by our reference (no provider id yet), another for polls by id."""
+
+    def answer(input: LookupInput, now: datetime) -> Any:
+        chosen = by_reference if input.provider_id is None else by_id
+        return chosen(input, now) if callable(chosen) else chosen
 
     return answer
 

@@ -418,3 +418,133 @@ async def test_long_poll_continues_as_new_with_its_state(env: WorkflowEnvironmen
     inbox_rows = [row.inbox_id for row in st.observation_rows if row.inbox_id is not None]
     assert inbox_rows == [1601, 1602]
     assert [row.seq for row in st.transition_rows] == [1, 2, 3]
+
+
+async def test_ledger_away_prepares_the_same_attempt_again(env: WorkflowEnvironment) -> None:
+    """A submit that could not write the ledger (so never called the provider) is retried as the same attempt, carrying its unwritten rows."""
+    st = StandIns(
+        submit=[standins.not_sent(), standins.accepted("SM17")],
+        lookup=[standins.found("SM17", ProviderStatus.DELIVERED)],
+    )
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.DELIVERED
+    first, second = st.submits
+    assert first.attempt_ref == second.attempt_ref == run.attempt_ref(1) and len(status.attempts) == 1
+    # The rows the first submit could not write travel again, with the intent row.
+    assert second.ledger.record is not None and [row.number for row in second.ledger.attempts] == [1]
+    assert [row.seq for row in second.ledger.transitions] == [1]
+    assert st.times(SUBMIT)[1] - st.times(SUBMIT)[0] >= FAST_POLICY.backoff_initial
+    assert status.attempts[0].submit_result is SubmitResult.ACCEPTED
+
+
+async def test_retry_after_a_lookup_proves_absence(env: WorkflowEnvironment) -> None:
+    """An unknown submit that lookups still do not find past the provider's queue bound was not accepted: attempt 2 goes, once."""
+    st = StandIns(
+        submit=[standins.crashes(), standins.accepted("SM18")],
+        lookup=[
+            standins.by_reference_then_by_id(standins.not_found(), standins.found("SM18", ProviderStatus.DELIVERED))
+        ],
+    )
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.DELIVERED
+    assert [submit.attempt_ref for submit in st.submits] == [run.attempt_ref(1), run.attempt_ref(2)]
+    first, second = status.attempts
+    assert first.submit_result is SubmitResult.NOT_ACCEPTED and second.provider_status is ProviderStatus.DELIVERED
+    proof_window = FAST_POLICY.submit_in_flight_bound + FAST_POLICY.provider_queue_validity
+    by_reference = [at for at, lookup in zip(st.times(LOOKUP), st.lookups) if lookup.provider_id is None]
+    assert by_reference[-1] - first.started_at >= proof_window > by_reference[-2] - first.started_at
+    proven = [row for row in st.observation_rows if row.kind is ObservationKind.NOT_FOUND and row.applied]
+    assert [row.attempt_number for row in proven] == [1]
+    assert second.started_at > by_reference[-1]
+
+
+async def test_late_report_during_backoff_settles_without_a_resend(env: WorkflowEnvironment) -> None:
+    """A report for an attempt presumed absent, arriving during the backoff before attempt 2, settles the intent: no second submit."""
+    # A long backoff: the test acts while the intent waits in retryable_failure.
+    policy = FAST_POLICY.model_copy(update={"backoff_initial": timedelta(hours=1), "backoff_max": timedelta(hours=1)})
+    st = StandIns(submit=[standins.crashes()], lookup=[standins.not_found()])
+    async with running(env, st, sms_intent(await server_now(env)), policy) as run:
+
+        async def backing_off() -> bool:
+            return (await run.status()).state is IntentState.RETRYABLE_FAILURE
+
+        await skip_until(env, backing_off, timedelta(minutes=1), most=30)
+        await run.report(ProviderStatus.DELIVERED, provider_id="SM19", inbox_id=1901)
+        status = await run.result()
+    assert status.state is IntentState.DELIVERED and len(st.submits) == 1
+    [attempt] = status.attempts
+    assert attempt.seen_after_presumed_absent and attempt.provider_id == "SM19"
+    assert moves(st)[-1] == (IntentState.RETRYABLE_FAILURE, IntentState.DELIVERED)
+    [seen] = [row for row in st.observation_rows if row.kind is ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN]
+    assert seen.attempt_number == 1 and "no later attempt went out" in seen.reason
+
+
+async def test_unknown_at_the_horizon_while_lookups_are_unavailable(env: WorkflowEnvironment) -> None:
+    """When the provider cannot answer lookups, the last look at the horizon asks three times before calling it unknown."""
+    st = StandIns(submit=[standins.crashes()], lookup=[standins.lookup_unavailable()])
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.UNKNOWN and len(st.submits) == 1
+    [attempt] = status.attempts
+    horizon = attempt.started_at + FAST_POLICY.resolution_horizon
+    last_look = [at for at in st.times(LOOKUP) if at >= horizon]
+    assert len(last_look) == 3  # asked again 2 s and 4 s later
+    assert last_look[1] - last_look[0] >= timedelta(seconds=2) and last_look[2] - last_look[1] >= timedelta(seconds=4)
+    assert "attempt 1 unavailable" in status.transitions[-1].reason
+
+
+async def test_outage_gives_up_at_the_category_limit(env: WorkflowEnvironment) -> None:
+    """While the provider is unreachable, the admitting policy's give-up closes the intent before its expiry, naming the rule."""
+    st = StandIns(submit=[standins.unreachable(give_up_after_seconds=600)])
+    intent = sms_intent(await server_now(env))
+    async with running(env, st, intent) as run:
+        status = await run.result()
+    assert status.state is IntentState.EXPIRED
+    final = status.transitions[-1]
+    assert final.reason.startswith(f"gave up at {(intent.created_at + timedelta(seconds=600)).isoformat()}")
+    assert "provider unreachable since" in final.reason
+    assert timedelta(0) <= final.at - (intent.created_at + timedelta(seconds=600)) < timedelta(seconds=1)
+    assert intent.expires_at - final.at > timedelta(hours=23)
+
+
+async def test_cancel_racing_an_accepted_submit(env: WorkflowEnvironment) -> None:
+    """A cancel while the submit is in flight closes the intent at once; the provider's acceptance that follows is recorded and the attempt tracked, not resent or recalled."""
+    gate = asyncio.Event()
+    st = StandIns(
+        submit=[standins.after(gate, standins.accepted("SM20"))],
+        lookup=[standins.found("SM20", ProviderStatus.DELIVERED)],
+    )
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        await st.called(SUBMIT)
+        answer = await run.cancel()
+        gate.set()
+        status = await run.result()
+    assert answer.cancelled and answer.state is IntentState.CANCELLED
+    assert "cannot be recalled" in answer.message
+    assert status.state is IntentState.CANCELLED and status.closed_by == "operator:cancel"
+    assert status.transitions[-1].reason.endswith(
+        "an attempt already went to the provider and is tracked to its own outcome"
+    )
+    [attempt] = status.attempts
+    assert attempt.provider_id == "SM20" and attempt.provider_status is ProviderStatus.DELIVERED
+    assert len(st.submits) == 1 and [lookup.provider_id for lookup in st.lookups] == ["SM20"]
+    assert st.calls(standins.CANCEL) == []  # Twilio cannot cancel an accepted message
+    accepted_row = next(row for row in st.observation_rows if row.kind is ObservationKind.ACCEPTED)
+    assert accepted_row.provider_id == "SM20"
+
+
+async def test_key_already_in_the_ledger_from_an_earlier_run(env: WorkflowEnvironment) -> None:
+    """A key the ledger already holds from a run Temporal has forgotten is suppressed, numbering its rows after that run's."""
+    st = StandIns(submit=[standins.already_recorded("run-before-retention", IntentState.DELIVERED, 5, 3)])
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.SUPPRESSED and status.closed_by == "ledger:ledger"
+    assert status.attempts == [] and len(st.submits) == 1 and st.lookups == []
+    assert status.transitions[-1].reason == "already recorded by run run-before-retention (last state delivered)"
+    [close] = st.calls(standins.APPEND_LEDGER)
+    assert close.record is None and close.attempts == []
+    assert [(row.seq, row.from_state, row.to_state) for row in close.transitions] == [
+        (5, IntentState.PENDING, IntentState.SUPPRESSED)
+    ]
