@@ -9,7 +9,7 @@ ARGS ?=
 # wait on real timers and providers, so two overlap their waits: 600 -> 358 s on 2 cores.
 TEST_WORKERS ?= 2
 
-.PHONY: run test venv clean soak
+.PHONY: run test test-workflow venv clean soak
 
 # The venv is rebuilt when pyproject.toml changes; everything comes from PyPI, nothing at run time.
 $(BIN)/.installed: pyproject.toml
@@ -26,6 +26,10 @@ run: venv
 
 test: venv
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+
+# The fast workflow tier alone (tests/workflow): seconds, on the time-skipping server.
+test-workflow: venv
+	$(BIN)/python -m pytest -m workflow_fast $(ARGS)
 
 clean:
 	rm -rf .state .pytest_cache .hypothesis
