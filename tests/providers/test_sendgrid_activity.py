@@ -134,7 +134,7 @@ async def test_not_delivered_reads_the_message_events(events: list[str], expecte
     activity, seen = feed(respond(200, {"messages": [listed("not_delivered")]}), respond(200, detail))
     result = (await activity.find(attempt_ref=REF, message_id=MESSAGE_ID)).result
     assert isinstance(result, Found) and result.status is expected
-    assert result.failure_retryable is (False if expected.is_final else None)
+    assert result.failure_retryable is False
     assert urlsplit(str(seen[1].url)).path == "/v3/messages/filter0001.abc.0"
 
 
