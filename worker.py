@@ -18,7 +18,6 @@ import signal
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 
-from pydantic import ValidationError
 from temporalio.client import Client, Interceptor
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.runtime import Runtime
@@ -35,11 +34,11 @@ from herald.logs import configure_logging
 from herald.metrics.runtime import worker_runtime
 from herald.pacing import Pacer
 from herald.providers.port import Provider
-from herald.providers.sendgrid_activity import SendGridActivity, SendGridActivityConfig
-from herald.providers.smtp import SmtpAdapter, SmtpConfig
-from herald.providers.twilio import TwilioAdapter, TwilioConfig
+from herald.providers.sendgrid_activity import SendGridActivity
+from herald.providers.smtp import SmtpAdapter
+from herald.providers.twilio import TwilioAdapter
 from herald.recipient_vault import RecipientVault
-from herald.settings import EmailSettings, InvalidSetting, Settings, TwilioSettings, load_settings
+from herald.settings import InvalidSetting, Settings, load_settings
 from herald.task_queues import submit_task_queue
 from herald.temporal_client import connect
 from herald.tracing import tracer_provider, tracing_interceptors
@@ -53,75 +52,14 @@ log = logging.getLogger("herald.worker")
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
-def twilio_config(settings: TwilioSettings) -> TwilioConfig:
-    return TwilioConfig(
-        api_base=settings.api_base,
-        account_sid=settings.account_sid,
-        auth_token=settings.auth_token,
-        from_number=settings.from_number,
-        messaging_service_sid=settings.messaging_service_sid,
-        connect_timeout=settings.connect_timeout,
-        read_timeout=settings.read_timeout,
-        max_in_flight=settings.max_in_flight,
-    )
-
-
-def smtp_config(settings: EmailSettings) -> SmtpConfig | None:
-    """The relay e-mail goes to; None when the e-mail channel is not configured."""
-    if settings.smtp_host is None:
-        return None
-    if settings.from_address is None:
-        raise InvalidSetting("HERALD_EMAIL_FROM", "required when HERALD_SMTP_HOST is set (the sender of every e-mail)")
-    try:
-        return SmtpConfig(
-            host=settings.smtp_host,
-            port=settings.smtp_port,
-            security=settings.smtp_security,
-            username=settings.smtp_username,
-            password=settings.smtp_password,
-            from_address=settings.from_address,
-            message_id_domain=settings.message_id_domain,
-            provider=settings.provider,
-            delivery_events=settings.delivery_events,
-            connect_timeout=settings.connect_timeout,
-            read_timeout=settings.read_timeout,
-        )
-    except ValidationError as error:
-        field = str(error.errors()[0]["loc"][0])
-        name = _EMAIL_VARIABLES.get(field, "HERALD_SMTP_*")
-        raise InvalidSetting(name, "not a usable value for the e-mail relay (" + error.errors()[0]["msg"].split(":")[0] + ")") from None
-
-
-# Which variable sets each relay setting, so a refused value is reported by the name the operator set.
-_EMAIL_VARIABLES = {
-    "from_address": "HERALD_EMAIL_FROM",
-    "message_id_domain": "HERALD_EMAIL_MESSAGE_ID_DOMAIN",
-    "provider": "HERALD_EMAIL_PROVIDER",
-    "host": "HERALD_SMTP_HOST",
-}
-
-
 def build_providers(settings: Settings) -> dict[Channel, Provider]:
     """One provider per configured channel: the only place that knows which adapter serves which."""
-    providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(twilio_config(settings.twilio))}
-    email = smtp_config(settings.email)
-    if email is not None:
-        providers[Channel.EMAIL] = SmtpAdapter(email, activity_feed(settings.email))
+    providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(settings.twilio)}
+    if settings.email.host is not None:  # no relay: the e-mail channel is not configured
+        feed = settings.sendgrid_activity
+        # SendGrid's Email Activity API where a key for it is configured; without one, events only.
+        providers[Channel.EMAIL] = SmtpAdapter(settings.email, SendGridActivity(feed) if feed.api_key else None)
     return providers
-
-
-def activity_feed(settings: EmailSettings) -> SendGridActivity | None:
-    """SendGrid's Email Activity API, when a key for it is configured; None: events only."""
-    if settings.activity_api_key is None:
-        return None
-    return SendGridActivity(
-        SendGridActivityConfig(
-            api_base=settings.activity_api_base,
-            api_key=settings.activity_api_key,
-            requests_per_minute=settings.activity_requests_per_minute,
-            lag_seconds=settings.activity_lag_seconds,
-        )
-    )
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
@@ -196,11 +134,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
         raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
     fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
     async with AsyncExitStack() as stack:
-        pool = open_pool(settings.database_url.get_secret_value())
-        await stack.enter_async_context(pool)
-        adapters = providers(settings)
+        adapters = providers(settings)  # first: a provider setting that cannot work stops the start here
         for adapter in adapters.values():
             stack.push_async_callback(adapter.aclose)
+        pool = open_pool(settings.database_url.get_secret_value())
+        await stack.enter_async_context(pool)
         runtime = worker_runtime(settings.telemetry)
         if runtime is not None:
             log.info("worker metrics on http://%s/metrics", settings.telemetry.worker_metrics_address)
@@ -267,8 +205,9 @@ def main(providers: ProviderFactory = build_providers) -> None:
             loop.add_signal_handler(sig, stop.set)
         try:
             settings = load_settings()
-            smtp_config(settings.email)  # a relay setting that cannot work fails here, in one line
-            await run_worker(settings, stop, providers)  # a metrics address it cannot listen on, too
+            # An adapter setting that cannot work (no sender, say) fails when the adapters are built,
+            # in one line; a metrics address it cannot listen on, too.
+            await run_worker(settings, stop, providers)
         except InvalidSetting as error:
             raise SystemExit(str(error)) from None
 

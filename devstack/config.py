@@ -1,4 +1,9 @@
-"""``temporal-dev.yaml`` as a typed model, and the HERALD_* environment it implies."""
+"""``temporal-dev.yaml`` as a typed model, and the HERALD_* environment it implies.
+
+The stack's servers listen where the product's settings say by default (herald/settings.py holds
+those defaults); the environment handed to its processes is built from the settings' own sections,
+so every variable name, and every rule a value must meet, comes from there too.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,26 @@ from herald.delivery_policy import DeliveryPolicy
 from herald.ledger.roles import app_database_url
 from herald.outcomes import Frozen
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
-from herald.settings import REPO_ROOT
+from herald.settings import (
+    CODEC_SERVER_PORT,
+    LEDGER_METRICS_PORT,
+    LOOPBACK,
+    RECEIPT_PORT,
+    REPO_ROOT,
+    TEMPORAL_PORT,
+    TEMPORAL_UI_PORT,
+    CodecServerSettings,
+    CodecSettings,
+    EmailSettings,
+    FingerprintSettings,
+    OutboxSettings,
+    ReceiptSettings,
+    Settings,
+    TemporalSettings,
+    TemporalVariables,
+    TwilioSettings,
+    as_variables,
+)
 from herald.temporal_profile import TEMPORAL_VARIABLES
 
 DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
@@ -44,12 +68,12 @@ ONE_PARTITION_PER_TASK_QUEUE: dict[str, int | float | str | bool] = {
 
 
 class TemporalDev(Frozen):
-    host: str = "127.0.0.1"
-    port: int = 7233
-    ui_port: int = 8233
+    host: str = LOOPBACK
+    port: int = TEMPORAL_PORT
+    ui_port: int = TEMPORAL_UI_PORT
     metrics_port: int = 8236
-    namespace: str = "default"
-    task_queue: str = "herald-notifications"
+    namespace: str = TemporalSettings().namespace
+    task_queue: str = TemporalSettings().task_queue
     # None keeps workflows in memory only (the tests); a file survives restarts.
     db_filename: str | None = "temporal.db"
     log_level: str = "error"
@@ -94,15 +118,15 @@ class OutboxDev(Frozen):
 
 
 class ReceiptsDev(Frozen):
-    host: str = "127.0.0.1"
-    port: int = 8235
+    host: str = LOOPBACK
+    port: int = RECEIPT_PORT
 
 
 class CodecDev(Frozen):
     """Payload encryption for every process of the stack, and the codec server the Web UI reads through."""
 
-    host: str = "127.0.0.1"
-    port: int = 8238
+    host: str = LOOPBACK
+    port: int = CODEC_SERVER_PORT
     # Under state_dir, created on first use (mode 0600): `id:base64key` lines (HERALD_CODEC_KEY_FILES).
     # The first line's key encrypts; add a line to keep an old key decrypting.
     key_file: str = "codec-keys"
@@ -111,8 +135,8 @@ class CodecDev(Frozen):
 class MetricsDev(Frozen):
     """Prometheus endpoints: the ledger exporter's (one per deployment) and the worker's SDK runtime."""
 
-    host: str = "127.0.0.1"
-    port: int = 9465  # python -m herald.metrics: the ledger's numbers
+    host: str = LOOPBACK
+    port: int = LEDGER_METRICS_PORT  # python -m herald.metrics: the ledger's numbers
     worker_port: int = 9464  # the worker's HERALD_WORKER_METRICS_ADDRESS: Temporal SDK and herald_* series
 
 
@@ -220,47 +244,64 @@ class StackConfig(Frozen):
         """The HERALD_* variables that point the worker and receipt server at this stack.
 
         ``database_url`` is the owner's connection; the services get the application login's.
+        Built from the settings' sections (each one checked as a process would check it), then
+        written out by their variable names.
         """
-        return {
-            "HERALD_TEMPORAL_ADDRESS": f"{self.temporal.host}:{self.temporal.port}",
-            "HERALD_TEMPORAL_NAMESPACE": self.temporal.namespace,
-            "HERALD_TASK_QUEUE": self.temporal.task_queue,
+        temporal = TemporalVariables(
+            herald_temporal_address=f"{self.temporal.host}:{self.temporal.port}",
+            herald_temporal_namespace=self.temporal.namespace,
+            herald_task_queue=self.temporal.task_queue,
+            # The stack's key file alone: keys exported in the caller's shell stay out of it.
+            codec=CodecSettings(key_files=str(self.codec_key_file()), key_entries=None, active_key=None),
+        )
+        receipts_url = f"http://{self.receipts.host}:{self.receipts.port}"
+        settings = Settings(
             # Services connect as the application's login (herald_app: SELECT and INSERT on the
             # ledger, nothing else); `database_url` is the owner's, which migrates and administers.
-            "DATABASE_URL": app_database_url(database_url, self.app_login_password()),
-            "HERALD_MIGRATION_DATABASE_URL": database_url,
-            "HERALD_TWILIO_API_BASE": f"http://{self.emulator.host}:{self.emulator.port}",
-            "HERALD_TWILIO_ACCOUNT_SID": self.emulator.account_sid,
-            "HERALD_TWILIO_AUTH_TOKEN": self.emulator.auth_token,
-            "HERALD_TWILIO_FROM": self.emulator.from_number,
-            "HERALD_TWILIO_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
-            "HERALD_TWILIO_READ_TIMEOUT": str(self.adapter.read_timeout),
-            "HERALD_SUBMIT_RATE_LIMIT": str(self.adapter.submit_rate_limit),
-            "HERALD_RECEIPT_HOST": self.receipts.host,
-            "HERALD_RECEIPT_PORT": str(self.receipts.port),
-            "HERALD_RECEIPT_PUBLIC_URL": f"http://{self.receipts.host}:{self.receipts.port}",
-            "HERALD_STATE_DIR": str(self.state_path),
-            "HERALD_SMTP_HOST": self.esp.host,
-            "HERALD_SMTP_PORT": str(self.esp.smtp_port),
-            "HERALD_SMTP_SECURITY": "none",  # the emulator listens on loopback only
-            "HERALD_EMAIL_FROM": self.esp.from_address,
-            "HERALD_EMAIL_MESSAGE_ID_DOMAIN": self.esp.message_id_domain,
-            "HERALD_SMTP_CONNECT_TIMEOUT": str(self.adapter.connect_timeout),
-            "HERALD_SMTP_READ_TIMEOUT": str(self.adapter.read_timeout),
-            "HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY": self.esp_public_key(),
+            database_url=app_database_url(database_url, self.app_login_password()),
+            migration_database_url=database_url,
+            state_dir=self.state_path,
+            twilio=TwilioSettings(
+                api_base=f"http://{self.emulator.host}:{self.emulator.port}",
+                account_sid=self.emulator.account_sid,
+                auth_token=self.emulator.auth_token,
+                from_number=self.emulator.from_number,
+                connect_timeout=self.adapter.connect_timeout,
+                read_timeout=self.adapter.read_timeout,
+                submit_rate_limit=self.adapter.submit_rate_limit,
+            ),
+            receipts=ReceiptSettings(
+                host=self.receipts.host,
+                port=self.receipts.port,
+                public_url=receipts_url,
+                sendgrid_public_key=self.esp_public_key(),
+            ),
+            email=EmailSettings(
+                host=self.esp.host,
+                port=self.esp.smtp_port,
+                security="none",  # the emulator listens on loopback only
+                from_address=self.esp.from_address,
+                message_id_domain=self.esp.message_id_domain,
+                connect_timeout=self.adapter.connect_timeout,
+                read_timeout=self.adapter.read_timeout,
+            ),
             # The relay's own login, not the service's: it claims and marks outbox rows, nothing else.
-            "HERALD_OUTBOX_DATABASE_URL": self.outbox_relay_database_url(database_url),
-            # The stack's key file alone: keys exported in the caller's shell stay out of it.
-            "HERALD_CODEC_KEY_FILES": str(self.codec_key_file()),
-            "HERALD_CODEC_KEYS": "",
-            "HERALD_CODEC_ACTIVE_KEY": "",
-            "HERALD_FINGERPRINT_KEY_FILES": str(self.fingerprint_key_file()),
-            "HERALD_FINGERPRINT_KEYS": "",
-            "HERALD_FINGERPRINT_ACTIVE_KEY": "",
-            "HERALD_CODEC_SERVER_HOST": self.codec.host,
-            "HERALD_CODEC_SERVER_PORT": str(self.codec.port),
-            "HERALD_CODEC_SERVER_CORS_ORIGINS": f"http://{self.temporal.host}:{self.temporal.ui_port},"
-            f"http://localhost:{self.temporal.ui_port}",
+            outbox=OutboxSettings(database_url=self.outbox_relay_database_url(database_url)),
+            fingerprints=FingerprintSettings(
+                key_files=str(self.fingerprint_key_file()), key_entries=None, active_key=None
+            ),
+            codec_server=CodecServerSettings(
+                host=self.codec.host,
+                port=self.codec.port,
+                cors_origins=(
+                    f"http://{self.temporal.host}:{self.temporal.ui_port}",
+                    f"http://localhost:{self.temporal.ui_port}",
+                ),
+            ),
+        )
+        return {
+            **as_variables(temporal),
+            **as_variables(settings),
             # Blank is unset: a Temporal Cloud profile or API key in the caller's shell must not
             # reach this stack's processes (they inherit the shell; herald/temporal_profile.py).
             **{name: "" for name in TEMPORAL_VARIABLES},

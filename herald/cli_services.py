@@ -63,7 +63,7 @@ class Services:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = self._load_settings()
-            if self._settings.fingerprint_keys:  # a command that fingerprints without keys is refused when it does
+            if self._settings.fingerprints.keys:  # a command that fingerprints without keys is refused when it does
                 fingerprints.install_from(self._settings)
         return self._settings
 

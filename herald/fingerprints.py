@@ -127,16 +127,16 @@ def keyring() -> Keyring:
     (HERALD_FINGERPRINT_KEYS, HERALD_FINGERPRINT_KEY_FILES, HERALD_FINGERPRINT_ACTIVE_KEY)."""
     global _installed
     if _installed is None:
-        from herald.variables import read_variables  # read on first use only, as a service would
+        from herald.settings import FingerprintSettings, load_section  # read on first use only, as a service would
 
-        variables = read_variables(dict(os.environ))
-        _installed = keyring_from(variables.fingerprint_keys, variables.herald_fingerprint_active_key)
+        section = load_section(FingerprintSettings, dict(os.environ))
+        _installed = keyring_from(section.keys, section.active_key)
     return _installed
 
 
 def install_from(settings: Any) -> Keyring:
     """Install the keyring a process's Settings name (refused when they name none); returns it."""
-    installed = keyring_from(settings.fingerprint_keys, settings.fingerprint_active_key)
+    installed = keyring_from(settings.fingerprints.keys, settings.fingerprints.active_key)
     install(installed)
     return installed
 

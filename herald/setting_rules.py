@@ -1,7 +1,7 @@
 """The shapes a variable's value may take, each with the sentence that refuses it.
 
 A shape is a pydantic type: ``Annotated[<type>, <constraints or validators>, Rule(<sentence>)]``.
-``herald.variables`` declares every variable with one of these (or its own, inline), and reports
+``herald.settings`` declares every variable with one of these (or its own, inline), and reports
 any value the shape refuses as ``NAME: <sentence>``, never with pydantic's own message, which
 quotes the input. A validator that knows better than the shape's sentence (which key, which line,
 "no such file") raises ``refusal(...)`` with its own.
@@ -31,6 +31,11 @@ class Rule:
 def refusal(rule: str, variable: str | None = None) -> PydanticCustomError:
     """A refusal with its own sentence. `variable` is for model validators, whose errors carry no field."""
     return PydanticCustomError("herald_setting", "{rule}", {"rule": rule, "variable": variable})
+
+
+# Twilio's SID shapes as its OpenAPI spec declares them (the adapter checks its own Message SIDs).
+ACCOUNT_SID_PATTERN = r"^AC[0-9a-fA-F]{32}$"
+MESSAGING_SERVICE_SID_PATTERN = r"^MG[0-9a-fA-F]{32}$"
 
 
 # ---- the sentences ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Herald does not re-implement Temporal's environment configuration
 (https://docs.temporal.io/develop/environment-configuration): it hands the TEMPORAL_* values it has
-already checked (herald/variables.py) to ``temporalio.envconfig``, so a profile written with
+already checked (herald/settings.py, ``TemporalVariables``) to ``temporalio.envconfig``, so a profile written with
 ``temporal config set`` means to Herald what it means to the Temporal CLI. Herald's own
 HERALD_TEMPORAL_* variables win over the result, one setting at a time (herald/settings.py).
 
@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 from temporalio.envconfig import ClientConfigProfile
 
 from herald.setting_rules import FILE, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TemporalAddress, TemporalNamespace
-from herald.variables import InvalidSetting, Variables
+from herald.variables import InvalidSetting
+
+if TYPE_CHECKING:
+    from herald.settings import TemporalVariables as Variables
 
 # The file's values get the types the variables get.
 _ADDRESS: TypeAdapter[str] = TypeAdapter(TemporalAddress)
 _NAMESPACE: TypeAdapter[str] = TypeAdapter(TemporalNamespace)
 
-# The TEMPORAL_* variables Temporal's loader reads (besides TEMPORAL_GRPC_META_*), each a field of Variables.
+# The TEMPORAL_* variables Temporal's loader reads (besides TEMPORAL_GRPC_META_*), each a field of TemporalVariables.
 TEMPORAL_VARIABLES = (
     "TEMPORAL_CONFIG_FILE",
     "TEMPORAL_PROFILE",

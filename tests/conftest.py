@@ -135,12 +135,7 @@ async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> 
 @pytest.fixture(scope="session")
 async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[str]:
     endpoint = ReceiptEndpoint(
-        auth_token=settings.twilio.auth_token.get_secret_value(),
-        public_url=settings.receipts.public_url,
-        pool=pool,
-        client=temporal,
-        hold_seconds=settings.receipts.hold_seconds,
-        sendgrid_public_key=settings.receipts.sendgrid_public_key,
+        settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal
     )
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()

@@ -244,7 +244,7 @@ async def cmd_report(args: argparse.Namespace, services: Services) -> int:
     from herald.ledger.report import ledger_report
 
     url = services.ledger_url("for the report (it is computed from the ledger)")
-    outbox = services.settings().outbox_database_url
+    outbox = services.settings().outbox.database_url
     outbox_url = database_url("HERALD_OUTBOX_DATABASE_URL", outbox.get_secret_value()) if outbox else None
     async with services.ledger(url) as pool:
         print((await ledger_report(pool)).render())
@@ -431,7 +431,7 @@ async def cmd_erase(args: argparse.Namespace, services: Services) -> int:
     recipient = cli_input.recipient(args.recipient, "RECIPIENT")
     url = services.ledger_url("(erasure runs in the ledger's database)")
     settings = services.settings()
-    outbox = settings.outbox_database_url
+    outbox = settings.outbox.database_url
     outbox_url = database_url("HERALD_OUTBOX_DATABASE_URL", outbox.get_secret_value()) if outbox else None
     # Every place is reached before anything is erased: one that does not answer stops the command
     # with nothing changed, not with an erasure done in part.
@@ -455,7 +455,7 @@ async def cmd_erase(args: argparse.Namespace, services: Services) -> int:
             )
             # A relay may be starting one of those rows from a copy read before: its intent exists
             # once the relay's claim ends, and Temporal is searched after that.
-            await asyncio.sleep(min(notices.claim_seconds_left, settings.outbox_lease_seconds))
+            await asyncio.sleep(min(notices.claim_seconds_left, settings.outbox.lease_seconds))
         workflow_ids.update(await intents_addressed_to(pool, recipient))
         executions = await erase_executions(
             herald.temporal, sorted(workflow_ids), operator=args.operator, reason=args.reason,

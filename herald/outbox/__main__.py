@@ -38,13 +38,13 @@ StartsFactory = Callable[[HeraldClient], NoticeStarter]
 
 async def serve(apply: bool, starts: StartsFactory = lambda herald: herald) -> None:
     settings = load_settings()
-    if settings.outbox_database_url is None:
+    if settings.outbox.database_url is None:
         raise SystemExit("HERALD_OUTBOX_DATABASE_URL: required (the service database that holds herald_outbox)")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    outbox_url = settings.outbox_database_url.get_secret_value()
+    outbox_url = settings.outbox.database_url.get_secret_value()
     # Once running, the relay rides out an away database (it retries at the next poll); at start,
     # an unreachable one is more likely a wrong setting, so it is reported once and the relay exits.
     await reach_database(outbox_url, "HERALD_OUTBOX_DATABASE_URL")
@@ -72,7 +72,7 @@ async def serve(apply: bool, starts: StartsFactory = lambda herald: herald) -> N
         relay = OutboxRelay(
             pool,
             starts(herald),
-            lease=timedelta(seconds=settings.outbox_lease_seconds),
+            lease=timedelta(seconds=settings.outbox.lease_seconds),
         )
         log.info("outbox relay polling herald_outbox; starting intents on %s", settings.temporal.task_queue)
         try:

@@ -35,12 +35,14 @@ from herald.client import NoticeReceipt
 from herald.errors import IntentConflict, InvalidIntent
 from herald.notice import NoticeRequest, parse_notice
 from herald.outbox import CHANNEL
+from herald.settings import OUTBOX_LEASE_SECONDS
 
 log = logging.getLogger("herald.outbox")
 
 BATCH = 50
-# Long enough for a batch's starts; a relay that dies mid-batch hands its rows on after this.
-LEASE = timedelta(seconds=30)
+# Long enough for a batch's starts; a relay that dies mid-batch hands its rows on after this
+# (HERALD_OUTBOX_LEASE_SECONDS sets it for `python -m herald.outbox`).
+LEASE = timedelta(seconds=OUTBOX_LEASE_SECONDS)
 POLL_SECONDS = 1.0
 # Transient failures (the cluster away, a timeout): 1 s, 2 s, 4 s ... up to 5 minutes.
 BACKOFF_CAP = timedelta(minutes=5)

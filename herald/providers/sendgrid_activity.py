@@ -40,11 +40,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from pydantic import ConfigDict, Field, SecretStr, field_validator
 
-from herald.outcomes import Found, Frozen, LookupOutcome, NotFound, ProviderStatus, Unavailable
+from herald.outcomes import Found, LookupOutcome, NotFound, ProviderStatus, Unavailable
 from herald.pacing import Pacer
 from herald.providers.smtp import REFERENCE_ARG
+from herald.settings import InvalidSetting, SendGridActivitySettings
 
 # The unique argument's value as the SMTP adapter writes it; anything else is never put in a query.
 _ATTEMPT_REF = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -57,28 +57,6 @@ MAX_SLOT_WAIT = 5.0
 _FINAL_EVENTS = {"bounced": ProviderStatus.UNDELIVERED, "dropped": ProviderStatus.FAILED}
 
 
-class SendGridActivityConfig(Frozen):
-    """The Email Activity API: where, with which key, how fast, and how far its feed lags."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    api_base: str = "https://api.sendgrid.com"
-    # An API key with Email Activity access (the add-on must be purchased).
-    api_key: SecretStr
-    # SendGrid: "The current limit is 6 requests per minute" for this API; paced here, per process.
-    requests_per_minute: float = Field(default=6.0, gt=0, le=6000)
-    # How long after acceptance a message is surely listed (see the module's note).
-    lag_seconds: float = Field(default=600.0, gt=0, le=86_400)
-    timeout: float = Field(default=10.0, gt=0, le=60)
-
-    @field_validator("api_base")
-    @classmethod
-    def _http_base(cls, value: str) -> str:
-        if not value.startswith(("https://", "http://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
-
-
 class SendGridActivity:
     """One account's Email Activity Feed, as typed lookup outcomes.
 
@@ -87,7 +65,11 @@ class SendGridActivity:
         transport: replaces the network, for tests (``httpx.MockTransport``).
     """
 
-    def __init__(self, config: SendGridActivityConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self, config: SendGridActivitySettings, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        if config.api_key is None:
+            raise InvalidSetting("HERALD_SENDGRID_API_KEY", "required for SendGrid's Email Activity API")
         self._config = config
         self._client = httpx.AsyncClient(
             base_url=config.api_base,

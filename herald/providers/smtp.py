@@ -40,11 +40,11 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP, SMTPUTF8
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import aiosmtplib
 from email_validator import validate_email
-from pydantic import ConfigDict, EmailStr, Field, SecretStr, ValidationError
+from pydantic import ConfigDict, EmailStr, Field, ValidationError
 
 from herald.outcomes import (
     Accepted,
@@ -59,6 +59,7 @@ from herald.outcomes import (
     Unreachable,
 )
 from herald.providers.port import Attachment, CancelOutcome, Capabilities, MessageReference, OutboundMessage
+from herald.settings import EmailSettings, InvalidSetting
 
 if TYPE_CHECKING:
     from herald.providers.sendgrid_activity import SendGridActivity
@@ -68,30 +69,6 @@ if TYPE_CHECKING:
 AUTH_RETRY_DELAY_SECONDS = 300.0
 # The unique_args key the ESP echoes in its events: our attempt reference.
 REFERENCE_ARG = "herald_attempt"
-
-
-class SmtpConfig(Frozen):
-    """Where and as whom the adapter submits. ``password`` is a ``SecretStr`` (never shown)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    host: str
-    port: int = Field(default=587, ge=1, le=65_535)
-    # starttls: upgrade on the submission port (587); tls: TLS from the first byte (465);
-    # none: plaintext, for a relay on loopback only (the local ESP emulator).
-    security: Literal["starttls", "tls", "none"] = "starttls"
-    username: str | None = None
-    password: SecretStr | None = None
-    from_address: EmailStr
-    # The right-hand side of our Message-IDs: a domain we control.
-    message_id_domain: str = Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$")
-    # How the ledger names the relay whose events report on these messages.
-    provider: str = Field(default="sendgrid", pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    connect_timeout: float = Field(default=10.0, gt=0)
-    read_timeout: float = Field(default=30.0, gt=0)
-    # Whether the ESP behind the relay posts delivery events (SendGrid's Event Webhook); a plain
-    # relay does not, and then an accepted message is the last thing Herald can know about it.
-    delivery_events: bool = True
 
 
 class EmailSubmission(Frozen):
@@ -113,12 +90,19 @@ class SmtpAdapter:
     """One SMTP relay, as typed outcomes.
 
     Args:
-        config: the relay.
+        config: the relay: the settings' e-mail section. Refused (InvalidSetting) without a host
+            or a sender.
         activity: the ESP's activity feed, where the account has one (SendGrid's Email Activity
             add-on): then an unknown submit is looked up by its reference; None: events only.
     """
 
-    def __init__(self, config: SmtpConfig, activity: SendGridActivity | None = None) -> None:
+    def __init__(self, config: EmailSettings, activity: SendGridActivity | None = None) -> None:
+        if config.host is None:
+            raise InvalidSetting("HERALD_SMTP_HOST", "required for e-mail (the relay every e-mail is handed to)")
+        if config.from_address is None:
+            raise InvalidSetting(
+                "HERALD_EMAIL_FROM", "required when HERALD_SMTP_HOST is set (the sender of every e-mail)"
+            )
         self._config = config
         self._activity = activity
         self._capabilities = Capabilities(

@@ -76,12 +76,10 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from herald.outcomes import (
     Accepted,
     Found,
-    Frozen,
     LookupOutcome,
     NotFound,
     Rejected,
@@ -99,13 +97,13 @@ from herald.providers.twilio_codes import (
     is_retryable,
     map_status,
 )
+from herald.settings import InvalidSetting, TwilioSettings
 
 logger = logging.getLogger(__name__)
 
 API_VERSION = "2010-04-01"
-# SID shapes as the spec declares them; checking them keeps anything but a SID out of the URL path.
-ACCOUNT_SID_PATTERN = r"^AC[0-9a-fA-F]{32}$"
-MESSAGING_SERVICE_SID_PATTERN = r"^MG[0-9a-fA-F]{32}$"
+# SID shapes as the spec declares them; checking them keeps anything but a SID out of the URL path
+# (the account's and the Messaging Service's are checked with the settings, herald/setting_rules.py).
 MESSAGE_SID_PATTERN = r"^(SM|MM)[0-9a-fA-F]{32}$"
 _MESSAGE_SID = re.compile(MESSAGE_SID_PATTERN)
 
@@ -123,45 +121,12 @@ VALIDITY_PERIOD_RANGE = (1, 36_000)
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
-class TwilioConfig(Frozen):
-    """Where and as whom the adapter talks to Twilio.
-
-    ``auth_token`` is a ``SecretStr``: it shows as ``**********`` in reprs,
-    ``str()`` and dumps, and validation errors hide their input so a bad
-    config cannot print it either.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    api_base: str = "https://api.twilio.com"
-    account_sid: str = Field(pattern=ACCOUNT_SID_PATTERN)
-    auth_token: SecretStr
-    from_number: str | None = None
-    messaging_service_sid: str | None = Field(default=None, pattern=MESSAGING_SERVICE_SID_PATTERN)
-    connect_timeout: float = Field(default=3.0, gt=0)
-    read_timeout: float = Field(default=10.0, gt=0)
-    # httpx slows sharply past ~20 requests in flight on one client.
-    max_in_flight: int = Field(default=16, ge=1)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base_is_http(cls, value: str) -> str:
-        if not value.startswith(("https://", "http://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
-
-    @model_validator(mode="after")
-    def _exactly_one_sender(self) -> TwilioConfig:
-        if (self.from_number is None) == (self.messaging_service_sid is None):
-            raise ValueError("set exactly one of from_number and messaging_service_sid")
-        return self
-
-
 class TwilioAdapter:
     """One Twilio account's Messages API, as typed outcomes.
 
     Args:
-        config: Account, sender and limits.
+        config: Account, sender and limits: the settings' Twilio section. Refused (InvalidSetting)
+            without an Account SID or a sender.
         transport: Replaces the network, for tests (``httpx.MockTransport``);
             None builds a real transport with retries off.
     """
@@ -175,7 +140,13 @@ class TwilioAdapter:
         cancel_accepted=False,  # Twilio cancels only scheduled messages
     )
 
-    def __init__(self, config: TwilioConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, config: TwilioSettings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not config.account_sid:
+            raise InvalidSetting("HERALD_TWILIO_ACCOUNT_SID", "required for SMS (Twilio's Account SID, AC...)")
+        if config.from_number is None and config.messaging_service_sid is None:
+            raise InvalidSetting(
+                "HERALD_TWILIO_FROM", "required for SMS unless HERALD_TWILIO_MESSAGING_SERVICE_SID is set (one sender)"
+            )
         self._config = config
         self._account_url = f"{config.api_base}/{API_VERSION}/Accounts/{config.account_sid}"
         self._messages_url = f"{self._account_url}/Messages.json"

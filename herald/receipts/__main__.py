@@ -28,21 +28,9 @@ async def serve() -> None:
     async with open_pool(database_url, timeout=1.0) as pool:
         tracing = tracer_provider(settings.telemetry, "herald-receipts")  # traces its signals; flushed at exit
         client = await connect_temporal(settings.temporal, interceptors=tracing_interceptors(tracing))
-        try:
-            endpoint = ReceiptEndpoint(
-                auth_token=settings.twilio.auth_token.get_secret_value(),
-                public_url=settings.receipts.public_url,
-                pool=pool,
-                client=client,
-                hold_seconds=settings.receipts.hold_seconds,
-                sendgrid_public_key=settings.receipts.sendgrid_public_key,
-                store_timeout=settings.receipts.store_timeout,
-            )
-        except ValueError as error:
-            raise SystemExit(
-                f"HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY: {error}; expected SendGrid's verification key "
-                "(ECDSA P-256, base64 DER or PEM, from the Signed Event Webhook settings)"
-            ) from None
+        endpoint = ReceiptEndpoint(
+            settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=client
+        )
         server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
         drainer = asyncio.create_task(run_drainer(pool, client, DRAIN_INTERVAL_SECONDS, stop))
         try:

@@ -113,6 +113,7 @@ from herald.receipts.twilio_form import (
     parse_form,
     unstorable_reason,
 )
+from herald.settings import ReceiptSettings
 
 log = logging.getLogger("herald.receipts")
 _T = TypeVar("_T")
@@ -141,9 +142,6 @@ MAX_SENDGRID_BODY_BYTES = 1024 * 1024
 # to carry its first try's timestamp, it would be refused here after five minutes.
 SENDGRID_MAX_AGE_SECONDS = 300
 SENDGRID_MAX_LEAD_SECONDS = 60
-# Twilio waits 15 s for an answer (SendGrid longer): a store that has not committed by this is
-# abandoned and answered 503, so a hung database costs the provider a retry, not a hung socket.
-DEFAULT_STORE_TIMEOUT_SECONDS = 5.0
 # Whole seconds since the epoch; more digits than this is no time SendGrid could send.
 _MAX_TIMESTAMP_DIGITS = 12
 # Events per transaction when a post is stored: one pipelined round trip and a few milliseconds of
@@ -167,30 +165,26 @@ MAX_ROUTING_BACKLOG = 4 * MAX_EVENTS
 
 class ReceiptEndpoint:
     def __init__(
-        self,
-        *,
-        auth_token: str,
-        public_url: str,
-        pool: AsyncConnectionPool,
-        client: Client,
-        hold_seconds: float = 0.0,
-        sendgrid_public_key: str | None = None,
-        store_timeout: float = DEFAULT_STORE_TIMEOUT_SECONDS,
+        self, settings: ReceiptSettings, *, auth_token: str, pool: AsyncConnectionPool, client: Client
     ) -> None:
-        """Raises ValueError when ``sendgrid_public_key`` is given but is not a P-256 public key."""
+        """The receipt server's section of the settings, and Twilio's auth token (the key its
+        signatures are made with). Raises ValueError when the section's ``sendgrid_public_key``
+        is not a P-256 public key."""
         self._auth_token = auth_token
         # Loaded once: a malformed key stops the server at start instead of refusing every post.
         self._sendgrid_key = (
-            sendgrid_signature.load_public_key(sendgrid_public_key) if sendgrid_public_key is not None else None
+            sendgrid_signature.load_public_key(settings.sendgrid_public_key)
+            if settings.sendgrid_public_key is not None
+            else None
         )
-        self._public_url = public_url.rstrip("/")
+        self._public_url = settings.public_url.rstrip("/")
         self._pool = pool
         # Twilio posts one report per request: concurrent ones share a transaction (group commit),
         # and one that arrives alone is a single autocommitted INSERT.
         self._inbox: GroupCommit[InboxReport, dict[str, Any]] = GroupCommit(
             pool, store.store_reports, alone_in_autocommit=True
         )
-        self._store_timeout = store_timeout
+        self._store_timeout = settings.store_timeout
         self._twilio_rejections = asyncio.Semaphore(TWILIO_REJECTION_CONNECTIONS)
         self._sendgrid_stores = asyncio.Semaphore(SENDGRID_STORE_CONNECTIONS)
         # One router per route: its own connections, backlog and held reports, so a post's
@@ -200,7 +194,7 @@ class ReceiptEndpoint:
                 route=route,
                 pool=pool,
                 client=client,
-                hold_seconds=hold_seconds,
+                hold_seconds=settings.hold_seconds,
                 concurrency=ROUTING_CONNECTIONS,
                 max_backlog=MAX_ROUTING_BACKLOG,
             )

@@ -68,7 +68,7 @@ async def outbox_db(stack: LocalStack, settings: Any) -> tuple[str, str]:
     async with await psycopg.AsyncConnection.connect(owner_url, autocommit=True) as conn:
         await outbox.apply_schema(conn)
     relay_url = make_conninfo(
-        settings.outbox_database_url.get_secret_value(), dbname=psycopg.conninfo.conninfo_to_dict(owner_url)["dbname"]
+        settings.outbox.database_url.get_secret_value(), dbname=psycopg.conninfo.conninfo_to_dict(owner_url)["dbname"]
     )
     return owner_url, relay_url
 
@@ -176,7 +176,7 @@ async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_an
     others_before = await _rows(owner_outbox, others)
     assert to in others_before[others[1]]["text"]
 
-    command = settings.model_copy(update={"outbox_database_url": SecretStr(outbox_db[1])})
+    command = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"database_url": SecretStr(outbox_db[1])})})
     services = Services(lambda: command)
     try:
         code = await starter.cmd_erase(

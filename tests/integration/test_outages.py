@@ -35,10 +35,11 @@ from herald.intent import Channel
 from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState, SubmitResult
-from herald.providers.sendgrid_activity import SendGridActivity, SendGridActivityConfig
+from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, CategoryRules, PolicyRules
+from herald.settings import SendGridActivitySettings
 from tests.refusing_proxy import RefusingProxy
 from tests.support import (
     TEST_POLICY,
@@ -50,7 +51,7 @@ from tests.support import (
     fresh_recipient,
     receipt_request,
 )
-from worker import build_submit_worker, build_worker, smtp_config, twilio_config
+from worker import build_submit_worker, build_worker
 
 OUTAGE = float(os.environ.get("HERALD_OUTAGE_SECONDS", "12"))
 ACTIVITY_KEY = "SG.outage-test-activity-key"
@@ -108,9 +109,9 @@ async def outages(
     await relay.start()
     await twilio.start()
     found = Outages(webhook, relay, twilio, esp)
-    smtp = smtp_config(settings.email).model_copy(update={"host": "127.0.0.1", "port": relay.port})
-    sms = twilio_config(settings.twilio).model_copy(update={"api_base": twilio.url})
-    feed = SendGridActivityConfig(
+    smtp = settings.email.model_copy(update={"host": "127.0.0.1", "port": relay.port})
+    sms = settings.twilio.model_copy(update={"api_base": twilio.url})
+    feed = SendGridActivitySettings(
         api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=ACTIVITY_KEY, requests_per_minute=600, lag_seconds=2
     )
     adapters = [TwilioAdapter(sms), SmtpAdapter(smtp), TwilioAdapter(sms), SmtpAdapter(smtp, SendGridActivity(feed))]

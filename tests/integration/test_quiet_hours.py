@@ -30,7 +30,7 @@ from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.workflow_api import SEARCH_ATTRIBUTES
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
-from worker import build_submit_worker, build_worker, twilio_config
+from worker import build_submit_worker, build_worker
 
 WINDOW = QuietHours(start=time(21, 0), end=time(8, 0))
 CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}
@@ -76,7 +76,7 @@ async def test_quiet_hours_defer_a_non_urgent_intent_to_the_window_end_and_never
     zone = zone_where_it_is_late_evening(published_at)
     task_queue = f"herald-quiet-{fresh_key()[-8:]}"
     local = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
-    adapter = TwilioAdapter(twilio_config(settings.twilio))
+    adapter = TwilioAdapter(settings.twilio)
     provider = ProviderActivities({Channel.SMS: adapter}, settings.receipts.public_url, pool)
     herald = HeraldClient(skipping.client, task_queue, policy=POLICY)
     reminder, urgent = fresh_key("class_reminder"), fresh_key("class_opening")

@@ -31,7 +31,7 @@ from herald.lifecycle import IntentState
 from herald.providers.twilio import TwilioAdapter
 from herald.task_queues import submit_task_queue
 from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
-from worker import build_submit_worker, build_worker, submit_pacer, twilio_config
+from worker import build_submit_worker, build_worker, submit_pacer
 
 LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
 # The submit queue's server-side limit, as the bench runs it. Temporal's matcher lets PACE + 1
@@ -90,7 +90,7 @@ async def _route_paced_at(
             "twilio": settings.twilio.model_copy(update={"api_base": emulator_url, "submit_rate_limit": pace}),
         }
     )
-    adapter = TwilioAdapter(twilio_config(limited.twilio))
+    adapter = TwilioAdapter(limited.twilio)
     provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool, pacer=submit_pacer(limited))
     try:
         async with (

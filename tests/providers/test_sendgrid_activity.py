@@ -21,8 +21,9 @@ from emulator.esp.server import EspServer
 from herald.delivery_policy import DeliveryPolicy, absence_proven
 from herald.outcomes import Found, NotFound, ProviderStatus, Unavailable
 from herald.providers.port import MessageReference
-from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity, SendGridActivityConfig
-from herald.providers.smtp import EmailSubmission, SmtpAdapter, SmtpConfig
+from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity
+from herald.providers.smtp import EmailSubmission, SmtpAdapter
+from herald.settings import EmailSettings, SendGridActivitySettings
 
 KEY = "SG.activity-test-key"
 REF = "att_0123456789abcdef01234567_1"
@@ -83,7 +84,7 @@ def feed(*handlers: Handler, per_minute: float = 6000.0) -> tuple[SendGridActivi
         seen.append(request)
         return queue.pop(0)(request)
 
-    config = SendGridActivityConfig(api_key=KEY, requests_per_minute=per_minute, lag_seconds=120)
+    config = SendGridActivitySettings(api_key=KEY, requests_per_minute=per_minute, lag_seconds=120)
     return SendGridActivity(config, transport=httpx.MockTransport(route)), seen
 
 
@@ -231,10 +232,10 @@ async def esp() -> AsyncIterator[EspServer]:
 
 
 def relay(esp: EspServer) -> SmtpAdapter:
-    config = SmtpConfig(host="127.0.0.1", port=esp.smtp_port, security="none", from_address="receipts@herald.example",
+    config = EmailSettings(host="127.0.0.1", port=esp.smtp_port, security="none", from_address="receipts@herald.example",
                         message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0)  # fmt: skip
     activity = SendGridActivity(
-        SendGridActivityConfig(
+        SendGridActivitySettings(
             api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=KEY, requests_per_minute=600, lag_seconds=1
         )
     )
@@ -282,7 +283,7 @@ async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> No
 
 def test_without_a_feed_the_relay_declares_no_lookup() -> None:
     """No Email Activity key: no lookup by reference, so an unknown submit waits for events (herald.silence)."""
-    config = SmtpConfig(
+    config = EmailSettings(
         host="relay.example", from_address="receipts@herald.example", message_id_domain="mail.herald.example"
     )
     assert not SmtpAdapter(config).capabilities.lookup_by_reference

@@ -16,7 +16,8 @@ from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
 from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown, Unreachable
 from herald.providers.port import Attachment
-from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter, SmtpConfig
+from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter
+from herald.settings import EmailSettings
 
 USERNAME, PASSWORD = "apikey", "SG.emulator-secret"
 DOMAIN = "mail.herald.example"
@@ -43,7 +44,7 @@ def adapter(esp: EspServer, **overrides: Any) -> SmtpAdapter:
         "connect_timeout": 2.0,
     }  # fmt: skip
     values.update(overrides)
-    return SmtpAdapter(SmtpConfig(**values))
+    return SmtpAdapter(EmailSettings(**values))
 
 
 def submission(to: str, ref: str = "att_0123456789abcdef01234567_1", **overrides: Any) -> EmailSubmission:
@@ -146,7 +147,7 @@ async def test_a_relay_that_is_not_listening_is_unreachable() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = SmtpConfig(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
+    config = EmailSettings(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
                         message_id_domain=DOMAIN, connect_timeout=1.0)  # fmt: skip
     outcome = await SmtpAdapter(config).send_email(submission("someone@example.com"))
     assert isinstance(outcome.result, Unreachable) and "before DATA" in outcome.result.reason
@@ -154,7 +155,7 @@ async def test_a_relay_that_is_not_listening_is_unreachable() -> None:
 
 def test_every_copy_of_one_attempt_has_the_same_message_id() -> None:
     """The Message-ID is a function of the attempt reference, so a second copy is recognisably the same message."""
-    config = SmtpConfig(host="relay.example", from_address="receipts@herald.example", message_id_domain=DOMAIN)
+    config = EmailSettings(host="relay.example", from_address="receipts@herald.example", message_id_domain=DOMAIN)
     built = [SmtpAdapter(config).build(submission("a@example.com")) for _ in range(2)]
     assert built[0]["Message-ID"] == built[1]["Message-ID"] == f"<att_0123456789abcdef01234567_1@{DOMAIN}>"
 
@@ -168,9 +169,9 @@ def test_config_refuses_invalid_settings_without_echoing_the_password(overrides:
     values = {"host": "relay.example", "from_address": "receipts@herald.example", "message_id_domain": DOMAIN,
               "password": PASSWORD, **overrides}  # fmt: skip
     with pytest.raises(ValidationError) as error:
-        SmtpConfig(**values)
+        EmailSettings(**values)
     assert PASSWORD not in str(error.value)
-    assert PASSWORD not in repr(SmtpConfig(host="relay.example", from_address="receipts@herald.example",
+    assert PASSWORD not in repr(EmailSettings(host="relay.example", from_address="receipts@herald.example",
                                            message_id_domain=DOMAIN, password=PASSWORD))  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from herald.outcomes import (
     Unreachable,
 )
 from herald.providers.port import MessageReference
-from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter, TwilioConfig
+from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ERROR_CODES,
@@ -35,6 +35,7 @@ from herald.providers.twilio_codes import (
     ErrorClass,
     map_status,
 )
+from herald.settings import InvalidSetting, TwilioSettings
 
 ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef"
 AUTH_TOKEN = "tok9f3c1e7a5b2d4086"
@@ -53,10 +54,10 @@ SINCE = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
 Handler = Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]]
 
 
-def make_config(**overrides: Any) -> TwilioConfig:
+def make_config(**overrides: Any) -> TwilioSettings:
     values: dict[str, Any] = {"account_sid": ACCOUNT_SID, "auth_token": AUTH_TOKEN, "from_number": FROM_NUMBER}
     values.update(overrides)
-    return TwilioConfig(**values)
+    return TwilioSettings(**values)
 
 
 def make_adapter(handler: Handler, **overrides: Any) -> TwilioAdapter:
@@ -451,19 +452,35 @@ async def test_auth_token_never_shown() -> None:
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"from_number": None},
         {"messaging_service_sid": SERVICE_SID},
         {"account_sid": "AC123"},
         {"from_number": None, "messaging_service_sid": "MG-not-a-sid"},
         {"api_base": "ftp://api.twilio.com"},
         {"max_in_flight": 0},
     ],
-    ids=["no-sender", "two-senders", "bad-account-sid", "bad-service-sid", "bad-api-base", "zero-in-flight"],
+    ids=["two-senders", "bad-account-sid", "bad-service-sid", "bad-api-base", "zero-in-flight"],
 )
 def test_config_rejects_invalid_settings(overrides: dict[str, Any]) -> None:
-    """A config without exactly one sender, or with a malformed SID, URL or limit, is refused at construction."""
+    """A config with two senders, or with a malformed SID, URL or limit, is refused at construction."""
     with pytest.raises(ValidationError):
         make_config(**overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"from_number": None},
+         "HERALD_TWILIO_FROM: required for SMS unless HERALD_TWILIO_MESSAGING_SERVICE_SID is set (one sender)"),
+        ({"account_sid": ""}, "HERALD_TWILIO_ACCOUNT_SID: required for SMS (Twilio's Account SID, AC...)"),
+    ],
+    ids=["no-sender", "no-account"],
+)  # fmt: skip
+def test_the_adapter_refuses_a_section_without_an_account_or_a_sender(overrides: dict[str, Any], message: str) -> None:
+    """Unset, the account and the sender are refused by the adapter, in one line naming the variable."""
+    config = TwilioSettings.model_construct(**{**make_config().model_dump(), **overrides})
+    with pytest.raises(InvalidSetting) as refused:
+        TwilioAdapter(config)
+    assert str(refused.value) == message
 
 
 def test_capabilities() -> None:

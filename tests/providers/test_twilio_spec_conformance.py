@@ -29,8 +29,9 @@ import pytest
 
 from herald.outcomes import Accepted, Found, ProviderStatus, Unavailable
 from herald.providers.port import MessageReference, OutboundMessage
-from herald.providers.twilio import TwilioAdapter, TwilioConfig
+from herald.providers.twilio import TwilioAdapter
 from herald.providers.twilio_codes import STATUS_LABELS
+from herald.settings import TwilioSettings
 
 REPO_ROOT = Path(__file__).parents[2]
 FULL_SPEC_PATH = REPO_ROOT.parent / "shared" / "reference" / "twilio_api_v2010.json"
@@ -176,7 +177,7 @@ def spec_replaying_transport(spec: dict[str, Any], seen: list[httpx.Request]) ->
 
 
 def make_adapter(transport: httpx.AsyncBaseTransport, **sender: str | None) -> TwilioAdapter:
-    config = TwilioConfig(
+    config = TwilioSettings(
         account_sid=ACCOUNT_SID, auth_token="spec-test-token", **(sender or {"from_number": SENDER})
     )
     return TwilioAdapter(config, transport=transport)

@@ -9,7 +9,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.receipts.app import DEFAULT_STORE_TIMEOUT_SECONDS, ReceiptEndpoint, build_receipt_server
+from herald.receipts.app import ReceiptEndpoint, build_receipt_server
+from herald.settings import ReceiptSettings
 
 
 class RecordingClient:
@@ -37,7 +38,7 @@ async def receipt_app(
     hold_seconds: float = 0.0,
     auth_token: str = "unused-by-these-tests",
     public_url: str = "http://127.0.0.1",
-    store_timeout: float = DEFAULT_STORE_TIMEOUT_SECONDS,
+    store_timeout: float = ReceiptSettings().store_timeout,
 ) -> AsyncIterator[tuple[str, RecordingClient]]:
     """The receipt app under uvicorn on a port the OS picks; yields its base URL and the client.
 
@@ -45,15 +46,10 @@ async def receipt_app(
     so a test signs against it whatever port the OS picked.
     """
     client = RecordingClient()
-    endpoint = ReceiptEndpoint(
-        auth_token=auth_token,
-        public_url=public_url,
-        pool=pool,
-        client=client,  # type: ignore[arg-type]
-        hold_seconds=hold_seconds,
-        sendgrid_public_key=public_key,
-        store_timeout=store_timeout,
+    receipts = ReceiptSettings(
+        public_url=public_url, hold_seconds=hold_seconds, sendgrid_public_key=public_key, store_timeout=store_timeout
     )
+    endpoint = ReceiptEndpoint(receipts, auth_token=auth_token, pool=pool, client=client)  # type: ignore[arg-type]
     server = build_receipt_server(endpoint, "127.0.0.1", 0)
     serving = asyncio.create_task(server.serve())
     while not server.started:

@@ -38,9 +38,10 @@ from herald.providers.sendgrid_signature import (
     public_key_text,
     sign,
 )
-from herald.providers.smtp import EmailSubmission, SmtpAdapter, SmtpConfig
+from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.receipts.app import MAX_SENDGRID_BODY_BYTES, ReceiptEndpoint
 from herald.receipts.delivery import StoredReport, UnknownProviderError, deliver
+from herald.settings import EmailSettings, ReceiptSettings
 from tests.receipts.served import RecordingClient, receipt_app
 
 KEY = new_private_key()
@@ -326,8 +327,8 @@ def test_a_malformed_verification_key_stops_the_endpoint_at_construction() -> No
     """A key that is not P-256 is a configuration error at start, not a 403 on every post."""
     with pytest.raises(ValueError, match="public key"):
         ReceiptEndpoint(
-            auth_token="x", public_url="http://127.0.0.1", pool=None, client=None,  # type: ignore[arg-type]
-            sendgrid_public_key="bm90IGEga2V5",
+            ReceiptSettings(sendgrid_public_key="bm90IGEga2V5"),
+            auth_token="x", pool=None, client=None,  # type: ignore[arg-type]
         )  # fmt: skip
 
 
@@ -571,7 +572,7 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
                 published = (await admin.get("/_esp/public-key")).json()["public_key"]
                 assert published == public_key_text(key)
                 adapter = SmtpAdapter(
-                    SmtpConfig(
+                    EmailSettings(
                         host="127.0.0.1", port=esp.smtp_port, security="none", from_address="receipts@herald.example",
                         message_id_domain="herald.test",
                     )

@@ -8,8 +8,9 @@ from herald.channels import assumed_capabilities
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import Channel, build_intent, parse_request
 from herald.providers.port import Capabilities
-from herald.providers.smtp import SmtpAdapter, SmtpConfig
+from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
+from herald.settings import EmailSettings
 from workflows.attempt_record import AttemptRecord
 from workflows.intent_record import IntentRecord
 from workflows.reconciliation import Reconciler
@@ -33,7 +34,7 @@ def attempt(capabilities: Capabilities | None, provider_id: str | None = None) -
 
 
 def smtp(events: bool) -> Capabilities:
-    config = SmtpConfig(host="relay.example.com", from_address="n@example.com", message_id_domain="example.com", delivery_events=events)
+    config = EmailSettings(host="relay.example.com", from_address="n@example.com", message_id_domain="example.com", delivery_events=events)
     return SmtpAdapter(config).capabilities
 
 
