@@ -89,7 +89,6 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         workflow_runner=WORKFLOW_RUNNER,
         activities=[
             ledger.append_ledger,
-            ledger.last_attempt_to_recipient,
             ledger.read_event_stream,
             provider.lookup,
             provider.cancel,

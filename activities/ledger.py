@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from herald.contracts import RecipientCooldownQuery
 from herald.ledger import event_streams, store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import IntentRecorded, LedgerBatch
-from herald.recipient_vault import RecipientErased, RecipientVault
+from herald.recipient_vault import RecipientVault
 from herald.silence import EventStream, EventStreamQuery
 
 
@@ -22,17 +19,6 @@ class LedgerActivities:
         self._vault = vault or RecipientVault(pool)
         # Checkpoints of many workflows finishing at once share a transaction (group commit).
         self._checkpoints: GroupCommit[LedgerBatch, None] = GroupCommit(pool, store.write_checkpoints)
-
-    @activity.defn(name="last_attempt_to_recipient")
-    async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
-        """When another intent last prepared an attempt to this recipient; None if never (or erased)."""
-        try:
-            recipient = await self._vault.open(query.recipient, "recipient")
-        except RecipientErased:
-            return None
-        return await store.last_attempt_to_recipient(
-            self._pool, recipient=recipient, excluding_workflow_id=query.workflow_id
-        )
 
     @activity.defn(name="append_ledger")
     async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:

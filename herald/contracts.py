@@ -36,11 +36,6 @@ def attempt_number_of(ref: str) -> int | None:
     return int(tail) if head.startswith("att_") and tail.isascii() and tail.isdigit() else None
 
 
-class RecipientCooldownQuery(Frozen):
-    workflow_id: str
-    recipient: str
-
-
 class DeliveryReport(Frozen):
     """A stored provider report, sent to the workflow after its inbox row committed."""
 

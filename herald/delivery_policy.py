@@ -73,9 +73,6 @@ class DeliveryPolicy(Frozen):
     # After this long without a final outcome the intent becomes `unknown`: terminal for
     # automation, raised for a human. Never `failed`: those carry different resend risk.
     resolution_horizon: timedelta = timedelta(hours=48)
-    # Minimum gap between two attempts to one recipient across intents: a burst of individually
-    # valid class openings must not become harassment. Zero turns it off. Deferral, never a drop.
-    recipient_cooldown: timedelta = timedelta(0)
 
     @field_validator("provider_queue_validity")
     @classmethod

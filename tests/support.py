@@ -7,7 +7,7 @@ import secrets
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +180,21 @@ async def create_database(server_url: str, prefix: str) -> str:
     async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as admin:
         await admin.execute(f"CREATE DATABASE {name}")
     return make_conninfo(server_url, dbname=name)
+
+
+class TestClock:
+    """The intent machine's clock in unit tests: a time the test moves, and fixed jitter."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, at: datetime, jitter: float = 0.5) -> None:
+        self.at, self.jitter = at, jitter
+
+    def now(self) -> datetime:
+        return self.at
+
+    def random(self) -> float:
+        return self.jitter
+
+    def advance(self, by: timedelta) -> None:
+        self.at += by

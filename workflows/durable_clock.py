@@ -1,4 +1,4 @@
-"""The one durable timer a workflow waits on, kept across wake-ups.
+"""The workflow's time for the machine, and the one durable timer it waits on, kept across wake-ups.
 
 A wait woken early by a report and resumed toward the same deadline keeps its timer: each timer
 started is a billed Temporal action, and a report that changes nothing should not cost one.
@@ -30,3 +30,13 @@ class DurableClock:
         if self._timer is not None and not self._timer.done():
             self._timer.cancel()
         self._timer, self._fires_at = None, None
+
+
+class WorkflowClock:
+    """The machine's clock (``herald.machine.clock.Clock``): the workflow's replayed time and seeded randomness."""
+
+    def now(self) -> datetime:
+        return workflow.now()
+
+    def random(self) -> float:
+        return workflow.random().random()

@@ -5,7 +5,7 @@ no I/O itself).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -14,14 +14,14 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.ledger import LedgerActivities
     from activities.provider import ProviderActivities
-    from herald.contracts import LookupInput, ProviderCancelInput, RecipientCooldownQuery, SubmitInput, SubmitStep
+    from herald.contracts import LookupInput, ProviderCancelInput, SubmitInput, SubmitStep
     from herald.delivery_policy import DeliveryPolicy
     from herald.intent import Intent
     from herald.ledger.records import IntentRecorded, LedgerBatch
+    from herald.machine.attempt import AttemptRecord
     from herald.outcomes import LookupOutcome, Unavailable
     from herald.silence import EventStream, EventStreamQuery
     from herald.task_queues import submit_task_queue
-    from workflows.attempt_record import AttemptRecord
 
 # Ledger writes are idempotent, so they may retry for as long as the database is away; the
 # workflow waits rather than submit before its attempt row is committed.
@@ -68,7 +68,6 @@ async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy,
 async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
     """Find the attempt at the provider (by id when known, else by our reference); a lookup that
     could not run is Unavailable, which says nothing about the attempt."""
-    attempt.lookups += 1
     try:
         return await workflow.execute_activity_method(
             ProviderActivities.lookup,
@@ -105,15 +104,6 @@ async def ask_to_cancel(attempt: AttemptRecord, intent: Intent) -> tuple[bool, s
 async def append_ledger(batch: LedgerBatch) -> IntentRecorded | None:
     return await workflow.execute_local_activity_method(
         LedgerActivities.append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
-    )
-
-
-async def last_attempt_to_recipient(intent: Intent) -> datetime | None:
-    return await workflow.execute_local_activity_method(
-        LedgerActivities.last_attempt_to_recipient,
-        RecipientCooldownQuery(workflow_id=intent.workflow_id, recipient=intent.recipient),
-        start_to_close_timeout=_LEDGER_TIMEOUT,
-        retry_policy=_LEDGER_RETRY,
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
@@ -457,15 +456,3 @@ async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[st
             await cursor.execute(sql, (workflow_id,))
             intent[key] = await cursor.fetchall()
     return intent
-
-
-async def last_attempt_to_recipient(pool: AsyncConnectionPool, *, recipient: str, excluding_workflow_id: str) -> datetime | None:
-    """When another intent last prepared an attempt to this recipient (for the cooldown clock)."""
-    async with pool.connection() as conn:
-        cursor = await conn.execute(
-            """SELECT max(a.prepared_at) FROM attempts a JOIN intents i ON i.workflow_id = a.workflow_id
-                WHERE i.recipient = %s AND i.workflow_id <> %s""",
-            (recipient, excluding_workflow_id),
-        )
-        row = await cursor.fetchone()
-    return row[0] if row else None

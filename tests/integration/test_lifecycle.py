@@ -171,42 +171,6 @@ async def test_silence_ends_unknown_at_the_horizon_across_runs(herald: HeraldCli
     assert [o["seq"] for o in history["observations"]] == list(range(1, len(history["observations"]) + 1))
 
 
-async def test_expiry_closes_an_intent_deferred_before_dispatch(herald: HeraldClient, emulator: Emulator, pool) -> None:
-    """An intent waiting out the recipient cooldown expires when its expiry comes first, and sends nothing."""
-    to, first = fresh_recipient(), fresh_key()
-    await herald.send(receipt_request(first, to))
-    await _final(herald, first)  # its attempt is in the ledger: the cooldown clock now runs
-    key = fresh_key("class_opening")
-    policy = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
-    request = receipt_request(key, to, expires_at=(datetime.now(UTC) + timedelta(seconds=3)).isoformat())
-    await herald.send(request, policy=policy)
-    final = await _final(herald, key)
-    assert final.state is IntentState.EXPIRED
-    assert final.attempts == []
-    assert final.closed_by == "clock:expiry"
-    history = await _history(pool, key)
-    assert any(o["kind"] == "deferred" and "cooldown" in o["reason"] for o in history["observations"])
-    assert len(await emulator.messages(to)) == 1  # only the first intent's message
-
-
-async def test_cancel_before_dispatch_sends_nothing(herald: HeraldClient, emulator: Emulator, pool) -> None:
-    """Cancelling an intent still waiting out the cooldown closes it with the operator's reason and sends nothing."""
-    to, first = fresh_recipient(), fresh_key()
-    await herald.send(receipt_request(first, to))
-    await _final(herald, first)  # its attempt is in the ledger: the cooldown clock now runs
-    key = fresh_key("class_opening")
-    policy = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
-    await herald.send(receipt_request(key, to), policy=policy)
-    await asyncio.sleep(1)
-    answer = await herald.cancel(key, reason="seat filled", operator="alice")
-    assert answer.cancelled and "before any message" in answer.message
-    final = await _final(herald, key)
-    assert final.state is IntentState.CANCELLED
-    assert "alice" in final.transitions[-1].reason and "seat filled" in final.transitions[-1].reason
-    assert final.attempts == []
-    assert len(await emulator.messages(to)) == 1
-
-
 async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """A cancel that races an accepted submit closes the intent, and the accepted attempt is still tracked to delivered."""
     key, to = fresh_key(), fresh_recipient()

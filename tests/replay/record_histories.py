@@ -27,8 +27,10 @@ from temporalio.client import Client
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.intent import Channel
+from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.payload_codec import decode_in_place
+from herald.send_policy import PolicyRules
 from tests.support import (
     TEST_POLICY,
     Emulator,
@@ -107,7 +109,7 @@ async def _save(
         (HISTORIES / f"{name}{suffix}.json").write_text(json.dumps(history.to_json_dict(), indent=1) + "\n")
 
 
-async def test_record_every_path(herald: HeraldClient, emulator: Emulator) -> None:
+async def test_record_every_path(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> None:
     """Writes one committed history per workflow path (a recorder, run on purpose)."""
     HISTORIES.mkdir(exist_ok=True)
     for name, (fault, params, policy_changes) in SCENARIOS.items():
@@ -149,22 +151,27 @@ async def test_record_every_path(herald: HeraldClient, emulator: Emulator) -> No
     await herald.cancel(key, reason="refunded", operator="recorder")
     await asyncio.wait_for(herald.wait(key), 60)
     await _save(herald, "cancel_racing_accepted_submit", key, receipt.run_id)
-    # Expiry and cancellation while deferred by the recipient cooldown.
-    to, first = fresh_recipient(), fresh_key()
-    await herald.send(receipt_request(first, to))
-    await asyncio.wait_for(herald.wait(first), 60)
-    cooldown = TEST_POLICY.model_copy(update={"recipient_cooldown": timedelta(seconds=30)})
-    expiring = fresh_key("class_opening")
-    expires_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
-    receipt = await herald.send(receipt_request(expiring, to, expires_at=expires_at), policy=cooldown)
-    await asyncio.wait_for(herald.wait(expiring), 60)
-    await _save(herald, "expired_while_deferred", expiring, receipt.run_id)
-    cancelled = fresh_key("class_opening")
-    receipt = await herald.send(receipt_request(cancelled, to), policy=cooldown)
-    await asyncio.sleep(1)
-    await herald.cancel(cancelled, reason="seat filled", operator="recorder")
-    await asyncio.wait_for(herald.wait(cancelled), 60)
-    await _save(herald, "cancelled_while_deferred", cancelled, receipt.run_id)
+    # Expiry and cancellation while the send policy defers them (the recipient cooldown). The
+    # policy is published before the first intent, so its submit claims the recipient's cooldown.
+    await publish_policy(pool, PolicyRules(cooldown_seconds={"sms": 30}), effective_from=datetime.now(UTC),
+                         owner="recorder", note="cooldown")  # fmt: skip
+    try:
+        to, first = fresh_recipient(), fresh_key()
+        await herald.send(receipt_request(first, to))
+        await asyncio.wait_for(herald.wait(first), 60)
+        expiring = fresh_key("class_opening")
+        expires_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+        receipt = await herald.send(receipt_request(expiring, to, expires_at=expires_at))
+        await asyncio.wait_for(herald.wait(expiring), 60)
+        await _save(herald, "expired_while_deferred", expiring, receipt.run_id)
+        cancelled = fresh_key("class_opening")
+        receipt = await herald.send(receipt_request(cancelled, to))
+        await asyncio.sleep(1)
+        await herald.cancel(cancelled, reason="seat filled", operator="recorder")
+        await asyncio.wait_for(herald.wait(cancelled), 60)
+        await _save(herald, "cancelled_while_deferred", cancelled, receipt.run_id)
+    finally:
+        await publish_policy(pool, PolicyRules(), effective_from=datetime.now(UTC), owner="recorder", note="defaults again")
 
 
 async def test_record_every_email_path(

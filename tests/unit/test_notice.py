@@ -13,10 +13,11 @@ from herald.contracts import AttemptStatus, IntentStatus, TransitionStatus
 from herald.errors import InvalidIntent
 from herald.intent import Channel, build_intent, parse_request
 from herald.lifecycle import IntentState, Source, SubmitResult
+from herald.machine.attempt import AttemptRecord
+from herald.machine.record import IntentRecord
 from herald.notice import parse_notice
 from herald.notice_view import render_notice
-from workflows.attempt_record import AttemptRecord
-from workflows.intent_record import IntentRecord
+from tests.support import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 SMS = {
@@ -112,7 +113,7 @@ def test_the_notice_view_shows_a_missing_channel() -> None:
 
 def _record_with(*results: SubmitResult | None) -> IntentRecord:
     intent = build_intent(parse_request({"business_key": "order_receipt:pay_1", **EMAIL}), AT)
-    record = IntentRecord(intent)
+    record = IntentRecord(intent, TestClock(AT), "run-1")
     for number, result in enumerate(results, start=1):
         attempt = AttemptRecord(number, f"att_x_{number}", AT)
         attempt.submit_result = result

@@ -1,30 +1,31 @@
-"""Which path resolves an attempt, chosen from its provider's declared capabilities (no Temporal)."""
+"""Which path resolves an attempt, chosen by the machine from its provider's declared capabilities (no Temporal)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from herald.channels import assumed_capabilities
+from herald.contracts import NotificationInput
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import Channel, build_intent, parse_request
+from herald.machine import IntentMachine
+from herald.machine.attempt import AttemptRecord
 from herald.providers.port import Capabilities
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import EmailSettings
-from workflows.attempt_record import AttemptRecord
-from workflows.intent_record import IntentRecord
-from workflows.reconciliation import Reconciler
+from tests.support import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
 
 
-def reconciler(channel: Channel) -> Reconciler:
+def reconciler(channel: Channel) -> IntentMachine:
     recipient, template = ("+15551230001", "order_receipt") if channel is Channel.SMS else ("a@example.com", "order_receipt_email")
     request = {"business_key": "order_receipt:pay_1", "channel": channel.value, "recipient": recipient,
                "template_id": template, "template_version": 1, "render_data": DATA}  # fmt: skip
     intent = build_intent(parse_request(request), AT)
-    return Reconciler(IntentRecord(intent), intent, DeliveryPolicy())
+    return IntentMachine(NotificationInput(intent=intent, policy=DeliveryPolicy()), TestClock(AT), "run-1")
 
 
 def attempt(capabilities: Capabilities | None, provider_id: str | None = None) -> AttemptRecord:

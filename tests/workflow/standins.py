@@ -1,8 +1,8 @@
 """Stand-ins for NotificationWorkflow's activities, registered under the real activities' names.
 
 The workflow schedules activities by name (``submit_attempt``, ``lookup_attempt``,
-``cancel_attempt``, and the ledger's local activities ``append_ledger``,
-``last_attempt_to_recipient``, ``read_event_stream``), so a worker that registers these stand-ins
+``cancel_attempt``, and the ledger's local activities ``append_ledger`` and
+``read_event_stream``), so a worker that registers these stand-ins
 runs the real workflow against scripted answers and keeps what it was asked.
 
 Each stand-in plays a script: a list of answers, used in order, the last one repeated. An answer
@@ -32,7 +32,6 @@ from herald.contracts import (
     NotSent,
     ProviderCancelInput,
     ProviderCancelResult,
-    RecipientCooldownQuery,
     Sent,
     SubmitInput,
     SubmitStep,
@@ -70,7 +69,6 @@ SUBMIT = "submit_attempt"
 LOOKUP = "lookup_attempt"
 CANCEL = "cancel_attempt"
 APPEND_LEDGER = "append_ledger"
-LAST_ATTEMPT = "last_attempt_to_recipient"
 EVENT_STREAM = "read_event_stream"
 
 
@@ -279,7 +277,6 @@ class StandIns:
         submit: Sequence[Answer] = (),
         lookup: Sequence[Answer] = (),
         cancel: Sequence[Answer] = (),
-        last_attempt: Sequence[Answer] = (None,),
         event_stream: Sequence[Answer] = (),
     ) -> None:
         order = itertools.count()
@@ -288,7 +285,6 @@ class StandIns:
             LOOKUP: Script(LOOKUP, lookup or [_refuse(LOOKUP)], order),
             CANCEL: Script(CANCEL, cancel or [_refuse(CANCEL)], order),
             APPEND_LEDGER: Script(APPEND_LEDGER, [None], order),
-            LAST_ATTEMPT: Script(LAST_ATTEMPT, last_attempt, order),
             EVENT_STREAM: Script(EVENT_STREAM, event_stream or [_refuse(EVENT_STREAM)], order),
         }
 
@@ -355,10 +351,6 @@ class StandIns:
     async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
         return await self._scripts[APPEND_LEDGER].play(batch)
 
-    @activity.defn(name=LAST_ATTEMPT)
-    async def last_attempt_to_recipient(self, query: RecipientCooldownQuery) -> datetime | None:
-        return await self._scripts[LAST_ATTEMPT].play(query)
-
     @activity.defn(name=EVENT_STREAM)
     async def read_event_stream(self, query: EventStreamQuery) -> EventStream:
         return await self._scripts[EVENT_STREAM].play(query)
@@ -366,7 +358,6 @@ class StandIns:
     def workflow_activities(self) -> list[Callable[..., Any]]:
         return [
             self.append_ledger,
-            self.last_attempt_to_recipient,
             self.read_event_stream,
             self.lookup_attempt,
             self.cancel_attempt,

@@ -1,54 +1,53 @@
-"""The intent as the workflow knows it: its state, attempts, transitions and unwritten ledger rows.
+"""The intent's record: its state, attempts, transitions and unwritten ledger rows.
 
-Every change of state goes through here, judged by the pure functions of ``herald.lifecycle`` and
-``herald.evidence``: an observation (submit answer, poll, lookup, report), a submit's refusal, a
-proof of absence, a clock or an operator closing the intent. Nothing here waits or calls anything;
-the workflow sequences it. Deterministic code only.
+The primitives the machine (``herald.machine.machine``) changes state with, judged by the pure
+functions of ``herald.lifecycle`` and ``herald.evidence``: an observation (submit answer, poll,
+lookup, report), a submit's refusal, a proof of absence, a clock or an operator closing the intent.
+Nothing here waits, calls anything or reads a clock of its own: the machine passes the time.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from herald.clocks import closing_rule
-    from herald.contracts import (
-        CancelAnswer,
-        CancelRequest,
-        CarriedState,
-        DeliveryReport,
-        IntentStatus,
-        TransitionStatus,
-        attempt_number_of,
-        attempt_ref,
-    )
-    from herald.evidence import next_state, observe_across
-    from herald.intent import Intent, destination_fingerprint
-    from herald.ledger.records import IntentRecorded, LedgerBatch
-    from herald.lifecycle import (
-        IntentState,
-        Observation,
-        ObservationKind,
-        Source,
-        SubmitResult,
-        check_transition,
-    )
-    from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
-    from herald.send_policy import Decision, PolicyDecision
-    from workflows.attempt_record import AttemptRecord
-    from workflows.ledger_buffer import LedgerBuffer
+from herald.clocks import closing_rule
+from herald.contracts import (
+    CancelAnswer,
+    CancelRequest,
+    CarriedState,
+    DeliveryReport,
+    IntentStatus,
+    TransitionStatus,
+    attempt_number_of,
+    attempt_ref,
+)
+from herald.evidence import next_state, observe_across
+from herald.intent import Intent, destination_fingerprint
+from herald.ledger.records import IntentRecorded, LedgerBatch
+from herald.lifecycle import (
+    IntentState,
+    Observation,
+    ObservationKind,
+    Source,
+    SubmitResult,
+    check_transition,
+)
+from herald.machine.attempt import AttemptRecord
+from herald.machine.clock import Clock
+from herald.machine.rows import LedgerBuffer
+from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
+from herald.send_policy import Decision, PolicyDecision
 
 
 class IntentRecord:
-    def __init__(self, intent: Intent) -> None:
+    def __init__(self, intent: Intent, clock: Clock, run_id: str) -> None:
         self.intent = intent
+        self._clock = clock
         self.state = IntentState.PENDING
         self.closed_by: str | None = None
         self.attempts: list[AttemptRecord] = []
         self.transitions: list[TransitionStatus] = []
-        self.ledger = LedgerBuffer(intent)
+        self.ledger = LedgerBuffer(intent, run_id)
 
     # ---- continue-as-new and the status view -------------------------------------------
 
@@ -97,7 +96,7 @@ class IntentRecord:
     def prepare_attempt(self) -> AttemptRecord:
         """A new attempt, its row and the move into submitting (the submit activity writes them first)."""
         number = len(self.attempts) + 1
-        attempt = AttemptRecord(number, attempt_ref(self.intent.workflow_id, number), workflow.now())
+        attempt = AttemptRecord(number, attempt_ref(self.intent.workflow_id, number), self._clock.now())
         self.attempts.append(attempt)
         self.ledger.add_attempt(number, attempt.ref, attempt.started_at)
         self.transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
@@ -134,14 +133,17 @@ class IntentRecord:
             self.settle(decision.reason, Source.POLICY, attempt=attempt.number)
             return None
         if decision.decision is Decision.SUPPRESS:
-            self.ledger.add_observation(None, Source.POLICY, ObservationKind.POLICY_SUPPRESSED, True, decision.reason)
+            self.note(Source.POLICY, ObservationKind.POLICY_SUPPRESSED, True, decision.reason)
             self.transition(IntentState.SUPPRESSED, f"{decision.rule}: {decision.reason}", Source.POLICY, closes=True)
             self.closed_by = f"policy:{decision.rule}"
             return None
-        self.ledger.add_observation(
-            None, Source.POLICY, ObservationKind.DEFERRED, True, f"{decision.rule} (policy v{decision.version}): {decision.reason}"
+        self.note(
+            Source.POLICY,
+            ObservationKind.DEFERRED,
+            True,
+            f"{decision.rule} (policy v{decision.version}): {decision.reason}",
         )
-        return decision.not_before or workflow.now() + timedelta(minutes=1)
+        return decision.not_before or self._clock.now() + timedelta(minutes=1)
 
     def message_id_to_reuse(self) -> str | None:
         """E-mail: the Message-ID a new attempt must carry. After the evidence-window rule presumed
@@ -166,9 +168,11 @@ class IntentRecord:
         self, target: IntentState, reason: str, source: Source, *, attempt: int | None = None, closes: bool = False
     ) -> None:
         check_transition(self.state, target)
-        now = workflow.now()
+        now = self._clock.now()
         self.ledger.add_transition(now, self.state, target, reason, source, attempt)
-        self.transitions.append(TransitionStatus(at=now, from_state=self.state, to_state=target, reason=reason, source=source))
+        self.transitions.append(
+            TransitionStatus(at=now, from_state=self.state, to_state=target, reason=reason, source=source)
+        )
         self.state = target
         if closes:
             self.closed_by = f"{source.value}:{closing_rule(target)}"
@@ -182,7 +186,9 @@ class IntentRecord:
     def cancel_refused(self) -> CancelAnswer:
         """The answer to a cancel that changes nothing: the intent is closed, or already cancelling."""
         if self.state.is_terminal:
-            return CancelAnswer(cancelled=False, state=self.state, message=f"intent is already {self.state.value}; nothing to cancel")
+            return CancelAnswer(
+                cancelled=False, state=self.state, message=f"intent is already {self.state.value}; nothing to cancel"
+            )
         return CancelAnswer(cancelled=True, state=self.state, message="cancellation already requested")
 
     def cancel(self, request: CancelRequest) -> CancelAnswer:
@@ -225,7 +231,12 @@ class IntentRecord:
         attempt.submit_result = SubmitResult(result.kind)
         if isinstance(result, Accepted):
             fact = attempt.fact(
-                result.provider_id, result.status, result.error_code, Source.SUBMIT, workflow.now(), result.failure_retryable
+                result.provider_id,
+                result.status,
+                result.error_code,
+                Source.SUBMIT,
+                self._clock.now(),
+                result.failure_retryable,
             )
             self.apply_observation(attempt, fact, kind=ObservationKind.ACCEPTED)
             return
@@ -236,7 +247,9 @@ class IntentRecord:
             return
         attempt.error_code = result.error_code
         attempt.submit_reason = result.reason
-        self.observe_fact(attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code)
+        self.observe_fact(
+            attempt, Source.SUBMIT, ObservationKind(result.kind), True, result.reason, error_code=result.error_code
+        )
         if isinstance(result, (Retryable, Unreachable)):
             attempt.retry_hint = timedelta(seconds=result.delay_seconds) if result.delay_seconds is not None else None
         self.settle(result.reason, Source.SUBMIT, attempt=attempt.number)
@@ -251,15 +264,20 @@ class IntentRecord:
                 ObservationKind.STATUS,
                 False,
                 "names an attempt this intent never made",
+                report.received_at,
                 provider_id=report.provider_id,
                 provider_status=report.status.value,
                 error_code=report.error_code,
                 inbox_id=report.inbox_id,
-                observed_at=report.received_at,
             )
             return
         fact = attempt.fact(
-            report.provider_id, report.status, report.error_code, Source.REPORT, report.received_at, report.failure_retryable
+            report.provider_id,
+            report.status,
+            report.error_code,
+            Source.REPORT,
+            report.received_at,
+            report.failure_retryable,
         )
         self.apply_observation(attempt, fact, kind=ObservationKind.STATUS, inbox_id=report.inbox_id)
 
@@ -281,11 +299,11 @@ class IntentRecord:
             kind,
             verdict.applied,
             verdict.reason,
+            observation.observed_at,
             provider_id=observation.provider_id,
             provider_status=observation.status.value,
             error_code=observation.error_code,
             inbox_id=inbox_id,
-            observed_at=observation.observed_at,
         )
         if verdict.applied:
             self._record_if_presumed_absent(attempt, observation)
@@ -309,8 +327,21 @@ class IntentRecord:
     ) -> None:
         """A fact about an attempt that carries no provider status (an answer, a refusal, a not-found)."""
         self.ledger.add_observation(
-            attempt.number, source, kind, applied, reason, error_code=error_code, provider_id=attempt.provider_id
+            attempt.number,
+            source,
+            kind,
+            applied,
+            reason,
+            self._clock.now(),
+            error_code=error_code,
+            provider_id=attempt.provider_id,
         )
+
+    def note(
+        self, source: Source, kind: ObservationKind, applied: bool, reason: str, observed_at: datetime | None = None
+    ) -> None:
+        """A fact about the intent rather than one attempt (a policy decision, a refused key reuse)."""
+        self.ledger.add_observation(None, source, kind, applied, reason, observed_at or self._clock.now())
 
     def _record_if_presumed_absent(self, attempt: AttemptRecord, observation: Observation) -> None:
         """The provider had an attempt Herald had concluded it never took: record the contradiction
@@ -319,7 +350,11 @@ class IntentRecord:
         if cause is None or attempt.seen_after_presumed_absent:
             return
         attempt.seen_after_presumed_absent = True
-        later = [each.number for each in self.attempts[attempt.number :] if each.submit_result not in (None, SubmitResult.NOT_SENT)]
+        later = [
+            each.number
+            for each in self.attempts[attempt.number :]
+            if each.submit_result not in (None, SubmitResult.NOT_SENT)
+        ]
         self.ledger.add_observation(
             attempt.number,
             observation.source,
@@ -328,8 +363,7 @@ class IntentRecord:
             f"attempt {attempt.number} was presumed not accepted ({cause}) and is {observation.status.value} "
             f"({observation.source.value}); "
             + (f"later attempt(s) {later} went to the provider too" if later else "no later attempt went out"),
+            observation.observed_at,
             provider_id=observation.provider_id,
             provider_status=observation.status.value,
-            observed_at=observation.observed_at,
         )
-

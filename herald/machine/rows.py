@@ -1,35 +1,33 @@
-"""The ledger rows a workflow has decided but not yet written, and their sequence numbers.
+"""The ledger rows the intent machine has decided but not yet written, and their sequence numbers.
 
 Rows are buffered and written at checkpoints: with each submit (the submit activity writes them
 before it calls the provider), before every wait that may be long, before continue-as-new and at
 the close. Each row carries the workflow time of its decision, not of its write, and a
 deterministic key (the workflow numbers transitions and observations), so a repeated write is the
-same rows. Deterministic code only.
+same rows. Pure: the machine passes the time and the run id.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from herald.intent import Intent
-    from herald.ledger.records import (
-        AttemptRow,
-        IntentRecorded,
-        LedgerBatch,
-        ObservationRow,
-        ReceiptOutcomeRow,
-        RecordIntentInput,
-        TransitionRow,
-    )
-    from herald.lifecycle import IntentState, ObservationKind, Source
+from herald.intent import Intent
+from herald.ledger.records import (
+    AttemptRow,
+    IntentRecorded,
+    LedgerBatch,
+    ObservationRow,
+    ReceiptOutcomeRow,
+    RecordIntentInput,
+    TransitionRow,
+)
+from herald.lifecycle import IntentState, ObservationKind, Source
 
 
 class LedgerBuffer:
-    def __init__(self, intent: Intent) -> None:
+    def __init__(self, intent: Intent, run_id: str) -> None:
         self._intent = intent
+        self._run_id = run_id  # the first run's: the intent row names the run that created it
         self.attempts: list[AttemptRow] = []
         self.transitions: list[TransitionRow] = []
         self.observations: list[ObservationRow] = []
@@ -47,7 +45,13 @@ class LedgerBuffer:
         )
 
     def add_transition(
-        self, at: datetime, from_state: IntentState, to_state: IntentState, reason: str, source: Source, attempt: int | None
+        self,
+        at: datetime,
+        from_state: IntentState,
+        to_state: IntentState,
+        reason: str,
+        source: Source,
+        attempt: int | None,
     ) -> None:
         self.transitions.append(
             TransitionRow(
@@ -70,12 +74,12 @@ class LedgerBuffer:
         kind: ObservationKind,
         applied: bool,
         reason: str,
+        observed_at: datetime,
         *,
         provider_id: str | None = None,
         provider_status: str | None = None,
         error_code: int | None = None,
         inbox_id: int | None = None,
-        observed_at: datetime | None = None,
     ) -> None:
         """One observation row; a stored report's also gets its inbox verdict (applied or ignored)."""
         self.observations.append(
@@ -91,7 +95,7 @@ class LedgerBuffer:
                 applied=applied,
                 reason=reason,
                 inbox_id=inbox_id,
-                observed_at=observed_at or workflow.now(),
+                observed_at=observed_at,
             )
         )
         self.next_observation_seq += 1
@@ -110,7 +114,7 @@ class LedgerBuffer:
         """Every buffered row (and the intent row, until it is known written), leaving the buffer empty."""
         record = None
         if not self.intent_recorded:
-            record = RecordIntentInput(intent=self._intent, run_id=workflow.info().first_execution_run_id)
+            record = RecordIntentInput(intent=self._intent, run_id=self._run_id)
         batch = LedgerBatch(
             record=record,
             attempts=self.attempts,

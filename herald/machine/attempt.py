@@ -1,19 +1,16 @@
-"""One attempt as the workflow knows it: a mutable working copy, shown as AttemptStatus.
+"""One attempt as the intent machine knows it: a mutable working copy, shown as AttemptStatus.
 
-Deterministic code only (it lives beside the workflow and replays with it).
+Only the machine (``herald.machine``) changes it. Pure: no clock of its own, no I/O.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from herald.contracts import AttemptStatus
-    from herald.lifecycle import AttemptView, Observation, Source, SubmitResult
-    from herald.outcomes import Found, ProviderStatus
-    from herald.providers.port import Capabilities
+from herald.contracts import AttemptStatus
+from herald.lifecycle import AttemptView, Observation, Source, SubmitResult
+from herald.outcomes import Found, ProviderStatus
+from herald.providers.port import Capabilities
 
 _ENDED_SUBMITS = (
     SubmitResult.RETRYABLE,
@@ -144,7 +141,5 @@ class AttemptRecord:
             failure_retryable=failure_retryable,
         )
 
-    def found(self, found: Found) -> Observation:
-        return self.fact(
-            found.provider_id, found.status, found.error_code, Source.POLL, workflow.now(), found.failure_retryable
-        )
+    def found(self, found: Found, now: datetime) -> Observation:
+        return self.fact(found.provider_id, found.status, found.error_code, Source.POLL, now, found.failure_retryable)
