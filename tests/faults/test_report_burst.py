@@ -9,8 +9,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from herald.client import HeraldClient
 from devstack.stack import LocalStack
+from herald.client import HeraldClient
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from tests.faults.workers import worker

@@ -14,8 +14,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from bench.actions import billable_actions
-from herald.client import HeraldClient
 from devstack.stack import LocalStack
+from herald.client import HeraldClient
 from herald.errors import IntentConflict, InvalidIntent
 from herald.intent import workflow_id_for
 from herald.ledger.store import intent_history

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from herald import fingerprints
 from herald.artifacts import ArtifactRef
 from herald.contracts import attempt_number_of, attempt_ref
 from herald.errors import InvalidIntent
-from herald import fingerprints
 from herald.intent import (
     DEFAULT_LIFETIME,
     UNSENDABLE_RULE,
