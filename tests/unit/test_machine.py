@@ -25,6 +25,7 @@ from herald.delivery_policy import DeliveryPolicy, proof_window
 from herald.intent import build_intent, parse_request
 from herald.lifecycle import IntentState, ObservationKind, SubmitResult
 from herald.machine import IntentMachine, Look
+from herald.machine.attempt import AttemptRecord
 from herald.machine.looks import LookPlan
 from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unknown
 from herald.providers.twilio import TwilioAdapter
@@ -41,6 +42,15 @@ def machine(clock: TestClock, **request: object) -> IntentMachine:
               "template_id": "order_receipt", "template_version": 1, "render_data": DATA, **request}  # fmt: skip
     intent = build_intent(parse_request(fields), clock.now())
     return IntentMachine(NotificationInput(intent=intent, policy=POLICY), clock, "run-1")
+
+
+def submitting(clock: TestClock, **request: object) -> tuple[IntentMachine, AttemptRecord]:
+    """A machine whose first attempt is prepared and handed to the submit (its rows taken)."""
+    m = machine(clock, **request)
+    attempt = m.begin_attempt()
+    assert attempt is not None
+    m.rows_for_submit()
+    return m, attempt
 
 
 def accepted(provider_id: str = "SM1") -> Sent:
@@ -81,10 +91,7 @@ def test_a_report_after_acceptance_delivers_and_every_change_is_a_numbered_row()
 
 def test_a_submit_that_did_not_finish_is_unknown_and_its_rows_are_written_again() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     step = m.submit_did_not_finish("TimeoutError")
     assert isinstance(step.outcome.result, Unknown)
     m.on_submit(attempt, step)
@@ -100,10 +107,7 @@ def test_a_submit_that_did_not_finish_is_unknown_and_its_rows_are_written_again(
 
 def test_not_found_proves_absence_only_past_the_proof_window_then_a_retry_follows_its_backoff() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     m.on_submit(attempt, m.submit_did_not_finish("TimeoutError"))
     early = NotFound(searched_at=clock.now() + timedelta(seconds=5), queue_bounded=True)
     assert m.on_lookup(attempt, LookupOutcome(result=early), by_reference=True) == "not found"
@@ -123,10 +127,7 @@ def test_not_found_proves_absence_only_past_the_proof_window_then_a_retry_follow
 
 def test_a_poll_by_id_that_finds_nothing_proves_nothing() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     m.on_submit(attempt, accepted())
     assert m.way_to_look(attempt) is Look.POLL
     clock.advance(timedelta(days=1))
@@ -157,10 +158,7 @@ def test_a_ledger_that_cannot_take_the_rows_waits_and_a_cancel_meanwhile_ends_it
 
 def test_the_ledger_coming_back_submits_the_same_attempt_with_what_was_learned_meanwhile() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     m.on_key_conflict(KeyConflict(intent_fingerprint="f" * 64, observed_at=clock.now()))
     clock.at = m.not_sent()
     assert not m.waits_to_resubmit(clock.now()) and not m.abandon_not_sent(attempt, NotSent(reason="ledger away"))
@@ -171,10 +169,7 @@ def test_the_ledger_coming_back_submits_the_same_attempt_with_what_was_learned_m
 
 def test_a_deferral_gives_the_attempt_back_and_an_expiry_during_it_names_both_reasons() -> None:
     clock = TestClock(AT)
-    m = machine(clock, expires_at=(AT + timedelta(minutes=5)).isoformat())
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock, expires_at=(AT + timedelta(minutes=5)).isoformat())
     not_before = AT + timedelta(hours=1)
     hold = Held(decision=PolicyDecision(version=3, decision=Decision.DEFER, rule="cooldown", reason="cooldown", not_before=not_before))
     assert m.on_submit(attempt, hold) == not_before
@@ -191,10 +186,7 @@ def test_a_deferral_gives_the_attempt_back_and_an_expiry_during_it_names_both_re
 
 def test_an_accepted_attempt_first_waits_lazily_to_its_first_poll() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     m.on_submit(attempt, accepted())
     plan = LookPlan(m, clock)
     until, governing, lazy = plan.next_wait()
@@ -206,10 +198,7 @@ def test_an_accepted_attempt_first_waits_lazily_to_its_first_poll() -> None:
 
 def test_a_run_continued_as_new_carries_everything_it_knows() -> None:
     clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt()
-    assert attempt is not None
-    m.rows_for_submit()
+    m, attempt = submitting(clock)
     m.on_submit(attempt, accepted())
     m.receive_reports(report(m, 3, ProviderStatus.SENT, clock.now()))
     m.apply_reports()
