@@ -95,16 +95,18 @@ class ProviderActivities:
             refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
             return Sent(outcome=SubmitOutcome(result=refused))
         admitted = admit[1].admitted
-        called = {
-            "provider": provider.name,
-            "capabilities": provider.capabilities,
-            "give_up_after_seconds": admitted.give_up_after_seconds if admitted is not None else None,
-        }
+        give_up_after = admitted.give_up_after_seconds if admitted is not None else None
+
+        def sent(outcome: SubmitOutcome) -> Sent:
+            """The attempt's answer, naming the provider it went to and what that provider can do."""
+            return Sent(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
+                        give_up_after_seconds=give_up_after)  # fmt: skip
+
         try:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
-            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(error))), **called)
+            return sent(SubmitOutcome(result=Rejected(reason=str(error))))
         if self._pacer is not None:
             # Smooths the burst the server's queue limit lets out after a quiet spell (herald.pacing).
             await self._pacer.wait()
@@ -127,7 +129,7 @@ class ProviderActivities:
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None
             seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
             await admit[1].provider_answered(self._ledger, within=seconds)
-        return Sent(outcome=outcome, **called)
+        return sent(outcome)
 
     async def _opened(self, input: SubmitInput) -> SubmitInput:
         """The input with its sealed fields opened (plaintext ones as they are)."""
