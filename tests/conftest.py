@@ -75,6 +75,11 @@ def stack() -> Any:
                 **ONE_PARTITION_PER_TASK_QUEUE,
                 # Suggest continue-as-new early, so every long poll in the suite really crosses runs.
                 "limit.historyCount.suggestContinueAsNew": CONTINUE_AS_NEW_AFTER_EVENTS,
+                # The server deletes a closed run only once its close tasks are behind the queues'
+                # checkpoints, saved every 30 s (+-15%) by default: an erasure test waited 25-32 s for
+                # each run it had just closed. Checkpoints every second make that wait a second.
+                "history.transferProcessorUpdateAckInterval": "1s",
+                "history.visibilityProcessorUpdateAckInterval": "1s",
             },
         ),
         emulator=EmulatorDev(port=free_port(), step_ms=60),
