@@ -55,7 +55,10 @@ async def test_burst_of_2000_reports_is_stored_once_and_applied(
     recipients = [f"+1556{index:07d}" for index in range(INTENTS)]
     slots = asyncio.Semaphore(32)
     with worker(fault_stack, "worker-burst"):
-        async with httpx.AsyncClient(base_url=emulator_url, timeout=30) as admin:
+        # A pooled connection idle past the emulator's 5 s keep-alive (uvicorn's default) is closed by
+        # it, and reusing one just closed is a ReadError: seen while a send waited on a loaded host.
+        idle = httpx.Limits(keepalive_expiry=2.0)
+        async with httpx.AsyncClient(base_url=emulator_url, timeout=30, limits=idle) as admin:
 
             async def start(index: int) -> None:
                 async with slots:
