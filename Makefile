@@ -25,7 +25,7 @@ run: venv
 	$(BIN)/python -m devstack $(ARGS)
 
 test: venv
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # The fast workflow tier alone (tests/workflow): seconds, on the time-skipping server.
 test-workflow: venv

@@ -12,6 +12,7 @@ import asyncio
 import signal
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,46 @@ async def esp(stack: LocalStack) -> AsyncIterator[Esp]:
     admin = Esp(f"http://{e.host}:{e.admin_port}")
     yield admin
     await admin.aclose()
+
+
+# The files that take longest, in the order they should start (seconds summed over their tests).
+# `make test` hands each worker whole files in collection order (--dist loadfile --no-loadscope-reorder),
+# so these start first and the many short files fill in around them at the end; xdist's own order, by
+# test count, started the burst (one test, longer than any other file) near the end, beside the
+# CPU-heavy files. The burst is mostly CPU (2,000 intents through a stack of its own: 226 s alone
+# on 2 cores), so it goes first, beside files that mostly wait on the test policy's clocks; the
+# files that mostly compute come after, and the rate-limit test (load-sensitive) after the burst.
+# Only an order: a file missing here, or a stale figure, costs time, never a test.
+LONGEST_FIRST = (
+    "tests/faults/test_report_burst.py",  # 226 s alone
+    "tests/faults/test_fault_matrix.py",  # 130
+    "tests/integration/test_absence_proof.py",  # 95
+    "tests/integration/test_outages.py",  # 70
+    "tests/integration/test_lifecycle.py",  # 65
+    "tests/faults/test_outbox.py",  # 50
+    "tests/integration/test_email_channel.py",  # 45
+    "tests/integration/test_erasure_reach.py",  # 40
+    "tests/faults/test_policy_with_real_workers.py",  # 35
+    "tests/receipts/test_route_isolation.py",  # 50, computing
+    "tests/integration/test_starter_cli.py",  # 49, computing (process starts)
+    "tests/integration/test_submit_rate_limit.py",  # 28
+    "tests/integration/test_entry_points_search.py",  # 27, computing
+    "tests/faults/test_deploy_replay.py",  # 23, computing
+    "tests/integration/test_bounded_waits.py",  # 21
+    "tests/emulator/test_emulator.py",  # 21
+    "tests/emulator/test_esp_emulator.py",  # 21
+    "tests/unit/test_lifecycle_properties.py",  # 20, computing
+    "tests/unit/test_outbox_erasure.py",  # 19, computing
+    "tests/integration/test_agent_tool.py",  # 19
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest files first, then the rest by test count (xdist's own order); a file's tests keep theirs."""
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    counts = Counter(_file_of(item) for item in items)
+    items.sort(key=lambda item: (rank.get(_file_of(item), len(rank)), -counts[_file_of(item)]))
+
+
+def _file_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
