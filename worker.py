@@ -89,6 +89,7 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
         workflow_runner=WORKFLOW_RUNNER,
         activities=[
             ledger.append_ledger,
+            ledger.dispatch_order,
             ledger.read_event_stream,
             provider.lookup,
             provider.cancel,

@@ -5,10 +5,12 @@ from __future__ import annotations
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from herald.ledger import event_streams, store
+from herald.contracts import DispatchQuery
+from herald.ledger import event_streams, policy_store, store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.recipient_vault import RecipientVault
+from herald.send_policy import DispatchOrder, dispatch_order
 from herald.silence import EventStream, EventStreamQuery
 
 
@@ -32,3 +34,10 @@ class LedgerActivities:
     async def read_event_stream(self, query: EventStreamQuery) -> EventStream:
         """What the ledger recorded of the event stream that would carry one attempt's events."""
         return await event_streams.read(self._pool, query)
+
+    @activity.defn(name="dispatch_order")
+    async def dispatch_order(self, query: DispatchQuery) -> DispatchOrder:
+        """The priority and fairness of an attempt prepared at `query.at`, under the policy in force then."""
+        async with self._pool.connection() as conn:
+            version, rules = await policy_store.policy_in_force(conn, query.at)
+        return dispatch_order(rules, version, query.category, query.tenant, query.requested)

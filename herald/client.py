@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -26,6 +26,7 @@ from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_re
 from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
 from herald.recipient_vault import RecipientVault
+from herald.send_policy import PolicyRules, dispatch_order
 from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
@@ -91,6 +92,7 @@ class HeraldClient:
                 search_attributes=initial_search_attributes(
                     f"{intent.template_id}.v{intent.template_version}", intent.channel.value
                 ),
+                priority=start_priority(intent),
             )
         except WorkflowAlreadyStartedError:
             handle = self._client.get_workflow_handle(intent.workflow_id, result_type=IntentStatus)
@@ -190,3 +192,10 @@ def _started_new(handle: WorkflowHandle[Any, Any]) -> bool:
     """
     response = getattr(handle, "_start_workflow_response", None)
     return bool(getattr(response, "started", False))
+
+
+def start_priority(intent: Intent) -> Priority:
+    """The workflow's own tasks (and the lookups that inherit it): its category's built-in priority
+    and its tenant. Each submit, where a backlog forms, goes at the policy's in force then."""
+    order = dispatch_order(PolicyRules(), 0, intent.category, intent.tenant, intent.priority)
+    return Priority(priority_key=order.priority_key, fairness_key=intent.tenant)

@@ -36,6 +36,15 @@ def attempt_number_of(ref: str) -> int | None:
     return int(tail) if head.startswith("att_") and tail.isascii() and tail.isdigit() else None
 
 
+class DispatchQuery(Frozen):
+    """Where an attempt prepared at `at` stands in its route's queue: asked of the send policy."""
+
+    category: Category
+    tenant: str
+    requested: int | None = None
+    at: datetime
+
+
 class DeliveryReport(Frozen):
     """A stored provider report, sent to the workflow after its inbox row committed."""
 
@@ -104,6 +113,9 @@ class AttemptStatus(Frozen):
     waiting_rule: str | None = None
     # The send policy's give-up on an unreachable provider for this category, from the intent's creation.
     give_up_after_seconds: float | None = None
+    # Where its submit stood in the route's queue: the priority key, the tenant's fairness weight.
+    priority: int | None = None
+    fairness_weight: float | None = None
 
 
 class TransitionStatus(Frozen):

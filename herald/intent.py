@@ -23,7 +23,7 @@ from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
 from herald.segments import Encoding
-from herald.send_policy import Category, zone
+from herald.send_policy import PRIORITY_KEYS, SHARED_TENANT, TENANT_PATTERN, Category, zone
 from herald.templates import LATEST, MAX_TEMPLATE_VERSION, TemplateError, render_message, resolve_version
 
 # `<event type>:<business id>`, e.g. `order_receipt:pay_157`. The key becomes the
@@ -63,6 +63,12 @@ class IntentRequest(Frozen):
     # E-mail only: a stored artifact (herald.artifacts) sent as an attachment. The intent names it
     # by content hash and size; the bytes never enter the workflow or its history.
     attachment: ArtifactRef | None = None
+    # Who the notice is for (a marketplace, seller, studio or business line): the fairness key that
+    # shares a backlogged route between tenants, in the policy's weights.
+    tenant: str = Field(default=SHARED_TENANT, pattern=TENANT_PATTERN)
+    # A priority key lower than the category's (a larger number) for a notice that can wait; None:
+    # the category's, from the send policy in force when each attempt is prepared.
+    priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1], strict=True)
 
     @field_validator("time_zone")
     @classmethod
@@ -150,6 +156,8 @@ class Intent(Frozen):
     # The keyed fingerprint of the canonical recipient (herald/fingerprints.py), computed where the
     # key is, by the client; None in intents recorded before keyed fingerprints.
     recipient_fingerprint: str | None = None
+    tenant: str = SHARED_TENANT
+    priority: int | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -212,6 +220,9 @@ def _intent_canonical(request: IntentRequest | Intent, version: int | str | None
     if request.attachment is not None:
         # Only when present, so every fingerprint recorded before attachments existed still matches.
         fields["attachment"] = request.attachment.model_dump(mode="json")
+    if request.tenant != SHARED_TENANT:
+        # Likewise only when named: a notice for another tenant is another notice.
+        fields["tenant"] = request.tenant
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
@@ -263,6 +274,8 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         segments=rendered.segments.segments if rendered.segments else None,
         category=Category(rendered.category),
         time_zone=request.time_zone,
+        tenant=request.tenant,
+        priority=request.priority,
     )
 
 
@@ -303,7 +316,10 @@ def describe_validation_error(item: Any) -> tuple[str, str]:
     field = ".".join(parts) or "request"
     rule = {
         "business_key": "must look like 'event_type:business_id' (letters, digits, '_', '.', ':', '-')",
+        "tenant": "must be a tenant id: 1 to 48 of a-z, 0-9, '_', '.', '-', starting with a letter or digit",
     }.get(field) if item["type"] == "string_pattern_mismatch" else None
+    if field == "priority":
+        rule = f"must be a priority key, a whole number from {PRIORITY_KEYS[0]} (first) to {PRIORITY_KEYS[1]} (last)"
     if item["type"] == "attachment_channel":
         field = "attachment"  # a rule about the whole request, reported on the field it refuses
     return field, rule or item["msg"]

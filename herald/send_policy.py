@@ -13,10 +13,16 @@ is known about the recipient (``RecipientFacts``) and ``decide`` returns one dec
 
 Rules are checked in that order of severity: anything that suppresses wins over a deferral, so an
 opted-out recipient is not kept waiting for quiet hours to end only to be refused then.
+
+The policy also says where each attempt's submit stands when its route is backlogged
+(``dispatch_order``): the category's priority key (Temporal's task-queue priority: 1 goes first)
+and the tenant's weight (Temporal's fairness: within one priority, tenants share the route in
+proportion to their weights).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, time, timedelta
 from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,6 +30,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from herald.outcomes import Frozen
+
+# Temporal's priority keys with the server's default range: 1 goes first, 5 last (3 when unset).
+PRIORITY_KEYS = (1, 5)
+# A tenant: the marketplace, seller, studio or business line a notice is for. Temporal's fairness
+# key (at most 64 bytes); lower-case, so one tenant is never two keys.
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,47}$"
+SHARED_TENANT = "shared"
+_TENANT = re.compile(TENANT_PATTERN)
 
 
 class Category(str, Enum):
@@ -52,6 +66,8 @@ class CategoryRules(Frozen):
     # seconds after the intent was created, and the intent ends `expired` naming the outage.
     # None: the expiry alone bounds it. Up to 7 days.
     unreachable_give_up_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
+    # Where this category's submits stand in a backlogged route queue: 1 first, 5 last.
+    priority: int = Field(default=3, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1])
 
 
 class QuietHours(Frozen):
@@ -76,9 +92,9 @@ class PolicyRules(Frozen):
 
     categories: dict[Category, CategoryRules] = Field(
         default_factory=lambda: {
-            Category.TRANSACTIONAL: CategoryRules(urgent=True),
-            Category.ACCOUNT: CategoryRules(urgent=True),
-            Category.MARKETING: CategoryRules(consent_required=True),
+            Category.ACCOUNT: CategoryRules(urgent=True, priority=1),
+            Category.TRANSACTIONAL: CategoryRules(urgent=True, priority=2),
+            Category.MARKETING: CategoryRules(consent_required=True, priority=5),
         }
     )
     quiet_hours: QuietHours | None = None
@@ -93,6 +109,9 @@ class PolicyRules(Frozen):
     # Minimum gap between two submits to one recipient on one channel, across intents and workers
     # (enforced in the submit transaction, so racing workers cannot both pass). 0: off.
     cooldown_seconds: dict[str, int] = Field(default_factory=dict)
+    # Each tenant's share of a backlogged route within one priority (Temporal's fairness weight);
+    # a tenant not named here weighs 1.
+    tenant_weights: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("default_time_zone")
     @classmethod
@@ -107,6 +126,14 @@ class PolicyRules(Frozen):
         for channel, seconds in value.items():
             if channel not in ("sms", "email") or not 0 <= seconds <= 86_400:
                 raise ValueError("cooldown_seconds: channel sms or email, 0 to 86400 seconds")
+        return value
+
+    @field_validator("tenant_weights")
+    @classmethod
+    def _sane_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for tenant, weight in value.items():
+            if not _TENANT.match(tenant) or not 0 < weight <= 1000:
+                raise ValueError(f"tenant_weights: a tenant id ({TENANT_PATTERN}) and a weight above 0, at most 1000")
         return value
 
     @model_validator(mode="after")
@@ -143,6 +170,35 @@ class PolicyDecision(Frozen):
     not_before: datetime | None = None
     # On allow: the category's give-up on an unreachable provider (CategoryRules).
     give_up_after_seconds: int | None = None
+
+
+class DispatchOrder(Frozen):
+    """Where one attempt's submit stands in its route's queue (Temporal's ``Priority``), and why."""
+
+    version: int
+    priority_key: int
+    fairness_key: str
+    fairness_weight: float
+    reason: str
+
+
+def dispatch_order(
+    rules: PolicyRules, version: int, category: Category, tenant: str, requested: int | None
+) -> DispatchOrder:
+    """The category's priority, or the intent's own when it asked for a lower one (a larger key);
+    an intent never goes ahead of its category: a request for a higher one is recorded, not granted."""
+    floor = rules.categories[category].priority
+    key = max(floor, requested) if requested is not None else floor
+    weight = rules.tenant_weights.get(tenant, 1.0)
+    reason = f"{category.value} priority {floor} (policy v{version})"
+    if requested is not None and requested != key:
+        reason += f"; the intent asked for {requested}, ahead of its category: not granted"
+    elif requested is not None and requested != floor:
+        reason += f"; lowered to {key} by the intent"
+    return DispatchOrder(
+        version=version, priority_key=key, fairness_key=tenant, fairness_weight=weight,
+        reason=f"{reason}; tenant {tenant} weight {weight:g}",
+    )  # fmt: skip
 
 
 def zone(name: str) -> ZoneInfo:

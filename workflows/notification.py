@@ -97,7 +97,7 @@ class NotificationWorkflow:
 
     async def _dispatch(self) -> None:
         machine = self._machine
-        attempt = machine.begin_attempt()
+        attempt = machine.begin_attempt(await provider_calls.dispatch_order_for(machine.dispatch_query()))
         if attempt is None:
             return
         step = await self._submit(attempt)

@@ -8,18 +8,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.ledger import LedgerActivities
     from activities.provider import ProviderActivities
-    from herald.contracts import LookupInput, ProviderCancelInput, SubmitInput, SubmitStep
+    from herald.contracts import DispatchQuery, LookupInput, ProviderCancelInput, SubmitInput, SubmitStep
     from herald.delivery_policy import DeliveryPolicy
     from herald.intent import Intent
     from herald.ledger.records import IntentRecorded, LedgerBatch
     from herald.machine.attempt import AttemptRecord
     from herald.outcomes import LookupOutcome, Unavailable
+    from herald.send_policy import DispatchOrder, PolicyRules, dispatch_order
     from herald.silence import EventStream, EventStreamQuery
     from herald.task_queues import submit_task_queue
 
@@ -33,6 +34,9 @@ _SUBMIT_RETRY = RetryPolicy(maximum_attempts=1)
 # Lookups and cancels are reads or refusals; retrying them is harmless.
 _READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 _READ_TIMEOUT = timedelta(seconds=30)
+# The dispatch order is read a few times at most: with the ledger away, the attempt goes at the
+# built-in priorities rather than wait (its submit finds the ledger away too, and waits there).
+_ORDER_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
 
 
 async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy, rows: LedgerBatch) -> SubmitStep:
@@ -62,6 +66,10 @@ async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy,
         task_queue=submit_task_queue(workflow.info().task_queue),
         start_to_close_timeout=policy.submit_timeout,
         retry_policy=_SUBMIT_RETRY,
+        # Where the submit stands while the route's rate limit holds a backlog (DispatchOrder).
+        priority=Priority(
+            priority_key=attempt.priority, fairness_key=intent.tenant, fairness_weight=attempt.fairness_weight
+        ),
     )
 
 
@@ -105,6 +113,18 @@ async def append_ledger(batch: LedgerBatch) -> IntentRecorded | None:
     return await workflow.execute_local_activity_method(
         LedgerActivities.append_ledger, batch, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
     )
+
+
+async def dispatch_order_for(query: DispatchQuery) -> DispatchOrder:
+    """The send policy's place for the next attempt in its route's queue (a ledger read)."""
+    try:
+        return await workflow.execute_local_activity_method(
+            LedgerActivities.dispatch_order, query, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_ORDER_RETRY
+        )
+    except ActivityError as error:
+        order = dispatch_order(PolicyRules(), 0, query.category, query.tenant, query.requested)
+        reason = f"send policy unreadable ({activity_failure(error)}): built-in defaults, {order.reason}"
+        return order.model_copy(update={"reason": reason})
 
 
 async def read_event_stream(query: EventStreamQuery) -> EventStream:

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from herald import fingerprints
-from herald.intent import recipient_fingerprint
+from herald.intent import recipient_fingerprint as recipient_fingerprint  # activities/policy_gate.py takes it from here
 from herald.outcomes import Frozen
 from herald.send_policy import Category, PolicyRules
 

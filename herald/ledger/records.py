@@ -23,6 +23,10 @@ class AttemptRow(Frozen):
     # The send-policy version and decision that admitted it, in the same transaction.
     policy_version: int | None = None
     policy_decision: str | None = None
+    # Where its submit stood in the route's queue (Temporal's priority key and fairness weight),
+    # decided by the workflow when it prepared the attempt.
+    priority: int | None = None
+    fairness_weight: float | None = None
 
 
 class TransitionRow(Frozen):

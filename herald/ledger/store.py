@@ -114,11 +114,11 @@ async def _insert_rows(cursor: Any, batch: LedgerBatch) -> None:
     if batch.attempts:
         await cursor.executemany(
             """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
-                   policy_version, policy_decision)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                   policy_version, policy_decision, priority, fairness_weight)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
             [
                 (a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route,
-                 a.policy_version, a.policy_decision)
+                 a.policy_version, a.policy_decision, a.priority, a.fairness_weight)
                 for a in batch.attempts
             ],  # fmt: skip
         )
@@ -144,8 +144,8 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
                created_at, expires_at, first_run_id, subject, attachment_sha256, attachment_size,
-               encoding, segments, category, recipient_fingerprint)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+               encoding, segments, category, recipient_fingerprint, tenant)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT DO NOTHING
            RETURNING workflow_id""",
         (
@@ -169,6 +169,7 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
             intent.segments,
             intent.category.value,
             intent.recipient_fingerprint,
+            intent.tenant,
         ),
     )
     created = await cursor.fetchone() is not None

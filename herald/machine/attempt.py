@@ -52,6 +52,9 @@ class AttemptRecord:
         # The send policy's give-up on an unreachable provider for this intent's category, counted
         # from the intent's creation (None: the intent's expiry alone bounds an outage).
         self.give_up_after: timedelta | None = None
+        # Where its submit stands in the route's queue (DispatchOrder), decided when it was prepared.
+        self.priority: int | None = None
+        self.fairness_weight: float | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
@@ -72,6 +75,7 @@ class AttemptRecord:
             attempt.give_up_after = timedelta(seconds=status.give_up_after_seconds)
         if status.retry_hint_seconds is not None:
             attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
+        attempt.priority, attempt.fairness_weight = status.priority, status.fairness_weight
         if status.retry_delay_seconds is not None:
             attempt.retry_delay = timedelta(seconds=status.retry_delay_seconds)
         return attempt
@@ -119,6 +123,8 @@ class AttemptRecord:
             waiting=self.waiting if self.open and self.provider_id is None else None,
             waiting_rule=self.waiting_rule,
             give_up_after_seconds=self.give_up_after.total_seconds() if self.give_up_after else None,
+            priority=self.priority,
+            fairness_weight=self.fairness_weight,
         )
 
     def fact(

@@ -40,6 +40,7 @@ from herald.contracts import (
     CancelRequest,
     CarriedState,
     DeliveryReport,
+    DispatchQuery,
     Held,
     IntentStatus,
     KeyConflict,
@@ -65,6 +66,7 @@ from herald.machine.clock import Clock
 from herald.machine.record import IntentRecord
 from herald.outcomes import Found, LookupOutcome, NotFound, SubmitOutcome, Unknown
 from herald.providers.port import Capabilities
+from herald.send_policy import DispatchOrder
 from herald.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
 
 
@@ -201,15 +203,21 @@ class IntentMachine:
 
     # ---- pending -> submitting ---------------------------------------------------------
 
-    def begin_attempt(self) -> AttemptRecord | None:
-        """A new attempt in submitting; None when a closing clock closed the intent instead."""
-        if self.close_if(self.closing()):
+    def dispatch_query(self) -> DispatchQuery:
+        """What the send policy is asked for the next attempt's place in its route's queue."""
+        intent = self.intent
+        return DispatchQuery(category=intent.category, tenant=intent.tenant, requested=intent.priority, at=self._clock.now())
+
+    def begin_attempt(self, order: DispatchOrder) -> AttemptRecord | None:
+        """A new attempt in submitting, dispatched as `order` says; None when the intent is no longer
+        pending (a cancel came while the order was asked for) or a closing clock closed it instead."""
+        if self.state is not IntentState.PENDING or self.close_if(self.closing()):
             return None
         if not may_dispatch([attempt.view() for attempt in self.attempts]):
             # Unreachable while every path settles first; if it were reached, settling beats sending.
             self._record.settle("an earlier attempt is accepted or unresolved: no new attempt", Source.CLOCK)
             return None
-        attempt = self._record.prepare_attempt()
+        attempt = self._record.prepare_attempt(order)
         attempt.message_id_of = self._record.message_id_to_reuse()
         self._not_sent_waits = 0
         return attempt

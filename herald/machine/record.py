@@ -36,7 +36,7 @@ from herald.machine.attempt import AttemptRecord
 from herald.machine.clock import Clock
 from herald.machine.rows import LedgerBuffer
 from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
-from herald.send_policy import Decision, PolicyDecision
+from herald.send_policy import Decision, DispatchOrder, PolicyDecision
 
 
 class IntentRecord:
@@ -93,13 +93,15 @@ class IntentRecord:
 
     # ---- attempts ----------------------------------------------------------------------
 
-    def prepare_attempt(self) -> AttemptRecord:
+    def prepare_attempt(self, order: DispatchOrder) -> AttemptRecord:
         """A new attempt, its row and the move into submitting (the submit activity writes them first)."""
         number = len(self.attempts) + 1
         attempt = AttemptRecord(number, attempt_ref(self.intent.workflow_id, number), self._clock.now())
+        attempt.priority, attempt.fairness_weight = order.priority_key, order.fairness_weight
         self.attempts.append(attempt)
-        self.ledger.add_attempt(number, attempt.ref, attempt.started_at)
-        self.transition(IntentState.SUBMITTING, f"attempt {number} prepared", Source.SUBMIT, attempt=number)
+        self.ledger.add_attempt(number, attempt.ref, attempt.started_at, order.priority_key, order.fairness_weight)
+        reason = f"attempt {number} prepared: {order.reason}"
+        self.transition(IntentState.SUBMITTING, reason, Source.SUBMIT, attempt=number)
         return attempt
 
     def withdraw_attempt(self, attempt: AttemptRecord, rows: LedgerBatch) -> bool:

@@ -39,9 +39,14 @@ class LedgerBuffer:
         # first submit); a run created by continue-as-new inherits it.
         self.intent_recorded = False
 
-    def add_attempt(self, number: int, ref: str, prepared_at: datetime) -> None:
+    def add_attempt(
+        self, number: int, ref: str, prepared_at: datetime, priority: int | None, fairness_weight: float | None
+    ) -> None:
         self.attempts.append(
-            AttemptRow(attempt_ref=ref, workflow_id=self._intent.workflow_id, number=number, prepared_at=prepared_at)
+            AttemptRow(
+                attempt_ref=ref, workflow_id=self._intent.workflow_id, number=number, prepared_at=prepared_at,
+                priority=priority, fairness_weight=fairness_weight,
+            )  # fmt: skip
         )
 
     def add_transition(

@@ -29,12 +29,13 @@ from herald.machine.attempt import AttemptRecord
 from herald.machine.looks import LookPlan
 from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unknown
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Decision, PolicyDecision
+from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, dispatch_order
 from tests.support import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
 POLICY = DeliveryPolicy()
+ORDER = dispatch_order(PolicyRules(), 1, Category.TRANSACTIONAL, "shared", None)
 
 
 def machine(clock: TestClock, **request: object) -> IntentMachine:
@@ -47,7 +48,7 @@ def machine(clock: TestClock, **request: object) -> IntentMachine:
 def submitting(clock: TestClock, **request: object) -> tuple[IntentMachine, AttemptRecord]:
     """A machine whose first attempt is prepared and handed to the submit (its rows taken)."""
     m = machine(clock, **request)
-    attempt = m.begin_attempt()
+    attempt = m.begin_attempt(ORDER)
     assert attempt is not None
     m.rows_for_submit()
     return m, attempt
@@ -66,7 +67,7 @@ def report(m: IntentMachine, inbox_id: int, status: ProviderStatus, at: datetime
 def test_a_report_after_acceptance_delivers_and_every_change_is_a_numbered_row() -> None:
     clock = TestClock(AT)
     m = machine(clock)
-    attempt = m.begin_attempt()
+    attempt = m.begin_attempt(ORDER)
     assert attempt is not None and m.state is IntentState.SUBMITTING
     rows = m.rows_for_submit()
     # The submit commits the intent row, the attempt row and the move into submitting first.
@@ -121,7 +122,7 @@ def test_not_found_proves_absence_only_past_the_proof_window_then_a_retry_follow
     clock.at = due
     m.retry_elapsed()
     assert m.state is IntentState.PENDING
-    second = m.begin_attempt()
+    second = m.begin_attempt(ORDER)
     assert second is not None and second.number == 2
 
 
@@ -140,7 +141,7 @@ def test_a_poll_by_id_that_finds_nothing_proves_nothing() -> None:
 def test_a_ledger_that_cannot_take_the_rows_waits_and_a_cancel_meanwhile_ends_it_never_sent() -> None:
     clock = TestClock(AT)
     m = machine(clock)
-    attempt = m.begin_attempt()
+    attempt = m.begin_attempt(ORDER)
     assert attempt is not None
     first = m.rows_for_submit()
     due = m.not_sent()

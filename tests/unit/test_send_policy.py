@@ -14,6 +14,7 @@ from herald.send_policy import (
     QuietHours,
     RecipientFacts,
     decide,
+    dispatch_order,
 )
 
 QUIET = QuietHours(start=time(21, 0), end=time(8, 0))
@@ -118,3 +119,38 @@ def test_a_give_up_outside_one_second_to_a_week_is_refused(seconds: int) -> None
     """A give-up of zero would end every outage at once, and one past a week outlives any notice."""
     with pytest.raises(ValueError):
         CategoryRules(unreachable_give_up_seconds=seconds)
+
+
+# ---- dispatch order: priority and fairness -----------------------------------------------------
+
+
+def test_the_built_in_priorities_put_account_first_and_marketing_last() -> None:
+    rules = PolicyRules()
+    assert [rules.categories[c].priority for c in (Category.ACCOUNT, Category.TRANSACTIONAL, Category.MARKETING)] == [1, 2, 5]
+
+
+@pytest.mark.parametrize(
+    ("requested", "key", "said"),
+    [(None, 2, None), (2, 2, None), (4, 4, "lowered to 4 by the intent"), (1, 2, "asked for 1, ahead of its category: not granted")],
+)
+def test_an_intent_goes_at_its_category_or_lower_never_higher(requested: int | None, key: int, said: str | None) -> None:
+    order = dispatch_order(PolicyRules(tenant_weights={"acme": 2.5}), 7, Category.TRANSACTIONAL, "acme", requested)
+    assert (order.version, order.priority_key, order.fairness_key, order.fairness_weight) == (7, key, "acme", 2.5)
+    assert order.reason.startswith("transactional priority 2 (policy v7)") and order.reason.endswith("tenant acme weight 2.5")
+    assert (said in order.reason) if said else ("intent" not in order.reason)
+
+
+def test_a_tenant_the_policy_does_not_name_weighs_one() -> None:
+    assert dispatch_order(PolicyRules(tenant_weights={"acme": 4}), 1, Category.MARKETING, "globex", None).fairness_weight == 1.0
+
+
+@pytest.mark.parametrize("weights", [{"Acme": 1.0}, {"acme": 0.0}, {"acme": -1.0}, {"acme": 1001.0}, {"": 1.0}])
+def test_tenant_weights_are_refused_outside_their_shape(weights: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="tenant_weights"):
+        PolicyRules(tenant_weights=weights)
+
+
+@pytest.mark.parametrize("priority", [0, 6])
+def test_a_category_priority_outside_the_keys_is_refused(priority: int) -> None:
+    with pytest.raises(ValueError, match="priority"):
+        CategoryRules(priority=priority)

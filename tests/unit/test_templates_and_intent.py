@@ -560,3 +560,42 @@ def test_a_huge_number_is_refused() -> None:
     with pytest.raises(InvalidIntent) as refused:
         build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "amount": 10**30})), NOW)
     assert refused.value.problems == [("render_data.amount", "whole numbers must be within ±2^53 (9007199254740992)")]
+
+
+# ---- tenant and priority -------------------------------------------------------------------------
+
+
+@given(tenant=st.text(max_size=60), priority=st.one_of(st.none(), st.integers(-3, 9), st.text(max_size=3), st.booleans()))
+@settings(max_examples=300, deadline=None)
+def test_a_tenant_and_a_priority_are_taken_only_in_their_shapes_and_a_refusal_names_the_field(
+    tenant: str, priority: object
+) -> None:
+    """Any tenant and priority a caller may send: accepted exactly when the tenant is an id and the
+    priority a whole key from 1 to 5; otherwise refused naming the field, never echoing the value."""
+    raw = raw_request(tenant=tenant, **({} if priority is None else {"priority": priority}))
+    tenant_ok = re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,47}", tenant) is not None
+    priority_ok = priority is None or (type(priority) is int and 1 <= priority <= 5)
+    if tenant_ok and priority_ok:
+        request = parse_request(raw)
+        assert (request.tenant, request.priority) == (tenant, priority)
+        intent = build_intent(request, NOW)
+        assert (intent.tenant, intent.priority) == (tenant, priority)
+        return
+    with pytest.raises(InvalidIntent) as caught:
+        parse_request(raw)
+    # Each refusal is the field's fixed rule: nothing of the value is echoed.
+    expected = set()
+    if not tenant_ok:
+        expected.add(("tenant", "must be a tenant id: 1 to 48 of a-z, 0-9, '_', '.', '-', starting with a letter or digit"))
+    if not priority_ok:
+        expected.add(("priority", "must be a priority key, a whole number from 1 (first) to 5 (last)"))
+    assert set(caught.value.problems) == expected
+
+
+def test_another_tenant_makes_another_intent_and_the_shared_tenant_keeps_earlier_fingerprints() -> None:
+    shared = build_intent(parse_request(raw_request()), NOW)
+    named_shared = build_intent(parse_request(raw_request(tenant="shared")), NOW)
+    acme = build_intent(parse_request(raw_request(tenant="acme")), NOW)
+    assert shared.intent_fingerprint == named_shared.intent_fingerprint != acme.intent_fingerprint
+    # The priority is how it waits, not what it is: the same intent.
+    assert build_intent(parse_request(raw_request(priority=5)), NOW).intent_fingerprint == shared.intent_fingerprint

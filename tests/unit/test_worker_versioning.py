@@ -25,7 +25,7 @@ class RecordedWorker:
 def _built(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[RecordedWorker]:
     monkeypatch.setattr(worker, "Worker", RecordedWorker)
     settings = load_settings(env)
-    ledger: Any = SimpleNamespace(append_ledger=object(), last_attempt_to_recipient=object(), read_event_stream=object())
+    ledger: Any = SimpleNamespace(append_ledger=object(), dispatch_order=object(), read_event_stream=object())
     provider: Any = SimpleNamespace(lookup=object(), cancel=object(), submit=object())
     return [
         worker.build_worker(object(), settings, ledger, provider),  # type: ignore[list-item]

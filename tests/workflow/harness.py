@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from herald.client import start_priority
 from herald.contracts import (
     CancelAnswer,
     CancelRequest,
@@ -162,6 +163,7 @@ async def running(
                 search_attributes=initial_search_attributes(
                     f"{intent.template_id}.v{intent.template_version}", intent.channel.value
                 ),
+                priority=start_priority(intent),
             ),
             TIMEOUT,
         )

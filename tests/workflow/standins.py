@@ -1,7 +1,7 @@
 """Stand-ins for NotificationWorkflow's activities, registered under the real activities' names.
 
 The workflow schedules activities by name (``submit_attempt``, ``lookup_attempt``,
-``cancel_attempt``, and the ledger's local activities ``append_ledger`` and
+``cancel_attempt``, and the ledger's local activities ``append_ledger``, ``dispatch_order`` and
 ``read_event_stream``), so a worker that registers these stand-ins
 runs the real workflow against scripted answers and keeps what it was asked.
 
@@ -22,11 +22,13 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
 from herald.channels import assumed_capabilities
 from herald.contracts import (
     AlreadyRecorded,
+    DispatchQuery,
     Held,
     LookupInput,
     NotSent,
@@ -54,7 +56,7 @@ from herald.outcomes import (
 )
 from herald.providers.port import Capabilities
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Decision, PolicyDecision
+from herald.send_policy import Decision, DispatchOrder, PolicyDecision, PolicyRules, dispatch_order
 from herald.silence import EventStream, EventStreamQuery
 
 Answer = Any  # a value, an exception, or a callable (input, now) -> value
@@ -70,6 +72,12 @@ LOOKUP = "lookup_attempt"
 CANCEL = "cancel_attempt"
 APPEND_LEDGER = "append_ledger"
 EVENT_STREAM = "read_event_stream"
+DISPATCH_ORDER = "dispatch_order"
+
+
+def default_order(query: DispatchQuery, _now: None) -> DispatchOrder:
+    """The built-in policy's place for an attempt (version 1, as migration 009 publishes it)."""
+    return dispatch_order(PolicyRules(), 1, query.category, query.tenant, query.requested)
 
 
 # ---- submit answers (SubmitStep) -----------------------------------------------------------
@@ -240,6 +248,8 @@ class Script:
         self.times: list[datetime | None] = []
         # Where each call falls among the calls to every stand-in of the test.
         self.positions: list[int] = []
+        # The task-queue priority each call was scheduled with (None for local activities).
+        self.priorities: list[Priority | None] = []
 
     async def play(self, input: Any) -> Any:
         info = activity.info()
@@ -249,6 +259,7 @@ class Script:
         self.calls.append(input)
         self.times.append(now)
         self.positions.append(next(self._order))
+        self.priorities.append(None if info.is_local else info.priority)
         answer = self._answers[min(len(self.calls), len(self._answers)) - 1]
         if isinstance(answer, BaseException):
             raise answer
@@ -278,6 +289,7 @@ class StandIns:
         lookup: Sequence[Answer] = (),
         cancel: Sequence[Answer] = (),
         event_stream: Sequence[Answer] = (),
+        dispatch: Sequence[Answer] = (default_order,),
     ) -> None:
         order = itertools.count()
         self._scripts = {
@@ -286,10 +298,15 @@ class StandIns:
             CANCEL: Script(CANCEL, cancel or [_refuse(CANCEL)], order),
             APPEND_LEDGER: Script(APPEND_LEDGER, [None], order),
             EVENT_STREAM: Script(EVENT_STREAM, event_stream or [_refuse(EVENT_STREAM)], order),
+            DISPATCH_ORDER: Script(DISPATCH_ORDER, dispatch, order),
         }
 
     def calls(self, name: str) -> list[Any]:
         return self._scripts[name].calls
+
+    def priorities(self, name: str) -> list[Priority | None]:
+        """The task-queue priority each call was scheduled with; None for local activities."""
+        return self._scripts[name].priorities
 
     def times(self, name: str) -> list[datetime | None]:
         """The server's clock at each call (when the activity was scheduled); None for local activities."""
@@ -351,6 +368,10 @@ class StandIns:
     async def append_ledger(self, batch: LedgerBatch) -> IntentRecorded | None:
         return await self._scripts[APPEND_LEDGER].play(batch)
 
+    @activity.defn(name=DISPATCH_ORDER)
+    async def dispatch_order(self, query: DispatchQuery) -> DispatchOrder:
+        return await self._scripts[DISPATCH_ORDER].play(query)
+
     @activity.defn(name=EVENT_STREAM)
     async def read_event_stream(self, query: EventStreamQuery) -> EventStream:
         return await self._scripts[EVENT_STREAM].play(query)
@@ -358,6 +379,7 @@ class StandIns:
     def workflow_activities(self) -> list[Callable[..., Any]]:
         return [
             self.append_ledger,
+            self.dispatch_order,
             self.read_event_stream,
             self.lookup_attempt,
             self.cancel_attempt,
