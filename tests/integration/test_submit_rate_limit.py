@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import secrets
-import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -20,20 +16,13 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from activities.ledger import LedgerActivities
-from activities.provider import ProviderActivities
-from devstack.processes import ManagedProcess, free_port, wait_for_port
-from devstack.stack import LocalStack
-from herald.client import HeraldClient
 from herald.intent import Channel, workflow_id_for
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
-from herald.providers.twilio import TwilioAdapter
 from herald.task_queues import submit_task_queue
-from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
-from worker import build_submit_worker, build_worker, submit_pacer
+from tests.integration.routes import LIMIT, route_paced_at
+from tests.support import fresh_key, fresh_recipient, receipt_request
 
-LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
 # The submit queue's server-side limit, as the bench runs it. Temporal's matcher lets PACE + 1
 # tasks out at once after a quiet spell (a GCRA with a one-second burst), more than the emulator's
 # bucket of LIMIT takes with the refill of that second; the submit activity's own pacer
@@ -42,27 +31,6 @@ LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
 PACE = 0.97 * LIMIT
 INTENTS = 30  # offered at once: three times what the emulator takes in a burst
 WAIT = 20.0
-
-
-@pytest.fixture
-async def limited_emulator(stack: LocalStack) -> AsyncIterator[str]:
-    """A second emulator, limited to LIMIT messages/s per sender, as its own process."""
-    e = stack.config.emulator
-    port = free_port()
-    argv = [
-        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
-        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(LIMIT),
-        "--log-level", "warning",
-    ]  # fmt: skip
-    process = ManagedProcess(
-        "emulator-limited", argv, env={"PYTHONUNBUFFERED": "1"}, log_path=stack.log_dir / "emulator-limited.log"
-    )
-    process.start()
-    try:
-        await asyncio.to_thread(wait_for_port, "127.0.0.1", port, 30, process.process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.stop()
 
 
 async def _submit_rate_limit(temporal: Client, task_queue: str) -> tuple[float, int]:
@@ -78,37 +46,13 @@ async def _submit_rate_limit(temporal: Client, task_queue: str) -> tuple[float, 
     return response.effective_rate_limit.requests_per_second, response.effective_rate_limit.rate_limit_source
 
 
-@asynccontextmanager
-async def _route_paced_at(
-    pace: float, temporal: Client, settings: Any, pool: AsyncConnectionPool, emulator_url: str
-) -> AsyncIterator[tuple[HeraldClient, str]]:
-    """Workers on a fresh task queue whose submits the server paces at `pace`, sending to `emulator_url`."""
-    task_queue = f"herald-route-{secrets.token_hex(4)}"
-    limited = settings.model_copy(
-        update={
-            "temporal": settings.temporal.model_copy(update={"task_queue": task_queue}),
-            "twilio": settings.twilio.model_copy(update={"api_base": emulator_url, "submit_rate_limit": pace}),
-        }
-    )
-    adapter = TwilioAdapter(limited.twilio)
-    provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool, pacer=submit_pacer(limited))
-    try:
-        async with (
-            build_worker(temporal, limited, LedgerActivities(pool), provider),
-            build_submit_worker(temporal, limited, provider),
-        ):
-            yield HeraldClient(temporal, task_queue, policy=TEST_POLICY), task_queue
-    finally:
-        await adapter.aclose()
-
-
 async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
     temporal: Client, settings: Any, pool: AsyncConnectionPool, receipt_server: str, limited_emulator: str
 ) -> None:
     """30 intents offered at once to a provider limited to 10/s are all accepted without one 429, at the configured pace."""
     pace = PACE
     keys = [fresh_key() for _ in range(INTENTS)]
-    async with _route_paced_at(pace, temporal, settings, pool, limited_emulator) as (herald, task_queue):
+    async with route_paced_at(pace, temporal, settings, pool, limited_emulator) as (herald, task_queue):
         await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
         finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), WAIT)
         rate, source = await _submit_rate_limit(temporal, submit_task_queue(task_queue))
@@ -144,7 +88,7 @@ async def test_two_hundred_intents_at_the_route_limit_all_delivered_with_queue_a
     intents = 200
     keys = [fresh_key() for _ in range(intents)]
     before = await ledger_report(pool)
-    async with _route_paced_at(PACE, temporal, settings, pool, limited_emulator) as (herald, _):
+    async with route_paced_at(PACE, temporal, settings, pool, limited_emulator) as (herald, _):
         offering = time.monotonic()
         await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
         offered_in = time.monotonic() - offering

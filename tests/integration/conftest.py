@@ -1,0 +1,34 @@
+"""Fixtures of the integration tests beyond the shared stack (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+
+from devstack.processes import ManagedProcess, free_port, wait_for_port
+from devstack.stack import LocalStack
+from tests.integration.routes import LIMIT
+
+
+@pytest.fixture
+async def limited_emulator(stack: LocalStack) -> AsyncIterator[str]:
+    """A second emulator, limited to LIMIT messages/s per sender, as its own process."""
+    e = stack.config.emulator
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
+        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(LIMIT),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    process = ManagedProcess(
+        "emulator-limited", argv, env={"PYTHONUNBUFFERED": "1"}, log_path=stack.log_dir / "emulator-limited.log"
+    )
+    process.start()
+    try:
+        await asyncio.to_thread(wait_for_port, "127.0.0.1", port, 30, process.process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.stop()
