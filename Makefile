@@ -5,9 +5,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
-# Test processes, each taking whole files (module-scoped stacks stay in one process). Most tests
-# wait on real timers and providers, so two overlap their waits: 600 -> 358 s on 2 cores.
-TEST_WORKERS ?= 2
+# Test processes, each taking whole files (module-scoped stacks stay in one process), longest first
+# (tests/conftest.py). Most tests wait on real timers and providers, so three overlap their waits on
+# 2 cores: 525 and 505 s, every test passing (two took 690 s in CI, in xdist's own order). The suite
+# needs about 800 CPU-seconds (the 2,000-report burst alone 280): 4 workers are untried, likely CPU-bound.
+TEST_WORKERS ?= 3
 
 .PHONY: run test test-workflow venv clean soak
 
