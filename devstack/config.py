@@ -61,9 +61,12 @@ FINGERPRINT_KEY_FILE = "fingerprint-keys"
 # (`constraints: {taskQueueName: herald-notifications-submit}`); `temporal server start-dev
 # --dynamic-config-value` takes plain values only (a constrained list is ignored with a warning),
 # hence every queue of the dev server.
-ONE_PARTITION_PER_TASK_QUEUE: dict[str, int | float | str | bool] = {
+DEV_SERVER_MATCHING: dict[str, int | float | str | bool] = {
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
+    # Fairness keys (the intent's tenant) share a backlogged queue by weight; off by default in the
+    # pinned server (1.32), which orders by priority keys with no switch (issue 23).
+    "matching.enableFairness": True,
 }
 
 
@@ -79,7 +82,7 @@ class TemporalDev(Frozen):
     log_level: str = "error"
     # Server dynamic config (KEY -> JSON value); the tests lower the continue-as-new suggestion with it.
     dynamic_config: dict[str, int | float | str | bool] = Field(
-        default_factory=lambda: dict(ONE_PARTITION_PER_TASK_QUEUE)
+        default_factory=lambda: dict(DEV_SERVER_MATCHING)
     )
 
 

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.config import (
-    ONE_PARTITION_PER_TASK_QUEUE,
+    DEV_SERVER_MATCHING,
     AdapterDev,
     CodecDev,
     EmulatorDev,
@@ -73,7 +73,7 @@ def stack() -> Any:
             metrics_port=free_port(),
             db_filename=None,
             dynamic_config={
-                **ONE_PARTITION_PER_TASK_QUEUE,
+                **DEV_SERVER_MATCHING,
                 # Suggest continue-as-new early, so every long poll in the suite really crosses runs.
                 "limit.historyCount.suggestContinueAsNew": CONTINUE_AS_NEW_AFTER_EVENTS,
                 # The server deletes a closed run only once its close tasks are behind the queues'

@@ -4,8 +4,8 @@ submits the Temporal server paces (the rate-limited emulator is the `limited_emu
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -22,11 +22,20 @@ from worker import build_submit_worker, build_worker, submit_pacer
 LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
 
 
+class Route:
+    """A route's client and task queue; with its submits held, `release()` starts its submit worker."""
+
+    def __init__(self, herald: HeraldClient, task_queue: str, release: Callable[[], Awaitable[None]]) -> None:
+        self.herald, self.task_queue, self.release = herald, task_queue, release
+
+
 @asynccontextmanager
 async def route_paced_at(
-    pace: float, temporal: Client, settings: Any, pool: AsyncConnectionPool, emulator_url: str
-) -> AsyncIterator[tuple[HeraldClient, str]]:
-    """Workers on a fresh task queue whose submits the server paces at `pace`, sending to `emulator_url`."""
+    pace: float, temporal: Client, settings: Any, pool: AsyncConnectionPool, emulator_url: str, *, hold: bool = False
+) -> AsyncIterator[Route]:
+    """Workers on a fresh task queue whose submits the server paces at `pace`, sending to
+    `emulator_url`. With `hold`, no submit worker polls until `release()`: a backlog forms at the
+    server, in the order the test queues it, however slowly the host starts the workflows."""
     task_queue = f"herald-route-{secrets.token_hex(4)}"
     limited = settings.model_copy(
         update={
@@ -36,11 +45,13 @@ async def route_paced_at(
     )
     adapter = TwilioAdapter(limited.twilio)
     provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool, pacer=submit_pacer(limited))
-    try:
-        async with (
-            build_worker(temporal, limited, LedgerActivities(pool), provider),
-            build_submit_worker(temporal, limited, provider),
-        ):
-            yield HeraldClient(temporal, task_queue, policy=TEST_POLICY), task_queue
-    finally:
-        await adapter.aclose()
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(adapter.aclose)
+        await stack.enter_async_context(build_worker(temporal, limited, LedgerActivities(pool), provider))
+
+        async def release() -> None:
+            await stack.enter_async_context(build_submit_worker(temporal, limited, provider))
+
+        if not hold:
+            await release()
+        yield Route(HeraldClient(temporal, task_queue, policy=TEST_POLICY), task_queue, release)

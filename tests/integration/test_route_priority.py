@@ -35,11 +35,12 @@ async def test_an_urgent_intent_overtakes_a_queued_backlog(
     every one is sent once."""
     backlog = [(fresh_key(), fresh_recipient()) for _ in range(BACKLOG)]
     urgent_key, urgent_to = fresh_key(), fresh_recipient()
-    async with route_paced_at(PACE, temporal, settings, pool, limited_emulator) as (herald, _):
+    async with route_paced_at(PACE, temporal, settings, pool, limited_emulator) as route:
+        herald = route.herald
         await asyncio.gather(*(herald.send(receipt_request(key, to, priority=5)) for key, to in backlog))
         # Every backlog intent has prepared its attempt: its submit is queued at the server.
         while not all(status.attempts for status in await asyncio.gather(*(herald.status(k) for k, _ in backlog))):
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # each round queries every workflow: not too often
         out_before = len(await _accepted_order(limited_emulator, {to for _, to in backlog}))
         await herald.send(receipt_request(urgent_key, urgent_to))
         finals = await asyncio.wait_for(

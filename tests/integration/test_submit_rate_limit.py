@@ -52,7 +52,8 @@ async def test_a_burst_is_paced_by_the_server_and_meets_no_429(
     """30 intents offered at once to a provider limited to 10/s are all accepted without one 429, at the configured pace."""
     pace = PACE
     keys = [fresh_key() for _ in range(INTENTS)]
-    async with route_paced_at(pace, temporal, settings, pool, limited_emulator) as (herald, task_queue):
+    async with route_paced_at(pace, temporal, settings, pool, limited_emulator) as route:
+        herald, task_queue = route.herald, route.task_queue
         await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
         finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(key) for key in keys)), WAIT)
         rate, source = await _submit_rate_limit(temporal, submit_task_queue(task_queue))
@@ -88,7 +89,8 @@ async def test_two_hundred_intents_at_the_route_limit_all_delivered_with_queue_a
     intents = 200
     keys = [fresh_key() for _ in range(intents)]
     before = await ledger_report(pool)
-    async with route_paced_at(PACE, temporal, settings, pool, limited_emulator) as (herald, _):
+    async with route_paced_at(PACE, temporal, settings, pool, limited_emulator) as route:
+        herald = route.herald
         offering = time.monotonic()
         await asyncio.gather(*(herald.send(receipt_request(key, fresh_recipient())) for key in keys))
         offered_in = time.monotonic() - offering
