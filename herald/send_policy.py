@@ -48,6 +48,10 @@ class Category(str, Enum):
     MARKETING = "marketing"  # needs consent evidence
 
 
+# Security codes before receipts and seat offers, marketing after everything.
+BUILT_IN_PRIORITY = {Category.ACCOUNT: 1, Category.TRANSACTIONAL: 2, Category.MARKETING: 5}
+
+
 class Decision(str, Enum):
     ALLOW = "allow"
     DEFER = "defer"
@@ -66,8 +70,10 @@ class CategoryRules(Frozen):
     # seconds after the intent was created, and the intent ends `expired` naming the outage.
     # None: the expiry alone bounds it. Up to 7 days.
     unreachable_give_up_seconds: int | None = Field(default=None, ge=1, le=7 * 86_400)
-    # Where this category's submits stand in a backlogged route queue: 1 first, 5 last.
-    priority: int = Field(default=3, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1])
+    # Where this category's submits stand in a backlogged route queue: 1 first, 5 last. None: the
+    # category's built-in priority (BUILT_IN_PRIORITY), so a rules file that names a category for
+    # another rule does not move it in the queue.
+    priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1])
 
 
 class QuietHours(Frozen):
@@ -92,9 +98,9 @@ class PolicyRules(Frozen):
 
     categories: dict[Category, CategoryRules] = Field(
         default_factory=lambda: {
-            Category.ACCOUNT: CategoryRules(urgent=True, priority=1),
-            Category.TRANSACTIONAL: CategoryRules(urgent=True, priority=2),
-            Category.MARKETING: CategoryRules(consent_required=True, priority=5),
+            Category.TRANSACTIONAL: CategoryRules(urgent=True),
+            Category.ACCOUNT: CategoryRules(urgent=True),
+            Category.MARKETING: CategoryRules(consent_required=True),
         }
     )
     quiet_hours: QuietHours | None = None
@@ -187,7 +193,7 @@ def dispatch_order(
 ) -> DispatchOrder:
     """The category's priority, or the intent's own when it asked for a lower one (a larger key);
     an intent never goes ahead of its category: a request for a higher one is recorded, not granted."""
-    floor = rules.categories[category].priority
+    floor = rules.categories[category].priority or BUILT_IN_PRIORITY[category]
     key = max(floor, requested) if requested is not None else floor
     weight = rules.tenant_weights.get(tenant, 1.0)
     reason = f"{category.value} priority {floor} (policy v{version})"

@@ -124,9 +124,13 @@ def test_a_give_up_outside_one_second_to_a_week_is_refused(seconds: int) -> None
 # ---- dispatch order: priority and fairness -----------------------------------------------------
 
 
-def test_the_built_in_priorities_put_account_first_and_marketing_last() -> None:
-    rules = PolicyRules()
-    assert [rules.categories[c].priority for c in (Category.ACCOUNT, Category.TRANSACTIONAL, Category.MARKETING)] == [1, 2, 5]
+def test_the_built_in_priorities_put_account_first_and_marketing_last_even_when_a_category_is_named() -> None:
+    named = PolicyRules(categories={**PolicyRules().categories, Category.MARKETING: CategoryRules(consent_required=False)})
+    for rules in (PolicyRules(), named):
+        keys = [dispatch_order(rules, 1, c, "shared", None).priority_key for c in (Category.ACCOUNT, Category.TRANSACTIONAL, Category.MARKETING)]
+        assert keys == [1, 2, 5]
+    moved = PolicyRules(categories={**PolicyRules().categories, Category.MARKETING: CategoryRules(priority=4)})
+    assert dispatch_order(moved, 2, Category.MARKETING, "shared", None).priority_key == 4
 
 
 @pytest.mark.parametrize(
