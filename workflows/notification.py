@@ -120,6 +120,8 @@ class NotificationWorkflow:
         try:
             return await provider_calls.submit(attempt, machine.intent, machine.policy, machine.rows_for_submit())
         except ActivityError as error:
+            if provider_calls.never_started(error):
+                return machine.expired_in_queue()
             return machine.submit_did_not_finish(provider_calls.activity_failure(error))
 
     # ---- submitting / accepted: open attempts are looked up or polled, never resent ------

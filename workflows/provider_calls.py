@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from activities.ledger import LedgerActivities
@@ -42,9 +42,13 @@ _ORDER_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum
 async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy, rows: LedgerBatch) -> SubmitStep:
     """Write `rows` and send the attempt once, on the submit queue the Temporal server paces.
 
+    The submit waits in the route's queue no later than the intent's expiry: a task still queued
+    then is never started (the server refuses it to every worker), so nothing can be sent late.
+
     Raises:
         ActivityError: the activity did not finish (the worker died, it timed out): the rows may
-            or may not be written and the provider may or may not have the message.
+            or may not be written and the provider may or may not have the message; unless
+            ``never_started`` says it was still queued at the deadline.
     """
     return await workflow.execute_activity_method(
         ProviderActivities.submit,
@@ -64,6 +68,7 @@ async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy,
             policy_at=workflow.now(),
         ),
         task_queue=submit_task_queue(workflow.info().task_queue),
+        schedule_to_start_timeout=max(intent.expires_at - workflow.now(), timedelta(seconds=1)),
         start_to_close_timeout=policy.submit_timeout,
         retry_policy=_SUBMIT_RETRY,
         # Where the submit stands while the route's rate limit holds a backlog (DispatchOrder).
@@ -132,6 +137,12 @@ async def read_event_stream(query: EventStreamQuery) -> EventStream:
     return await workflow.execute_local_activity_method(
         LedgerActivities.read_event_stream, query, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_LEDGER_RETRY
     )
+
+
+def never_started(error: ActivityError) -> bool:
+    """The activity timed out in its queue: no worker started it, so it did nothing."""
+    cause = error.cause
+    return isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_START
 
 
 def activity_failure(error: ActivityError) -> str:

@@ -69,6 +69,8 @@ from herald.providers.port import Capabilities
 from herald.send_policy import DispatchOrder
 from herald.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
 
+EXPIRED_IN_QUEUE = "expired in the route queue: the submit was still queued at the intent's expiry; nothing was sent"
+
 
 class Look(Enum):
     """How an open attempt is asked about now, by what its provider can do."""
@@ -238,6 +240,11 @@ class IntentMachine:
         self._put_back_in_flight()
         return Sent(outcome=SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {failure}")))
 
+    def expired_in_queue(self) -> NotSent:
+        """The submit was still in the route's queue at the intent's expiry and was never started
+        (Temporal refuses a timed-out task to every worker): nothing was written or sent."""
+        return NotSent(reason=EXPIRED_IN_QUEUE)
+
     def not_sent(self) -> datetime:
         """Nothing reached the provider (the ledger could not take the rows): when to try the same
         attempt again, with whatever was learned meanwhile."""
@@ -256,6 +263,8 @@ class IntentMachine:
         self._put_back_in_flight()
         attempt.submit_result = SubmitResult.NOT_SENT
         self._record.observe_fact(attempt, Source.SUBMIT, ObservationKind.NOT_SENT, True, step.reason)
+        if closing is not None and closing.state is IntentState.EXPIRED and step.reason == EXPIRED_IN_QUEUE:
+            closing = closing.model_copy(update={"reason": f"{closing.reason}; {EXPIRED_IN_QUEUE}"})
         self.close_if(closing)
         return True
 

@@ -226,3 +226,18 @@ def test_only_the_machine_changes_state() -> None:
                         assert isinstance(owner, ast.Name) and owner.id == "self", (path.name, ast.unparse(node))
             if isinstance(node, ast.Attribute):
                 assert node.attr not in {"_record", "ledger", "transition", "settle"}, (path.name, ast.unparse(node))
+
+
+def test_a_submit_still_queued_at_expiry_ends_expired_in_the_route_queue_never_sent() -> None:
+    clock = TestClock(AT)
+    m, attempt = submitting(clock, expires_at=(AT + timedelta(minutes=2)).isoformat())
+    step = m.expired_in_queue()
+    clock.advance(timedelta(minutes=2))  # the queue's deadline is the intent's expiry
+    m.not_sent()
+    assert m.abandon_not_sent(attempt, step)
+    assert m.state is IntentState.EXPIRED and attempt.submit_result is SubmitResult.NOT_SENT
+    reason = m.status().transitions[-1].reason
+    assert reason.startswith("intent expired at") and "expired in the route queue" in reason
+    written = m.rows_to_write()
+    # The attempt was prepared, never written by a submit: its rows go with the close.
+    assert written is not None and [row.attempt_ref for row in written.attempts] == [attempt.ref]
