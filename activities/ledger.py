@@ -13,6 +13,8 @@ from herald.recipient_vault import RecipientVault
 from herald.send_policy import DispatchOrder, dispatch_order
 from herald.silence import EventStream, EventStreamQuery
 
+_ORDER_CONNECT_SECONDS = 1.0
+
 
 class LedgerActivities:
     def __init__(self, pool: AsyncConnectionPool, vault: RecipientVault | None = None) -> None:
@@ -38,6 +40,8 @@ class LedgerActivities:
     @activity.defn(name="dispatch_order")
     async def dispatch_order(self, query: DispatchQuery) -> DispatchOrder:
         """The priority and fairness of an attempt prepared at `query.at`, under the policy in force then."""
-        async with self._pool.connection() as conn:
+        # Fails fast with the ledger away: the workflow then goes at the built-in priorities, and its
+        # submit meets the outage where it is handled (it writes nothing, sends nothing, and waits).
+        async with self._pool.connection(timeout=_ORDER_CONNECT_SECONDS) as conn:
             version, rules = await policy_store.policy_in_force(conn, query.at)
         return dispatch_order(rules, version, query.category, query.tenant, query.requested)

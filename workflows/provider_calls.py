@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from activities.ledger import LedgerActivities
@@ -34,9 +34,10 @@ _SUBMIT_RETRY = RetryPolicy(maximum_attempts=1)
 # Lookups and cancels are reads or refusals; retrying them is harmless.
 _READ_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 _READ_TIMEOUT = timedelta(seconds=30)
-# The dispatch order is read a few times at most: with the ledger away, the attempt goes at the
-# built-in priorities rather than wait (its submit finds the ledger away too, and waits there).
-_ORDER_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
+# The dispatch order is read once: with the ledger away, the attempt goes at the built-in
+# priorities rather than wait (its submit finds the ledger away too, and waits there).
+_ORDER_RETRY = RetryPolicy(maximum_attempts=1)
+_ORDER_TIMEOUT = timedelta(seconds=5)
 
 
 async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy, rows: LedgerBatch) -> SubmitStep:
@@ -124,11 +125,14 @@ async def dispatch_order_for(query: DispatchQuery) -> DispatchOrder:
     """The send policy's place for the next attempt in its route's queue (a ledger read)."""
     try:
         return await workflow.execute_local_activity_method(
-            LedgerActivities.dispatch_order, query, start_to_close_timeout=_LEDGER_TIMEOUT, retry_policy=_ORDER_RETRY
+            LedgerActivities.dispatch_order, query, start_to_close_timeout=_ORDER_TIMEOUT, retry_policy=_ORDER_RETRY
         )
-    except ActivityError as error:
+    except FailureError as error:
+        # A local activity out of attempts surfaces as its own failure (an ApplicationError), not
+        # wrapped in an ActivityError as a remote one is.
+        why = activity_failure(error) if isinstance(error, ActivityError) else getattr(error, "type", None) or type(error).__name__
         order = dispatch_order(PolicyRules(), 0, query.category, query.tenant, query.requested)
-        reason = f"send policy unreadable ({activity_failure(error)}): built-in defaults, {order.reason}"
+        reason = f"send policy unreadable ({why}): built-in defaults, {order.reason}"
         return order.model_copy(update={"reason": reason})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from temporalio.common import Priority
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from herald.contracts import DispatchQuery
@@ -69,3 +70,16 @@ async def test_an_intent_may_go_lower_than_its_category_never_higher(env: Workfl
             status = await run.result()
         assert [p.priority_key for p in st.priorities(SUBMIT)] == [expected]
         assert said in status.transitions[0].reason
+
+
+async def test_a_policy_that_cannot_be_read_sends_at_the_built_in_priority(env: WorkflowEnvironment) -> None:
+    """The ledger is away when the order is asked for: the attempt goes at its category's built-in
+    priority (its submit meets the outage where that is handled), and the transition says why."""
+    away = ApplicationError("PoolTimeout: couldn't get a connection after 1.00 sec", type="PoolTimeout")
+    st = StandIns(dispatch=[away], submit=[standins.accepted("SM4")], lookup=[standins.found("SM4", ProviderStatus.DELIVERED)])
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.DELIVERED
+    assert len(st.calls(DISPATCH_ORDER)) == 1  # asked once, not retried
+    assert [p.priority_key for p in st.priorities(SUBMIT)] == [2]
+    assert status.transitions[0].reason.startswith("attempt 1 prepared: send policy unreadable (")
