@@ -200,6 +200,9 @@ LONGEST_FIRST = (
     "tests/receipts/test_route_isolation.py",  # 50, computing
     "tests/integration/test_starter_cli.py",  # 49, computing (process starts)
     "tests/integration/test_submit_rate_limit.py",  # 28
+    "tests/integration/test_route_fairness.py",  # 25
+    "tests/integration/test_route_priority.py",  # 22
+    "tests/integration/test_route_deadline.py",  # 15
     "tests/integration/test_entry_points_search.py",  # 27, computing
     "tests/faults/test_deploy_replay.py",  # 23, computing
     "tests/integration/test_bounded_waits.py",  # 21
