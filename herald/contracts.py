@@ -116,6 +116,8 @@ class AttemptStatus(Frozen):
     # Where its submit stood in the route's queue: the priority key, the tenant's fairness weight.
     priority: int | None = None
     fairness_weight: float | None = None
+    # The provider queue validity it was sent with (seconds): its proof window is built on it.
+    validity_seconds: int | None = None
 
 
 class TransitionStatus(Frozen):

@@ -181,17 +181,20 @@ def poll_delay(policy: DeliveryPolicy, polls_made: int, jitter: float) -> timede
     return timedelta(seconds=base * (0.9 + 0.2 * jitter))
 
 
-def proof_window(policy: DeliveryPolicy) -> timedelta:
+def proof_window(policy: DeliveryPolicy, validity: timedelta | None = None) -> timedelta:
     """How long after an attempt began "not found" can prove it was not accepted.
 
     An attempt's message, if it exists, was created within ``submit_in_flight_bound`` of the
-    attempt's start and left the provider's queue within ``provider_queue_validity`` of its
-    creation: sent, and so listed where a search by reference finds it, or dropped unsent.
+    attempt's start and left the provider's queue within the validity it was sent with (the
+    category's, else ``provider_queue_validity``) of its creation: sent, and so listed where a
+    search by reference finds it, or dropped unsent.
     """
-    return policy.submit_in_flight_bound + policy.provider_queue_validity
+    return policy.submit_in_flight_bound + (validity if validity is not None else policy.provider_queue_validity)
 
 
-def absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, not_found: NotFound) -> bool:
+def absence_proven(
+    policy: DeliveryPolicy, attempt_started_at: datetime, not_found: NotFound, validity: timedelta | None = None
+) -> bool:
     """Whether a search that found nothing proves the attempt was never accepted.
 
     Only when the search could have seen the message in every state the provider can hold it in:
@@ -203,7 +206,7 @@ def absence_proven(policy: DeliveryPolicy, attempt_started_at: datetime, not_fou
     if not_found.searched_at is None:
         return False
     if not_found.queue_bounded:
-        return not_found.searched_at >= attempt_started_at + proof_window(policy)
+        return not_found.searched_at >= attempt_started_at + proof_window(policy, validity)
     if not_found.listed_within_seconds is not None:
         listed_by = policy.submit_in_flight_bound + timedelta(seconds=not_found.listed_within_seconds)
         return not_found.searched_at >= attempt_started_at + listed_by

@@ -74,6 +74,10 @@ class CategoryRules(Frozen):
     # category's built-in priority (BUILT_IN_PRIORITY), so a rules file that names a category for
     # another rule does not move it in the queue.
     priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1])
+    # The longest this category's message may wait in the provider's own queue (Twilio's
+    # ValidityPeriod, 1 to 36,000 s) before the provider drops it unsent: short for a login code,
+    # and never past the intent's expiry. None: the delivery policy's provider_queue_validity.
+    provider_queue_validity_seconds: int | None = Field(default=None, ge=1, le=36_000)
 
 
 class QuietHours(Frozen):
@@ -186,6 +190,8 @@ class DispatchOrder(Frozen):
     fairness_key: str
     fairness_weight: float
     reason: str
+    # The category's provider queue validity, when the policy names one (seconds).
+    validity_seconds: int | None = None
 
 
 def dispatch_order(
@@ -201,9 +207,10 @@ def dispatch_order(
         reason += f"; the intent asked for {requested}, ahead of its category: not granted"
     elif requested is not None and requested != floor:
         reason += f"; lowered to {key} by the intent"
+    validity = rules.categories[category].provider_queue_validity_seconds
     return DispatchOrder(
         version=version, priority_key=key, fairness_key=tenant, fairness_weight=weight,
-        reason=f"{reason}; tenant {tenant} weight {weight:g}",
+        reason=f"{reason}; tenant {tenant} weight {weight:g}", validity_seconds=validity,
     )  # fmt: skip
 
 

@@ -55,6 +55,9 @@ class AttemptRecord:
         # Where its submit stands in the route's queue (DispatchOrder), decided when it was prepared.
         self.priority: int | None = None
         self.fairness_weight: float | None = None
+        # How long the provider may hold it in its queue (the ValidityPeriod it was sent with): its
+        # proof window is the in-flight bound plus this. None: the delivery policy's.
+        self.validity: timedelta | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
@@ -76,6 +79,8 @@ class AttemptRecord:
         if status.retry_hint_seconds is not None:
             attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
         attempt.priority, attempt.fairness_weight = status.priority, status.fairness_weight
+        if status.validity_seconds is not None:
+            attempt.validity = timedelta(seconds=status.validity_seconds)
         if status.retry_delay_seconds is not None:
             attempt.retry_delay = timedelta(seconds=status.retry_delay_seconds)
         return attempt
@@ -125,6 +130,7 @@ class AttemptRecord:
             give_up_after_seconds=self.give_up_after.total_seconds() if self.give_up_after else None,
             priority=self.priority,
             fairness_weight=self.fairness_weight,
+            validity_seconds=int(self.validity.total_seconds()) if self.validity else None,
         )
 
     def fact(

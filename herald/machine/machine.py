@@ -221,8 +221,16 @@ class IntentMachine:
             return None
         attempt = self._record.prepare_attempt(order)
         attempt.message_id_of = self._record.message_id_to_reuse()
+        attempt.validity = self._validity(order)
         self._not_sent_waits = 0
         return attempt
+
+    def _validity(self, order: DispatchOrder) -> timedelta:
+        """How long the provider may hold the attempt in its queue: the category's validity (else the
+        delivery policy's), never past the intent's expiry, in whole seconds from 1."""
+        wanted = timedelta(seconds=order.validity_seconds) if order.validity_seconds else self.policy.provider_queue_validity
+        left = self.intent.expires_at - self._clock.now()
+        return timedelta(seconds=max(1, min(int(wanted.total_seconds()), int(left.total_seconds()))))
 
     def rows_for_submit(self) -> LedgerBatch:
         """The rows the submit activity commits (the attempt row among them) before it calls the
@@ -418,7 +426,7 @@ class IntentMachine:
             self._record.apply_observation(attempt, observation, kind=ObservationKind.FOUND)
             return f"found {result.status.value}"
         if isinstance(result, NotFound):
-            proven = by_reference and absence_proven(self.policy, attempt.started_at, result)
+            proven = by_reference and absence_proven(self.policy, attempt.started_at, result, attempt.validity)
             reason = "provider has no such message"
             if by_reference:
                 reason += (

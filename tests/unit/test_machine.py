@@ -241,3 +241,11 @@ def test_a_submit_still_queued_at_expiry_ends_expired_in_the_route_queue_never_s
     written = m.rows_to_write()
     # The attempt was prepared, never written by a submit: its rows go with the close.
     assert written is not None and [row.attempt_ref for row in written.attempts] == [attempt.ref]
+
+
+def test_the_provider_may_hold_an_attempt_no_longer_than_the_intent_lives() -> None:
+    clock = TestClock(AT)
+    _, attempt = submitting(clock, expires_at=(AT + timedelta(seconds=45)).isoformat())
+    assert attempt.validity == timedelta(seconds=45)  # the policy's 600 s would outlive the intent
+    _, attempt = submitting(clock)
+    assert attempt.validity == POLICY.provider_queue_validity

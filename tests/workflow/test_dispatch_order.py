@@ -4,18 +4,21 @@ stood in by name)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from herald.contracts import DispatchQuery
-from herald.lifecycle import IntentState
+from herald.delivery_policy import proof_window
+from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
 from herald.send_policy import CategoryRules, PolicyRules, dispatch_order
 from tests.workflow import standins
-from tests.workflow.harness import running, server_now, sms_intent
-from tests.workflow.standins import DISPATCH_ORDER, SUBMIT, StandIns
+from tests.workflow.harness import FAST_POLICY, running, server_now, sms_intent
+from tests.workflow.standins import DISPATCH_ORDER, LOOKUP, SUBMIT, StandIns
 
 pytestmark = pytest.mark.workflow_fast
 
@@ -83,3 +86,32 @@ async def test_a_policy_that_cannot_be_read_sends_at_the_built_in_priority(env: 
     assert len(st.calls(DISPATCH_ORDER)) == 1  # asked once, not retried
     assert [p.priority_key for p in st.priorities(SUBMIT)] == [2]
     assert status.transitions[0].reason.startswith("attempt 1 prepared: send policy unreadable (")
+
+
+async def test_a_categorys_provider_validity_is_sent_and_bounds_the_proof_of_absence(env: WorkflowEnvironment) -> None:
+    """The category gives the provider 120 s (the delivery policy: 600 s): the submit carries a
+    ValidityPeriod of 120, and an unanswered submit is proven absent, and attempt 2 sent, once a
+    lookup past in-flight bound + 120 s finds nothing, not after the default window."""
+    short = PolicyRules(
+        categories={**PolicyRules().categories, "transactional": CategoryRules(urgent=True, provider_queue_validity_seconds=120)}
+    )
+
+    def order(query: DispatchQuery, _now: None) -> object:
+        return dispatch_order(short, 3, query.category, query.tenant, query.requested)
+
+    st = StandIns(
+        dispatch=[order],
+        submit=[standins.crashes(), standins.accepted("SM5")],
+        lookup=[standins.by_reference_then_by_id(standins.not_found(), standins.found("SM5", ProviderStatus.DELIVERED))],
+    )
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.DELIVERED
+    assert [submit.validity_seconds for submit in st.submits] == [120, 120]
+    first, second = status.attempts
+    assert first.validity_seconds == 120 and first.submit_result is SubmitResult.NOT_ACCEPTED
+    window = FAST_POLICY.submit_in_flight_bound + timedelta(seconds=120)
+    assert window < proof_window(FAST_POLICY)  # shorter than the default: the point of the rule
+    by_reference = [at for at, lookup in zip(st.times(LOOKUP), st.lookups) if lookup.provider_id is None]
+    assert by_reference[-1] - first.started_at >= window > by_reference[-2] - first.started_at
+    assert second.started_at - first.started_at < proof_window(FAST_POLICY)
