@@ -26,7 +26,7 @@ from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_re
 from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
 from herald.recipient_vault import RecipientVault
-from herald.send_policy import PolicyRules, dispatch_order
+from herald.send_policy import built_in_order
 from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
@@ -197,5 +197,5 @@ def _started_new(handle: WorkflowHandle[Any, Any]) -> bool:
 def start_priority(intent: Intent) -> Priority:
     """The workflow's own tasks (and the lookups that inherit it): its category's built-in priority
     and its tenant. Each submit, where a backlog forms, goes at the policy's in force then."""
-    order = dispatch_order(PolicyRules(), 0, intent.category, intent.tenant, intent.priority)
+    order = built_in_order(intent.category, intent.tenant, intent.priority)
     return Priority(priority_key=order.priority_key, fairness_key=intent.tenant)

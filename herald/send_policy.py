@@ -214,6 +214,12 @@ def dispatch_order(
     )  # fmt: skip
 
 
+def built_in_order(category: Category, tenant: str, requested: int | None) -> DispatchOrder:
+    """The order under the built-in rules (version 0): for a workflow's start, whose policy is not
+    read, and for an attempt whose policy could not be."""
+    return dispatch_order(_BUILT_IN_RULES, 0, category, tenant, requested)
+
+
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
@@ -255,3 +261,6 @@ def decide(rules: PolicyRules, version: int, facts: RecipientFacts, now: datetim
 
 def _suppress(version: int, rule: str, reason: str) -> PolicyDecision:
     return PolicyDecision(version=version, decision=Decision.SUPPRESS, rule=rule, reason=f"{reason} (policy v{version})")
+
+
+_BUILT_IN_RULES = PolicyRules()

@@ -127,7 +127,7 @@ class NotificationWorkflow:
     # ---- submitting / accepted: open attempts are looked up or polled, never resent ------
 
     async def _resolve_open_attempts(self) -> None:
-        machine, plan = self._machine, LookPlan(self._machine, self._clock)
+        machine, plan = self._machine, LookPlan(self._machine)
         while machine.state in OPEN_STATES:
             await self._continue_as_new_if_suggested()
             until, governing, lazy = plan.next_wait()

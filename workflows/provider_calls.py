@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.ledger.records import IntentRecorded, LedgerBatch
     from herald.machine.attempt import AttemptRecord
     from herald.outcomes import LookupOutcome, Unavailable
-    from herald.send_policy import DispatchOrder, PolicyRules, dispatch_order
+    from herald.send_policy import DispatchOrder, built_in_order
     from herald.silence import EventStream, EventStreamQuery
     from herald.task_queues import submit_task_queue
 
@@ -131,7 +131,7 @@ async def dispatch_order_for(query: DispatchQuery) -> DispatchOrder:
         # A local activity out of attempts surfaces as its own failure (an ApplicationError), not
         # wrapped in an ActivityError as a remote one is.
         why = activity_failure(error) if isinstance(error, ActivityError) else getattr(error, "type", None) or type(error).__name__
-        order = dispatch_order(PolicyRules(), 0, query.category, query.tenant, query.requested)
+        order = built_in_order(query.category, query.tenant, query.requested)
         reason = f"send policy unreadable ({why}): built-in defaults, {order.reason}"
         return order.model_copy(update={"reason": reason})
 

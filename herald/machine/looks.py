@@ -12,14 +12,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from herald.machine.attempt import AttemptRecord
-from herald.machine.clock import Clock
 from herald.machine.machine import IntentMachine
 
 
 class LookPlan:
-    def __init__(self, machine: IntentMachine, clock: Clock) -> None:
+    def __init__(self, machine: IntentMachine) -> None:
         self._machine = machine
-        self._clock = clock
+        self._clock = machine.clock
         self._due: dict[int, tuple[bool, datetime]] = {}  # attempt number -> (polled by id, when)
         self._quiet_until: datetime | None = None  # end of a report-only attempt's lazy first wait
         self._watched: list[AttemptRecord] = []

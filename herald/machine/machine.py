@@ -113,6 +113,10 @@ class IntentMachine:
         return self._record.closed_by
 
     @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
     def has_reports(self) -> bool:
         return bool(self._reports)
 

@@ -189,7 +189,7 @@ def test_an_accepted_attempt_first_waits_lazily_to_its_first_poll() -> None:
     clock = TestClock(AT)
     m, attempt = submitting(clock)
     m.on_submit(attempt, accepted())
-    plan = LookPlan(m, clock)
+    plan = LookPlan(m)
     until, governing, lazy = plan.next_wait()
     assert governing is attempt and lazy and until > clock.now()
     assert not plan.take_if_due(attempt)
