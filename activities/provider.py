@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -31,11 +32,22 @@ from herald.contracts import (
 )
 from herald.intent import Channel
 from herald.ledger import store
-from herald.metrics.instruments import ProviderCall
+from herald.metrics.instruments import ProviderCall, record_queue_age
 from herald.outcomes import LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
 from herald.recipient_vault import RecipientErased, RecipientVault
+from herald.route_backlog import SERVER_DEFAULT_PRIORITY
+
+# The submit's answers that came from the provider (accepted, "not now", a refusal): their time
+# since the attempt was prepared is the route's queue age. Unknown and unreachable have none.
+_PROVIDER_ANSWERS = frozenset({"accepted", "retryable", "rejected"})
+
+
+def _priority_key() -> int:
+    """The priority key this activity was dispatched with (the server's default when it had none)."""
+    priority = activity.info().priority
+    return (priority.priority_key if priority else None) or SERVER_DEFAULT_PRIORITY
 
 
 class ProviderActivities:
@@ -124,6 +136,9 @@ class ProviderActivities:
                 )
             )
             call.outcome = outcome.result.kind
+        if outcome.result.kind in _PROVIDER_ANSWERS:
+            waited = datetime.now(UTC) - input.policy_at
+            record_queue_age(activity.metric_meter(), waited, _priority_key(), provider.name)
         if admit[1].claimed_cooldown:
             # Within what is left of the budget: the answer must reach the workflow, stamp or not.
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None

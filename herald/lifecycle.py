@@ -58,6 +58,10 @@ TERMINAL_STATES = frozenset(
 # An attempt is out at the provider and not resolved: looked up or polled, never resent.
 OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
 
+# How an expiry that caught the submit still queued on the route begins its reason, so the ledger's
+# report can count those closes apart from other expiries.
+EXPIRED_IN_QUEUE_MARK = "expired in the route queue"
+
 # Declared transitions; anything else is a bug in the caller, not a judgement call.
 ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
     # Beyond submitting: late evidence about an earlier attempt (herald.evidence), arriving while

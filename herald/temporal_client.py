@@ -49,10 +49,15 @@ def data_converter(settings: TemporalSettings) -> DataConverter:
 
 
 async def connect(
-    settings: TemporalSettings, *, runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()
+    settings: TemporalSettings,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+    lazy: bool = False,
 ) -> Client:
     """A client; `runtime` carries the worker's metrics endpoint, `interceptors` its tracing
-    (both from the process's composition root; workers built from this client inherit them)."""
+    (both from the process's composition root; workers built from this client inherit them).
+    `lazy` connects on the first call instead of now (a reader that must start without the server)."""
     return await Client.connect(
         settings.address,
         namespace=settings.namespace,
@@ -62,4 +67,5 @@ async def connect(
         rpc_metadata={name: value.get_secret_value() for name, value in settings.rpc_metadata.items()},
         runtime=runtime,
         interceptors=interceptors,
+        lazy=lazy,
     )

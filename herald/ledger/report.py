@@ -8,10 +8,12 @@ whether the route worked.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Literal
 
 from psycopg_pool import AsyncConnectionPool
 
 from herald.delivery_policy import DeliveryPolicy
+from herald.lifecycle import EXPIRED_IN_QUEUE_MARK
 from herald.outcomes import Frozen
 
 
@@ -35,6 +37,20 @@ class EventStreamState(Frozen):
     # Unknown e-mail submits waiting because the stream is not flowing past them (herald.silence).
     waiting_intents: int
     waiting_since: datetime | None
+
+
+class QueueAge(Frozen):
+    """Queue age (attempt prepared by the workflow -> the provider's answer to its submit) of the
+    attempts of one priority key or one tenant, over the report's window."""
+
+    by: Literal["priority", "tenant"]
+    key: str  # the priority key ("unrecorded" for attempts from before priorities), or the tenant
+    attempts: int
+    p50_ms: float | None
+    p95_ms: float | None
+    oldest_ms: float | None
+    # Intents of this key that ended expired while their submit was still queued on the route.
+    expired_in_queue: int = 0
 
 
 class LedgerReport(Frozen):
@@ -68,6 +84,11 @@ class LedgerReport(Frozen):
     policy_held: int = 0
     policy_hold_p50_ms: float | None = None
     policy_hold_max_ms: float | None = None
+    # The same wait measured to the provider's answer, by priority key and by tenant (the tenants
+    # with the longest p95 first, at most TENANTS_SHOWN), over the last QUEUE_WINDOW; with the
+    # intents that expired in the route's queue in that window.
+    queue_ages: list[QueueAge] = []
+    tenants_not_shown: int = 0
     # Intents waiting on a provider that cannot be reached (retried until their deadline), by provider.
     outages: list[ProviderOutage] = []
     # Each ESP's event stream: when it last spoke, its redeliveries, the e-mails waiting on it.
@@ -92,6 +113,7 @@ class LedgerReport(Frozen):
                 f"{self.inbox_oldest_undecided or '-'}",
                 f"queue age, route (attempt prepared -> submitted)   p50 {ms(self.route_wait_p50_ms)}   "
                 f"p95 {ms(self.route_wait_p95_ms)}   oldest {ms(self.route_wait_max_ms)}",
+                *_render_queue_ages(self.queue_ages, self.tenants_not_shown),
                 f"held by the send policy   intents {self.policy_held}   p50 {ms(self.policy_hold_p50_ms)}   "
                 f"longest {ms(self.policy_hold_max_ms)}",
                 f"duplicates sent {self.duplicates_sent}"
@@ -99,7 +121,9 @@ class LedgerReport(Frozen):
                 + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})",
                 "waiting on an unreachable provider   "
                 + (
-                    "   ".join(f"{o.provider} {o.intents} since {o.since.isoformat(timespec='seconds')}" for o in self.outages)
+                    "   ".join(
+                        f"{o.provider} {o.intents} since {o.since.isoformat(timespec='seconds')}" for o in self.outages
+                    )
                     or "none"
                 ),
                 *(
@@ -112,6 +136,24 @@ class LedgerReport(Frozen):
                 ),
             ]
         )
+
+
+def _render_queue_ages(ages: list[QueueAge], tenants_not_shown: int) -> list[str]:
+    def s(ms: float | None) -> str:
+        return "-" if ms is None else f"{ms / 1000:,.1f} s"
+
+    window = f"{QUEUE_WINDOW.total_seconds() / 3600:g} h"
+    lines = [f"queue age by priority and tenant, last {window} (attempt prepared -> provider answered)"]
+    if not ages:
+        return [*lines[:1], "  no attempt answered in the window"]
+    for age in ages:
+        lines.append(
+            f"  {age.by} {age.key:<12} attempts {age.attempts:>6}   p50 {s(age.p50_ms)}   p95 {s(age.p95_ms)}   "
+            f"oldest {s(age.oldest_ms)}   expired in the route queue {age.expired_in_queue}"
+        )
+    if tenants_not_shown:
+        lines.append(f"  ({tenants_not_shown} more tenants, shorter waits)")
+    return lines
 
 
 _SQL = """
@@ -166,6 +208,48 @@ SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM route),
        (SELECT count(*) FROM held),
        (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM held),
        (SELECT max(ms) FROM held)
+"""
+
+# The breakdown's window: an operator's "now", not the ledger's whole history.
+QUEUE_WINDOW = timedelta(hours=1)
+TENANTS_SHOWN = 10
+
+# By priority key and by tenant: each attempt handed to a provider in the window, from its
+# preparation to the provider's first answer to the submit (accepted, "not now" or a refusal; a
+# submit with no answer has no queue age yet), and the intents that expired in the route queue.
+_QUEUE_AGES_SQL = """
+WITH answered AS (
+    SELECT coalesce(a.priority::text, 'unrecorded') AS priority, i.tenant,
+           extract(epoch FROM o.answered_at - a.prepared_at) * 1000 AS ms
+      FROM attempts a
+      JOIN intents i ON i.workflow_id = a.workflow_id
+      JOIN LATERAL (SELECT min(o.observed_at) AS answered_at FROM observations o
+                     WHERE o.workflow_id = a.workflow_id AND o.attempt_number = a.number AND o.source = 'submit'
+                       AND o.kind IN ('accepted', 'retryable', 'rejected')) o ON o.answered_at IS NOT NULL
+     WHERE a.provider IS NOT NULL AND a.prepared_at > now() - %(window)s),
+expired AS (
+    SELECT coalesce(last.priority::text, 'unrecorded') AS priority, i.tenant
+      FROM transitions t
+      JOIN intents i ON i.workflow_id = t.workflow_id
+      LEFT JOIN LATERAL (SELECT a.priority FROM attempts a WHERE a.workflow_id = t.workflow_id
+                          ORDER BY a.number DESC LIMIT 1) last ON true
+     WHERE t.to_state = 'expired' AND t.reason LIKE %(expired_in_queue)s AND t.at > now() - %(window)s),
+groups AS (
+    SELECT 'priority' AS dim, priority AS key, count(*) AS attempts,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) AS p95, max(ms) AS oldest
+      FROM answered GROUP BY priority
+    UNION ALL
+    SELECT 'tenant', tenant, count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY ms),
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), max(ms)
+      FROM answered GROUP BY tenant),
+expired_counts AS (
+    SELECT 'priority' AS dim, priority AS key, count(*) AS n FROM expired GROUP BY priority
+    UNION ALL
+    SELECT 'tenant', tenant, count(*) FROM expired GROUP BY tenant)
+SELECT coalesce(g.dim, e.dim), coalesce(g.key, e.key), coalesce(g.attempts, 0), g.p50, g.p95, g.oldest,
+       coalesce(e.n, 0)
+  FROM groups g FULL JOIN expired_counts e ON e.dim = g.dim AND e.key = g.key
 """
 
 _OUTAGES_SQL = """
@@ -227,12 +311,22 @@ async def ledger_report(
         duplicates = dict(await cursor.fetchall())
         cursor = await conn.execute(_QUEUE_SQL)
         r50, r95, rmax, held, h50, hmax = await cursor.fetchone()  # type: ignore[misc]
+        cursor = await conn.execute(
+            _QUEUE_AGES_SQL, {"window": QUEUE_WINDOW, "expired_in_queue": f"%{EXPIRED_IN_QUEUE_MARK}%"}
+        )
+        queue_ages, tenants_not_shown = _shown(
+            [
+                QueueAge(by=by, key=key, attempts=n, p50_ms=p50, p95_ms=p95, oldest_ms=oldest, expired_in_queue=expired)
+                for by, key, n, p50, p95, oldest, expired in await cursor.fetchall()
+            ]  # fmt: skip
+        )
         cursor = await conn.execute(_OUTAGES_SQL)
         outages = [ProviderOutage(provider=p, intents=n, since=since) for p, n, since in await cursor.fetchall()]
         cursor = await conn.execute(_STREAMS_SQL, {"lag": stream_lag})
         streams = [
-            EventStreamState(provider=p, last_post_at=last, redelivered_posts_24h=late, waiting_intents=waiting,
-                             waiting_since=since)  # fmt: skip
+            EventStreamState(
+                provider=p, last_post_at=last, redelivered_posts_24h=late, waiting_intents=waiting, waiting_since=since
+            )  # fmt: skip
             for p, last, late, waiting, since in await cursor.fetchall()
         ]
     (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
@@ -266,6 +360,18 @@ async def ledger_report(
         policy_held=held,
         policy_hold_p50_ms=h50,
         policy_hold_max_ms=hmax,
+        queue_ages=queue_ages,
+        tenants_not_shown=tenants_not_shown,
         outages=outages,
         event_streams=streams,
     )
+
+
+def _shown(ages: list[QueueAge]) -> tuple[list[QueueAge], int]:
+    """Every priority key, first to last; the TENANTS_SHOWN tenants that waited longest (then those
+    with intents expired in the queue); and how many tenants were left out."""
+    priorities = sorted((a for a in ages if a.by == "priority"), key=lambda a: (not a.key.isdigit(), a.key))
+    tenants = sorted(
+        (a for a in ages if a.by == "tenant"), key=lambda a: (-(a.p95_ms or 0.0), -a.expired_in_queue, a.key)
+    )
+    return [*priorities, *tenants[:TENANTS_SHOWN]], max(0, len(tenants) - TENANTS_SHOWN)

@@ -60,7 +60,7 @@ from herald.delivery_policy import (
 )
 from herald.evidence import may_dispatch
 from herald.ledger.records import IntentRecorded, LedgerBatch
-from herald.lifecycle import OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
+from herald.lifecycle import EXPIRED_IN_QUEUE_MARK, OPEN_STATES, IntentState, ObservationKind, Source, SubmitResult
 from herald.machine.attempt import AttemptRecord
 from herald.machine.clock import Clock
 from herald.machine.record import IntentRecord
@@ -69,7 +69,7 @@ from herald.providers.port import Capabilities
 from herald.send_policy import DispatchOrder
 from herald.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
 
-EXPIRED_IN_QUEUE = "expired in the route queue: the submit was still queued at the intent's expiry; nothing was sent"
+EXPIRED_IN_QUEUE = f"{EXPIRED_IN_QUEUE_MARK}: the submit was still queued at the intent's expiry; nothing was sent"
 
 
 class Look(Enum):

@@ -1,7 +1,7 @@
 """Ledger exporter: `python -m herald.metrics` serves the ledger's numbers on /metrics.
 
 One per deployment: the numbers come from the shared ledger, so a second exporter would only
-report them twice. Listens on HERALD_METRICS_HOST:HERALD_METRICS_PORT (127.0.0.1:9465).
+report them twice. The route's backlog comes from the Temporal server (HERALD_TEMPORAL_*). Listens on HERALD_METRICS_HOST:HERALD_METRICS_PORT (127.0.0.1:9465).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import uvicorn
 from herald.cli_services import ServiceUnreachable, reach_database
 from herald.logs import configure_logging
 from herald.metrics.exporter import build_exporter, ledger_pool
+from herald.route_backlog import route_backlog
 from herald.settings import InvalidSetting, load_settings
+from herald.temporal_client import connect
 
 log = logging.getLogger("herald.metrics")
 
@@ -29,8 +31,16 @@ async def serve() -> None:
     # and exit, rather than serve herald_ledger_up 0 from a pool retrying in the log. Once serving,
     # an outage is what herald_ledger_up 0 is for.
     await reach_database(database_url)
+    # Temporal is asked for the route's backlog on each scrape; connected on the first (a server
+    # that is down at start costs herald_route_backlog_up 0, not the ledger's numbers).
+    temporal = await connect(settings.temporal, lazy=True)
+    task_queue = settings.temporal.task_queue
     async with ledger_pool(database_url, telemetry.metrics_query_timeout) as pool:
-        app = build_exporter(pool, query_timeout=telemetry.metrics_query_timeout)
+        app = build_exporter(
+            pool,
+            query_timeout=telemetry.metrics_query_timeout,
+            read_backlog=lambda: route_backlog(temporal, task_queue),
+        )
         server = uvicorn.Server(
             uvicorn.Config(app, host=telemetry.metrics_host, port=telemetry.metrics_port, log_level="warning")
         )

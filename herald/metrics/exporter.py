@@ -16,7 +16,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,9 +27,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from temporalio.service import RPCError
 
 from herald.ledger.store import open_pool
 from herald.metrics.ledger import LedgerCollector, LedgerNumbers, read_ledger_numbers
+from herald.metrics.route import RouteBacklogCollector
+from herald.route_backlog import RouteBacklog
 
 log = logging.getLogger("herald.metrics")
 
@@ -58,8 +61,15 @@ class ScrapeDeadline(Exception):
     """The ledger did not answer within the scrape's deadline (a hung server or network path)."""
 
 
-def build_exporter(pool: AsyncConnectionPool, *, query_timeout: float) -> Starlette:
-    """The /metrics app over `pool` (from `ledger_pool` with the same `query_timeout`)."""
+def build_exporter(
+    pool: AsyncConnectionPool,
+    *,
+    query_timeout: float,
+    read_backlog: Callable[[], Awaitable[RouteBacklog]] | None = None,
+) -> Starlette:
+    """The /metrics app over `pool` (from `ledger_pool` with the same `query_timeout`); with
+    `read_backlog`, each scrape also asks the Temporal server for the route's backlog, under the
+    same deadline, and a server that does not answer costs only ``herald_route_backlog_up 0``."""
     deadline = query_timeout + SCRAPE_DEADLINE_MARGIN_SECONDS
 
     async def metrics(request: Request) -> Response:
@@ -72,9 +82,19 @@ def build_exporter(pool: AsyncConnectionPool, *, query_timeout: float) -> Starle
             numbers = None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(LedgerCollector(numbers, time.monotonic() - started))
+        if read_backlog is not None:
+            registry.register(RouteBacklogCollector(await _backlog(read_backlog, deadline)))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+
+
+async def _backlog(read_backlog: Callable[[], Awaitable[RouteBacklog]], deadline: float) -> RouteBacklog | None:
+    try:
+        return await asyncio.wait_for(read_backlog(), deadline)
+    except (RPCError, RuntimeError, TimeoutError) as error:  # RuntimeError: the lazy client's failed connect
+        log.warning("cannot read the route's backlog for this scrape: %s", type(error).__name__)
+        return None
 
 
 async def _within(deadline: float, reading: Coroutine[Any, Any, LedgerNumbers]) -> LedgerNumbers:

@@ -24,6 +24,11 @@ PROVIDER_LATENCY = "herald_provider_latency"
 # Buckets in milliseconds (the SDK's unit for durations): from a provider's fast answer up to the
 # adapters' read timeouts (Twilio 10 s, SMTP 30 s by default), beyond which the call is unknown.
 PROVIDER_LATENCY_BUCKETS_MS = (25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0, 30_000.0)
+ROUTE_QUEUE_AGE = "herald_route_queue_age"
+# From an urgent code's second up to a backlog of a quarter of an hour (a seat hold's length).
+ROUTE_QUEUE_AGE_BUCKETS_MS = (
+    100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0, 30_000.0, 60_000.0, 300_000.0, 900_000.0,
+)  # fmt: skip
 
 
 def count_finished(meter: MetricMeter, state: str, channel: str) -> None:
@@ -32,6 +37,16 @@ def count_finished(meter: MetricMeter, state: str, channel: str) -> None:
         INTENTS_FINISHED,
         "Intents whose workflow ended, by final state and channel (undelivered ends count as Temporal successes)",
     ).add(1, {"state": state, "channel": channel})
+
+
+def record_queue_age(meter: MetricMeter, waited: timedelta, priority: int, provider: str) -> None:
+    """One submit's queue age (attempt prepared -> the provider's answer), by the priority key it was
+    dispatched with. Not by tenant: tenants are as many as the business has, too many for a series
+    each; the ledger exporter shows the tenants that waited longest."""
+    meter.create_histogram_timedelta(
+        ROUTE_QUEUE_AGE,
+        "Attempt prepared to the provider's answer to its submit (queue age), by priority key and provider",
+    ).record(max(waited, timedelta(0)), {"priority": str(priority), "provider": provider})
 
 
 class ProviderCall:

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import Channel
-from herald.ledger.report import LedgerReport, ledger_report
+from herald.ledger.report import QUEUE_WINDOW, LedgerReport, ledger_report
 from herald.lifecycle import TERMINAL_STATES, IntentState
 from herald.outcomes import Frozen
 
@@ -113,6 +113,7 @@ class LedgerCollector(Collector):
             yield from _submit(numbers)
             yield from _inbox(numbers.report, numbers.inbox_awaiting_redelivery)
             yield from _whole_ledger(numbers.report)
+            yield from _queue_ages(numbers.report)
             yield from _outages_and_streams(numbers.report)
 
 
@@ -236,12 +237,45 @@ def _whole_ledger(report: LedgerReport) -> Iterator[Metric]:
     )
 
 
+def _queue_ages(report: LedgerReport) -> Iterator[Metric]:
+    """Queue age (attempt prepared -> provider answered) by priority key and by tenant over the
+    report's window (the tenants that waited longest; a scrape keeps to TENANTS_SHOWN of them, so the
+    series stay few however many tenants there are), and the intents that expired in the queue."""
+    window = f"the last {QUEUE_WINDOW.total_seconds() / 3600:g} h"
+    families = {
+        by: (
+            GaugeMetricFamily(
+                f"herald_route_queue_age_by_{by}_seconds",
+                f"Attempt prepared to the provider's answer, by {by}, over {window}; quantile 1 is the longest",
+                labels=[by, "quantile"],
+            ),
+            GaugeMetricFamily(
+                f"herald_expired_in_route_queue_by_{by}",
+                f"Intents that expired while their submit was still queued on the route, by {by}, over {window}",
+                labels=[by],
+            ),
+        )
+        for by in ("priority", "tenant")
+    }
+    for age in report.queue_ages:
+        quantiles, expired = families[age.by]
+        for quantile, ms in (("0.5", age.p50_ms), ("0.95", age.p95_ms), ("1", age.oldest_ms)):
+            if ms is not None:
+                quantiles.add_metric([age.key, quantile], ms / 1000)
+        expired.add_metric([age.key], age.expired_in_queue)
+    for quantiles, expired in families.values():
+        yield quantiles
+        yield expired
+
+
 def _outages_and_streams(report: LedgerReport) -> Iterator[Metric]:
     """An outage is visible at once, not discovered later as failures: intents waiting on an unreachable
     provider, and each ESP's event stream (when it last spoke, its redeliveries, who waits on its silence)."""
     now = datetime.now(UTC)
     waiting = GaugeMetricFamily(
-        "herald_unreachable_provider_intents", "Open intents whose latest attempts reached no provider", labels=["provider"]
+        "herald_unreachable_provider_intents",
+        "Open intents whose latest attempts reached no provider",
+        labels=["provider"],
     )
     oldest = GaugeMetricFamily(
         "herald_unreachable_provider_seconds",

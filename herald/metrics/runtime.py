@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from herald.metrics.instruments import PROVIDER_LATENCY, PROVIDER_LATENCY_BUCKETS_MS
+from herald.metrics.instruments import (
+    PROVIDER_LATENCY,
+    PROVIDER_LATENCY_BUCKETS_MS,
+    ROUTE_QUEUE_AGE,
+    ROUTE_QUEUE_AGE_BUCKETS_MS,
+)
 from herald.settings import InvalidSetting, TelemetrySettings
 
 
@@ -20,7 +25,10 @@ def worker_runtime(settings: TelemetrySettings) -> Runtime | None:
         return None
     config = PrometheusConfig(
         bind_address=address,
-        histogram_bucket_overrides={PROVIDER_LATENCY: list(PROVIDER_LATENCY_BUCKETS_MS)},
+        histogram_bucket_overrides={
+            PROVIDER_LATENCY: list(PROVIDER_LATENCY_BUCKETS_MS),
+            ROUTE_QUEUE_AGE: list(ROUTE_QUEUE_AGE_BUCKETS_MS),
+        },
     )
     try:
         return Runtime(telemetry=TelemetryConfig(metrics=config))

@@ -78,6 +78,9 @@ async def test_a_worker_serves_sdk_metrics_and_how_its_intents_ended(
     assert _total(finished, state="undelivered", channel="sms", task_queue=task_queue) == 1
     provider = families["herald_provider_latency"]
     assert _total(provider, "_count", provider="twilio", operation="submit", outcome="accepted") == 2
+    # Both were transactional (built-in priority key 2): their queue age, by the key they went at.
+    queue_age = families["herald_route_queue_age"]
+    assert _total(queue_age, "_count", priority="2", provider="twilio", task_queue=f"{task_queue}-submit") == 2
 
 
 async def test_the_ledger_exporter_counts_the_intents_sent(herald: HeraldClient, settings: Any) -> None:
@@ -128,7 +131,8 @@ async def test_ledger_queries_are_bounded_and_an_unreachable_ledger_is_reported(
 
 
 async def test_the_exporter_process_serves_the_ledger(stack: LocalStack) -> None:
-    """`python -m herald.metrics` listens on HERALD_METRICS_HOST:HERALD_METRICS_PORT and answers from the ledger."""
+    """`python -m herald.metrics` listens on HERALD_METRICS_HOST:HERALD_METRICS_PORT and answers from the
+    ledger, and from the Temporal server for the route's backlog."""
     port = free_port()
     argv = [sys.executable, "-m", "herald.metrics"]
     env = {"HERALD_METRICS_HOST": "127.0.0.1", "HERALD_METRICS_PORT": str(port)}
@@ -137,3 +141,5 @@ async def test_the_exporter_process_serves_the_ledger(stack: LocalStack) -> None
             families = await _scrape(http, f"http://127.0.0.1:{port}/metrics")
     assert _total(families["herald_ledger_up"]) == 1
     assert "herald_intents" in families
+    # The route's backlog, from the stack's Temporal server (HERALD_TEMPORAL_* as the stack sets them).
+    assert _total(families["herald_route_backlog_up"]) == 1
