@@ -10,8 +10,13 @@ handler) and measures, on that one machine and that one Temporal server:
 
 first with intents offered as fast as the driver can (throughput, CPU, actions), then at
 --latency-rate intents/s (latency); then the report path alone (--receipts), a burst
-against a rate-limited emulator (--rate-limit) and parked intents (--parked). It prints one
-table and writes bench/RESULTS.md. It is a benchmark, not a test: nothing here passes or fails.
+against a rate-limited emulator (--rate-limit), priority and tenants on a backlogged route, on
+and off (--backlog, bench/backlog.py) and parked intents (--parked). It prints one table and
+writes bench/RESULTS.md. It is a benchmark, not a test: nothing here passes or fails.
+
+Each pass can be skipped (--intents 0 skips the side-by-side passes and, by default, the report
+path); a run without the side-by-side passes writes only to a --results file it is given, never
+over bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench import report
+from bench.backlog import run_backlog
 from bench.common import Phase
 from bench.context import Bench
 from bench.floor_receipts import run_floor_receipts
@@ -43,11 +49,14 @@ RUNNERS = {"naive": run_naive, "floor": run_floor, "herald": run_herald}
 # emulator's bucket holds L. The submit activity spaces its calls 1/rate apart (herald.pacing), so
 # that burst reaches the provider smoothed and 0.97 L costs no 429 (`--submit-rate` tries others).
 SUBMIT_RATE_FRACTION = 0.97
+# The backlog pass's route limit L when the rate-limit pass is skipped (`--rate-limit 0`).
+DEFAULT_LIMIT = 10.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0].splitlines()[0])
-    parser.add_argument("--intents", type=int, default=300, help="intents per variant, pass and round (default 300)")
+    parser.add_argument("--intents", type=int, default=300,
+                        help="intents per variant, pass and round (default 300); 0 skips the side-by-side passes")  # fmt: skip
     parser.add_argument(
         "--rounds",
         type=int,
@@ -77,12 +86,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--submit-rate", type=float, default=None,
                         help="the worker's HERALD_SUBMIT_RATE_LIMIT under the limit, submits/s"
                              " (default 0.97 L; 0 = no server-side limit)")  # fmt: skip
+    parser.add_argument("--backlog", type=int, default=2000,
+                        help="tenant A's batch in the backlog pass, priority and tenants on and off (default 2000;"
+                             " 0 skips the pass); the route's limit is --rate-limit, or 10 when that is 0")  # fmt: skip
+    parser.add_argument("--backlog-seconds", type=int, default=60,
+                        help="seconds of urgent and tenant B intents, one each a second, in the backlog pass (default 60)")  # fmt: skip
     parser.add_argument("--step-ms", type=int, default=20,
                         help="emulator lifecycle step: `delivered` is reported 3 steps after acceptance (default 20)")  # fmt: skip
     parser.add_argument("--wait-for-load", type=float, default=0,
                         help="first wait (up to 10 min) for the 1-minute load average to drop below this; 0 = no wait")  # fmt: skip
     parser.add_argument(
-        "--results", type=Path, default=RESULTS, help="where to write the results (default bench/RESULTS.md)"
+        "--results",
+        type=Path,
+        default=None,
+        help="where to write the results (default bench/RESULTS.md; with --intents 0, nowhere unless given)",
     )
     parser.add_argument("--no-results", action="store_true", help="print only; do not write the results file")
     parser.add_argument(
@@ -92,11 +109,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         " (writes bench/RESULTS-scale-out.md unless --results names another file)",
     )
     args = parser.parse_args(argv)
-    if args.scale_out and args.results == RESULTS:
+    if args.results is None and args.scale_out:
         args.results = SCALE_OUT_RESULTS
+    elif args.results is None and args.intents:
+        args.results = RESULTS
+    # Otherwise None: a run without the side-by-side passes is for one pass alone, and its mostly
+    # empty table must not replace bench/RESULTS.md.
     if args.receipts is None:
         args.receipts = args.intents
     return args
+
+
+def submit_rate_for(args: argparse.Namespace, limit: float) -> float | None:
+    """The limited worker's HERALD_SUBMIT_RATE_LIMIT for a route limited to `limit` (None: no server-side limit)."""
+    return SUBMIT_RATE_FRACTION * limit if args.submit_rate is None else args.submit_rate or None
 
 
 def wait_for_load(threshold: float) -> None:
@@ -121,13 +147,15 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
     bench = Bench(stack)
     await bench.open()
     timeout = 120 + args.intents / 2
-    out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None, "rounds": {}}
+    out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None,
+                 "backlog": None, "rounds": {}}  # fmt: skip
     try:
-        # Untimed warm-up: workers polling, imports and connection pools warm, caches primed.
-        for name, runner in RUNNERS.items():
-            await runner(bench, WARMUP_INTENTS, None, timeout)
-        passes = [("throughput", args.rate or None)]
-        if args.latency_rate:
+        passes = [("throughput", args.rate or None)] if args.intents else []
+        if passes:
+            # Untimed warm-up: workers polling, imports and connection pools warm, caches primed.
+            for name, runner in RUNNERS.items():
+                await runner(bench, WARMUP_INTENTS, None, timeout)
+        if passes and args.latency_rate:
             passes.append(("latency", args.latency_rate))
             out["latency"] = {}
         for pass_name, rate in passes:
@@ -152,11 +180,17 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
             out["floor_receipts"] = await run_floor_receipts(bench, args.receipts, timeout + args.receipts / 5)
         if args.rate_limit:
             print(f"rate limit: {args.rate_limit_intents} intents against L = {args.rate_limit:g}/s", flush=True)
-            submit_rate = (
-                SUBMIT_RATE_FRACTION * args.rate_limit if args.submit_rate is None else args.submit_rate or None
-            )
             out["rate_limit"] = await run_rate_limited(
-                bench, args.rate_limit_intents, args.rate_limit, 300 + args.rate_limit_intents, submit_rate
+                bench,
+                args.rate_limit_intents,
+                args.rate_limit,
+                300 + args.rate_limit_intents,
+                submit_rate_for(args, args.rate_limit),
+            )
+        if args.backlog:
+            limit = args.rate_limit or DEFAULT_LIMIT
+            out["backlog"] = await run_backlog(
+                bench, args.backlog, args.backlog_seconds, limit, submit_rate_for(args, limit)
             )
         if args.parked:
             print(f"parked: {args.parked} open intents", flush=True)
@@ -185,6 +219,34 @@ def render(
         "",
         "## Side by side",
         "",
+        *(side_by_side(args, out) if out["throughput"] else ["Not run (`--intents 0`)."]),
+        "",
+        "## Report path (webhook → inbox → signal)",
+        "",
+        *report.receipts_section(out["receipts"], out.get("floor_receipts")),
+        "",
+        "## Under a provider rate limit",
+        "",
+        *report.rate_limit_section(out["rate_limit"]),
+        "",
+        "## Priority and tenants on a backlogged route",
+        "",
+        *report.backlog_section(out["backlog"]),
+        "",
+        "## Parked intents",
+        "",
+        *report.parked_section(out["parked"], parked_hint),
+        "",
+        "## Targets (computed from the figures above)",
+        "",
+        *report.targets(out["throughput"], out["latency"], out["parked"], out["receipts"], out.get("floor_receipts")),
+        *(["- priority and tenants on a backlogged route: in its section above"] if out["backlog"] else []),
+    ]
+    return "\n".join(lines)
+
+
+def side_by_side(args: argparse.Namespace, out: dict) -> list[str]:
+    return [
         (
             f"{args.intents} intents per variant and pass"
             + (
@@ -224,24 +286,7 @@ def render(
             " `bench/actions.py` (start, each activity attempt, each signal, timer, upsert, update; all local"
             " activities of one workflow task as one)."
         ),
-        "",
-        "## Report path (webhook → inbox → signal)",
-        "",
-        *report.receipts_section(out["receipts"], out.get("floor_receipts")),
-        "",
-        "## Under a provider rate limit",
-        "",
-        *report.rate_limit_section(out["rate_limit"]),
-        "",
-        "## Parked intents",
-        "",
-        *report.parked_section(out["parked"], parked_hint),
-        "",
-        "## Targets (computed from the figures above)",
-        "",
-        *report.targets(out["throughput"], out["latency"], out["parked"], out["receipts"], out.get("floor_receipts")),
     ]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,9 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         text = render(args, make_command, command, load_before, report.loadavg(), out)
     print()
     print(text)
-    if not args.no_results:
+    if args.results is not None and not args.no_results:
         report.write_results(args.results, text)
         print(f"\nwritten to {args.results}")
+    elif not args.no_results:
+        print("\nno results file written: a run without the side-by-side passes writes only to a --results file")
     return 0
 
 

@@ -15,6 +15,8 @@ import asyncio
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -336,6 +338,40 @@ async def _wait_for_pollers(client: Client, task_queue: str, *, timeout: float) 
         raise RuntimeError(f"no worker polls {task_queue} after {timeout:g} s")
 
 
+@asynccontextmanager
+async def limited_route(
+    bench: Bench, name: str, limit: float, submit_rate: float | None, task_queue: str
+) -> AsyncIterator[str]:
+    """A route of its own: an emulator limited to `limit` messages/s per sender and a worker on
+    `task_queue` sending to it, its submit queue limited by the Temporal server to `submit_rate`
+    (HERALD_SUBMIT_RATE_LIMIT; None: no server-side limit). Yields the emulator's URL once the
+    worker polls both queues; stops both processes (`emulator_<name>`, `worker_<name>`) on exit."""
+    stack = bench.stack
+    e = stack.config.emulator
+    port = free_port()
+    emulator = stack.spawn(f"emulator_{name}", [
+        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
+        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(limit),
+        "--log-level", "warning",
+    ])  # fmt: skip
+    try:
+        wait_for_port("127.0.0.1", port, 60, emulator.process)
+        stack.spawn(
+            f"worker_{name}",
+            [sys.executable, "worker.py"],
+            extra_env={
+                "HERALD_TWILIO_API_BASE": f"http://127.0.0.1:{port}",
+                "HERALD_TASK_QUEUE": task_queue,
+                "HERALD_SUBMIT_RATE_LIMIT": str(submit_rate or 0),
+            },
+        )
+        await _wait_for_pollers(bench.herald_temporal, task_queue, timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stack.stop_process(f"worker_{name}")
+        stack.stop_process(f"emulator_{name}")
+
+
 def _steady_rate(accepted_at: list[float]) -> float | None:
     """Acceptances per second over the later half of them: the pace once the first burst is spent."""
     later = sorted(accepted_at)[len(accepted_at) // 2 :]
@@ -353,27 +389,9 @@ async def run_rate_limited(
     """
     result = RateLimitResult(limit, n, submit_rate)
     stack = bench.stack
-    e = stack.config.emulator
-    port = free_port()
-    emulator = stack.spawn("emulator_limited", [
-        sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
-        "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(limit),
-        "--log-level", "warning",
-    ])  # fmt: skip
-    try:
-        wait_for_port("127.0.0.1", port, 60, emulator.process)
-        stack.spawn(
-            "worker_limited",
-            [sys.executable, "worker.py"],
-            extra_env={
-                "HERALD_TWILIO_API_BASE": f"http://127.0.0.1:{port}",
-                "HERALD_TASK_QUEUE": LIMITED_TASK_QUEUE,
-                "HERALD_SUBMIT_RATE_LIMIT": str(submit_rate or 0),
-            },
-        )
-        # The window below starts at the first intent: a worker still importing would put its own
-        # start-up (a second or more here) into the achieved rate, which is the provider's pace.
-        await _wait_for_pollers(bench.herald_temporal, LIMITED_TASK_QUEUE, timeout=60)
+    # The window below starts at the first intent: limited_route returns once the worker polls, so
+    # a worker still importing does not put its start-up (a second or more) into the achieved rate.
+    async with limited_route(bench, "limited", limit, submit_rate, LIMITED_TASK_QUEUE) as emulator_url:
         herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE, vault=bench.vault)
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
@@ -386,7 +404,7 @@ async def run_rate_limited(
         )
         # Before the limited emulator and worker stop, or their CPU would count as another job's.
         result.foreign_cores = CpuMeter.foreign(CpuMeter.delta(before, meter.snapshot())) / (time.time() - began)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as admin:
+        async with httpx.AsyncClient(base_url=emulator_url, timeout=60) as admin:
             listed = (await admin.get("/_emulator/messages")).json()["messages"]
             stats = await bench.emulator_stats(admin)
         result.rejected_429 = stats["rate_limited"]
@@ -401,7 +419,4 @@ async def run_rate_limited(
         result.states = await _final_states(bench, prefix + "%")
         figures = await read_histories(bench.herald_temporal, runs)
         result.actions_per_intent = sum(figures.actions.values()) / n if n else None
-    finally:
-        stack.stop_process("worker_limited")
-        stack.stop_process("emulator_limited")
     return result

@@ -11,9 +11,24 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from bench.common import Phase, percentile
+from bench.backlog import (
+    ARMS,
+    CLASSES,
+    FLAT_PRIORITY,
+    SHARE_429_TARGET,
+    TEMPLATES,
+    TENANT_B,
+    TENANT_B_P99_TARGET,
+    URGENT,
+    URGENT_P99_TARGET,
+    UTILISATION_TARGET,
+    BacklogResult,
+    ClassFigures,
+)
+from bench.common import UNLIMITED_CONCURRENCY, Phase, percentile
 from bench.context import COLUMNS
 from bench.herald_run import CALLBACK_CONCURRENCY, ParkedResult, RateLimitResult, ReceiptsResult
+from herald.send_policy import BUILT_IN_PRIORITY
 
 # RESULTS.md is regenerated above this line; what a person wrote below it is kept.
 HAND_WRITTEN_MARKER = (
@@ -297,6 +312,193 @@ def rate_limit_section(r: RateLimitResult | None) -> list[str]:
         f"- billable actions/intent under the limit: {_num(r.actions_per_intent, 2)}",
         f"- other processes' CPU on the machine meanwhile: {_num(r.foreign_cores, 2)} cores",
     ]
+
+
+def backlog_section(r: BacklogResult | None) -> list[str]:
+    if r is None:
+        return ["Not run (`--backlog 0`)."]
+    templates = ", ".join(
+        f"{cls}: `{template}` ({category.value}, built-in priority {BUILT_IN_PRIORITY[category]})"
+        for cls, (template, category, _, _) in TEMPLATES.items()
+    )
+    pace = (
+        f"{r.submit_rate:g} submits/s ({_ratio(r.submit_rate, r.limit)} L)" if r.submit_rate else "no server-side limit"
+    )
+    lines = [
+        (
+            f"One route limited to L = {r.limit:g} messages/s (a separate emulator, `--rate-limit-per-sender`), its worker"
+            f" on a task queue of its own with the submit queue limited by the Temporal server to {pace}. Tenant A"
+            f" starts {r.backlog} marketing intents at once (the driver offers them {UNLIMITED_CONCURRENCY} at a time); during the"
+            f" next {r.seconds} s one urgent intent (tenant A too, so priority lifts it, not its tenant) and one of tenant"
+            f" B's arrive every second, the first 1 s after the batch began. Templates: {templates}."
+        ),
+        "",
+        (
+            "- **on**: the send policy as built in (priority by category; tenants `a` and `b` as fairness keys, weight 1)."
+        ),
+        (
+            f"- **off** (first come, first served, as before issue 23): a policy version publishing every category at"
+            f" priority {FLAT_PRIORITY}, and every intent sent as the default `shared` tenant, so the submit queue sees"
+            " one priority level and one fairness key; the built-in policy is published again after the arm. The"
+            " workflow's own tasks start at the built-in category priority in both arms (herald/client.py"
+            " `start_priority` reads no policy): the arms differ in the submit queue, where the backlog forms."
+        ),
+        "- Each arm has a fresh emulator and worker on a new task queue (no shared backlog); order: on, then off.",
+        "",
+        _backlog_class_table(r),
+        "",
+        _backlog_route_table(r),
+        "",
+        "How each figure is taken:",
+        "",
+        (
+            "- queue age: per attempt, `attempts.prepared_at` (the workflow's clock when it prepared the attempt, after"
+            " the dispatch-order lookup) → the first `observations` row with source `submit` for it (the workflow's"
+            " clock when it took in the provider's answer); nearest-rank percentiles. It holds the wait in the"
+            " server's submit queue, the pacer, the provider call and the workflow task that records the answer."
+        ),
+        (
+            "- start → accepted: per intent, the driver's clock before `HeraldClient.send` → the message's"
+            " `date_created` at the emulator (its first, if several). It adds the start call and the workflow's first"
+            " task (on the workflow task queue, shared with tenant A's batch) to the queue age."
+        ),
+        (
+            "- start → prepared and prepared → taken (the attempt row written by the submit activity,"
+            " `attempts.recorded_at`) split the two queues: the workflow task queue, then the route's submit queue."
+        ),
+        (
+            "- utilisation: acceptances at the emulator from the first to tenant A's last (while A still had a"
+            " backlog), intervals ÷ span, ÷ L. 429 share: the emulator's counters (429 answers ÷ create requests)."
+            " Duplicates: recipients with more than one message at the emulator (every intent has its own number)."
+            " Accounted: intents whose last ledger transition is a terminal state, every workflow closed in Temporal."
+        ),
+        "",
+        "Targets with priority on (the off arm's figure beside it):",
+        "",
+        *backlog_targets(r),
+    ]
+    return lines
+
+
+def _backlog_class_table(r: BacklogResult) -> str:
+    arms = [arm for arm in ARMS if arm in r.arms]
+    columns = [(arm, cls) for arm in arms for cls in CLASSES]
+    header = "| per class | " + " | ".join(f"{arm}: {cls}" for arm, cls in columns) + " |"
+    lines = [header, "|---|" + "--:|" * len(columns)]
+
+    def row(label: str, getter) -> None:
+        cells = [getter(r.arms[arm].classes[cls]) for arm, cls in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    def seconds(values_of, q: float | None):
+        def cell(c: ClassFigures) -> str:
+            values = values_of(c)
+            value = (max(values) if values else None) if q is None else percentile(values, q)
+            return _num(value, 2)
+
+        return cell
+
+    for label, q in (("p50", 50), ("p95", 95), ("p99", 99), ("max", None)):
+        row(f"queue age {label}, s (prepared → answered)", seconds(lambda c: c.queue_ages, q))
+    for label, q in (("p50", 50), ("p99", 99), ("max", None)):
+        row(f"start → accepted at the emulator {label}, s", seconds(lambda c: c.start_to_accepted, q))
+    row("start → attempt prepared p99, s (workflow queue)", seconds(lambda c: c.start_to_prepared, 99))
+    row("prepared → taken by the submit p99, s (route queue)", seconds(lambda c: c.route_waits, 99))
+    row("attempts (without a submit answer)", lambda c: f"{c.attempts} ({c.unanswered_attempts})")
+    row("priority keys dispatched", lambda c: ", ".join(f"{k}: {n}" for k, n in sorted(c.priorities.items(), key=str)))
+    row("intents offered / started / accounted", lambda c: f"{c.offered} / {c.started} / {c.accounted}")
+    row("final states", lambda c: ", ".join(f"{s} {n}" for s, n in sorted(c.states.items())) or "—")
+    return "\n".join(lines)
+
+
+def _backlog_route_table(r: BacklogResult) -> str:
+    arms = [arm for arm in ARMS if arm in r.arms]
+    lines = ["| route | " + " | ".join(arms) + " |", "|---|" + "--:|" * len(arms)]
+
+    def row(label: str, getter) -> None:
+        lines.append(f"| {label} | " + " | ".join(getter(r.arms[arm]) for arm in arms) + " |")
+
+    row("messages accepted at the emulator", lambda a: str(a.accepted))
+    row(
+        "utilisation while tenant A had a backlog",
+        lambda a: (
+            f"{_num(a.utilisation_rate, 2)}/s = {_ratio(a.utilisation_rate, r.limit)} L"
+            f" ({a.accepted_in_span} over {a.utilisation_span:.1f} s)"
+        ),
+    )
+    row(
+        "submits answered 429",
+        lambda a: f"{a.rejected_429} of {a.submits} = {_num(None if a.share_429 is None else 100 * a.share_429, 2)}%",
+    )
+    row(
+        "duplicates (recipients with > 1 message; extra messages)",
+        lambda a: f"{a.duplicate_recipients} ({a.duplicate_messages})",
+    )
+    row(
+        "intents accounted for",
+        lambda a: (
+            f"{a.accounted} of {a.offered}" + (" — TIMED OUT before all closed" if a.timed_out else ", all closed")
+        ),
+    )
+    row("first start → all closed, s", lambda a: f"{a.seconds:.0f}")
+    row(
+        "CPU over the arm, cores",
+        lambda a: ", ".join(
+            f"{name} {cores:.2f}" for name, cores in sorted(a.cores.items(), key=lambda kv: -kv[1]) if cores >= 0.01
+        ),
+    )
+    row("other processes' CPU, cores", lambda a: _num(a.foreign_cores, 2))
+    return "\n".join(lines)
+
+
+def backlog_targets(r: BacklogResult) -> list[str]:
+    on, off = r.arms.get("on"), r.arms.get("off")
+    if on is None:
+        return ["- not evaluated: the on arm did not run"]
+
+    def verdict(ok: bool | None) -> str:
+        return "not measured" if ok is None else ("met" if ok else "**missed**")
+
+    def beside(getter, fmt) -> str:
+        return f" (off: {fmt(getter(off))})" if off is not None else ""
+
+    def p99(cls: str):
+        return lambda arm: percentile(arm.classes[cls].queue_ages, 99)
+
+    def secs(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.2f} s"
+
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{100 * value:.2f}%"
+
+    def accounted(arm) -> str:
+        return f"{arm.accounted} of {arm.offered}" + (", timed out" if arm.timed_out else "")
+
+    lines = []
+    for cls, target in ((URGENT, URGENT_P99_TARGET), (TENANT_B, TENANT_B_P99_TARGET)):
+        value = p99(cls)(on)
+        lines.append(
+            f"- {cls} queue age p99 ≤ {target:g} s: {secs(value)} → {verdict(None if value is None else value <= target)}"
+            + beside(p99(cls), secs)
+        )
+    util = _quotient(on.utilisation_rate, r.limit)
+    lines.append(
+        f"- utilisation ≥ {UTILISATION_TARGET:g} L while tenant A had a backlog: {_times(util)} →"
+        f" {verdict(None if util is None else util >= UTILISATION_TARGET)}"
+        + beside(lambda a: _quotient(a.utilisation_rate, r.limit), _times)
+    )
+    share = on.share_429
+    lines.append(
+        f"- ≤ {100 * SHARE_429_TARGET:g}% of submits answered 429: {pct(share)} →"
+        f" {verdict(None if share is None else share <= SHARE_429_TARGET)}" + beside(lambda a: a.share_429, pct)
+    )
+    lines.append(
+        f"- 0 duplicates (at the emulator): {on.duplicate_messages} → {verdict(on.duplicate_messages == 0)}"
+        + beside(lambda a: a.duplicate_messages, str)
+    )
+    every = on.accounted == on.offered and not on.timed_out
+    lines.append(f"- every intent accounted for: {accounted(on)} → {verdict(every)}" + beside(lambda a: a, accounted))
+    return lines
 
 
 def targets(

@@ -1,0 +1,327 @@
+"""The backlog pass: priority and tenants on one rate-limited route, on and off, side by side.
+
+One route limited to L messages/s (the emulator's per-sender limit; the worker's submit queue
+limited by the Temporal server to 0.97 L, as in the rate-limit pass). Tenant A starts a batch of
+marketing intents (priority 5) at once; during the next `seconds` seconds one urgent intent
+(account category, priority 1, tenant A too: the priority lifts it, not its tenant) and one of
+tenant B's transactional intents (priority 2) arrive every second. Two arms, each on a fresh
+emulator and worker with a task queue of its own, so they share no backlog, run in this order:
+
+  on ... the send policy as built in: priorities by category, tenants "a" and "b" as fairness
+         keys (weight 1);
+  off .. first come, first served: a published policy version gives every category the same
+         priority (FLAT_PRIORITY) and every intent goes as the shared tenant, so the submit
+         queue sees one priority level and one fairness key. The built-in policy is published
+         again after the arm.
+
+The workflow's own tasks start at the category's built-in priority in both arms (herald/client.py
+`start_priority` reads no policy), so the arms differ only in the submit queue, where the
+backlog forms. Figures per arm and class come from the ledger (queue age: attempt prepared ->
+the submit's answer as the workflow recorded it), the arm's emulator (acceptance times, 429s,
+messages per recipient) and Temporal (every workflow closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from bench.common import fresh_recipient, new_tag, offer, percentile, wait_until, workflows_closed
+from bench.context import Bench
+from bench.herald_run import limited_route
+from bench.measure import CpuMeter
+from herald.client import HeraldClient
+from herald.intent import workflow_id_for
+from herald.ledger.policy_store import grant_consent, publish_policy, recipient_fingerprint
+from herald.lifecycle import IntentState
+from herald.send_policy import SHARED_TENANT, Category, PolicyRules
+
+ARMS = ("on", "off")
+# The classes of intent, in the order the report shows them.
+URGENT, TENANT_B, TENANT_A = "urgent", "tenant B", "tenant A"
+CLASSES = (URGENT, TENANT_B, TENANT_A)
+# The "off" arm's one priority for every category: Temporal's default key, so the submit queue
+# orders by arrival alone, as it did before priorities existed.
+FLAT_PRIORITY = 3
+# Each class's template (its category decides the built-in priority: herald/send_policy.py
+# BUILT_IN_PRIORITY) and tenant in the "on" arm.
+CLASS_DATA = {"class_name": "Morning yoga", "starts_at": "Mon 09:00"}
+TEMPLATES: dict[str, tuple[str, Category, dict[str, str | int], str]] = {
+    URGENT: ("class_reminder", Category.ACCOUNT, CLASS_DATA, "a"),
+    TENANT_B: ("order_receipt", Category.TRANSACTIONAL,
+               {"order_ref": "ord_1", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}, "b"),
+    TENANT_A: ("class_promotion", Category.MARKETING, CLASS_DATA, "a"),
+}  # fmt: skip
+KEY_PART = {URGENT: "urgent", TENANT_B: "b", TENANT_A: "a"}
+
+# Targets with priority on (issue 23).
+URGENT_P99_TARGET = 1.0  # s, queue age
+TENANT_B_P99_TARGET = 3.0  # s, queue age
+UTILISATION_TARGET = 0.95  # of L, while tenant A still has a backlog
+SHARE_429_TARGET = 0.01  # of submits
+
+
+@dataclass
+class ClassFigures:
+    """One class of intent in one arm."""
+
+    offered: int
+    started: int = 0
+    failed_to_start: int = 0
+    # Per attempt, seconds: prepared (workflow clock) -> the submit's answer recorded by the workflow.
+    queue_ages: list[float] = field(default_factory=list)
+    # Per attempt, seconds: prepared -> the attempt row written by the submit activity (taken off the route queue).
+    route_waits: list[float] = field(default_factory=list)
+    # Per intent, seconds: the driver's clock before the start call -> the attempt prepared (first attempt).
+    start_to_prepared: list[float] = field(default_factory=list)
+    # Per intent, seconds: the driver's clock before the start call -> created at the emulator.
+    start_to_accepted: list[float] = field(default_factory=list)
+    attempts: int = 0
+    unanswered_attempts: int = 0  # attempts with no submit answer in the ledger
+    priorities: Counter[int] = field(default_factory=Counter)  # priority keys the attempts were dispatched with
+    policy_versions: Counter[int] = field(default_factory=Counter)
+    states: Counter[str] = field(default_factory=Counter)  # final intent states from the ledger
+    accepted_last: float | None = None  # wall clock of the class's last acceptance at the emulator
+
+    @property
+    def accounted(self) -> int:
+        """Intents whose last recorded state is terminal."""
+        return sum(n for state, n in self.states.items() if IntentState(state).is_terminal)
+
+
+@dataclass
+class BacklogArm:
+    name: str
+    classes: dict[str, ClassFigures]
+    timed_out: bool = False
+    accepted: int = 0  # messages the arm's emulator accepted
+    submits: int = 0  # create requests it answered
+    rejected_429: int = 0
+    duplicate_recipients: int = 0  # recipients with more than one message at the emulator
+    duplicate_messages: int = 0  # messages beyond the first per recipient
+    utilisation_span: float = 0.0  # s, first acceptance -> tenant A's last
+    accepted_in_span: int = 0
+    seconds: float = 0.0  # first start -> every workflow closed (or the timeout)
+    cores: dict[str, float] = field(default_factory=dict)  # CPU by process over the arm, in cores
+    foreign_cores: float | None = None
+
+    @property
+    def utilisation_rate(self) -> float | None:
+        """Acceptances per second while tenant A had a backlog: intervals between them over the span."""
+        return (self.accepted_in_span - 1) / self.utilisation_span if self.utilisation_span > 0 else None
+
+    @property
+    def share_429(self) -> float | None:
+        return self.rejected_429 / self.submits if self.submits else None
+
+    @property
+    def offered(self) -> int:
+        return sum(c.offered for c in self.classes.values())
+
+    @property
+    def accounted(self) -> int:
+        return sum(c.accounted for c in self.classes.values())
+
+
+@dataclass
+class BacklogResult:
+    backlog: int
+    seconds: int
+    limit: float
+    submit_rate: float | None
+    arms: dict[str, BacklogArm] = field(default_factory=dict)
+
+    def quantile(self, arm: str, cls: str, q: float) -> float | None:
+        figures = self.arms.get(arm)
+        return percentile(figures.classes[cls].queue_ages, q) if figures else None
+
+
+def flat_policy() -> PolicyRules:
+    """The built-in rules with every category at FLAT_PRIORITY: one priority level on the route."""
+    built_in = PolicyRules()
+    return built_in.model_copy(
+        update={
+            "categories": {c: r.model_copy(update={"priority": FLAT_PRIORITY}) for c, r in built_in.categories.items()}
+        }
+    )
+
+
+def _unique_recipients(n: int) -> list[str]:
+    """n distinct numbers: a repeated one would read as a duplicate send at the emulator."""
+    seen: set[str] = set()
+    while len(seen) < n:
+        seen.add(fresh_recipient())
+    return list(seen)
+
+
+def _request(cls: str, key: str, to: str, tenant: str) -> dict[str, Any]:
+    template, _, data, _ = TEMPLATES[cls]
+    return {"business_key": key, "recipient": to, "template_id": template, "template_version": 1,
+            "render_data": data, "tenant": tenant}  # fmt: skip
+
+
+async def run_backlog(
+    bench: Bench, backlog: int, seconds: int, limit: float, submit_rate: float | None
+) -> BacklogResult:
+    result = BacklogResult(backlog, seconds, limit, submit_rate)
+    tag = new_tag()
+    # Every start, the route drained at 0.97 L, and room for a slow machine.
+    timeout = 300 + 2 * (backlog + 2 * seconds) / limit
+    for arm in ARMS:
+        print(f"backlog, arm {arm}: {backlog} tenant A intents at once, then {seconds} s of urgent and"
+              f" tenant B intents at 1/s each, on a route limited to {limit:g}/s", flush=True)  # fmt: skip
+        if arm == "off":
+            await publish_policy(bench.pool, flat_policy(), effective_from=datetime.now(UTC), owner="bench",
+                                 note=f"backlog pass, arm off: every category at priority {FLAT_PRIORITY}")  # fmt: skip
+        try:
+            result.arms[arm] = await _run_arm(bench, arm, f"{tag}_{arm}", backlog, seconds, limit, submit_rate, timeout)
+        finally:
+            if arm == "off":
+                await publish_policy(bench.pool, PolicyRules(), effective_from=datetime.now(UTC), owner="bench",
+                                     note="backlog pass: the built-in policy again")  # fmt: skip
+    return result
+
+
+async def _run_arm(
+    bench: Bench, arm: str, tag: str, backlog: int, seconds: int, limit: float, submit_rate: float | None,
+    timeout: float,
+) -> BacklogArm:  # fmt: skip
+    counts = {URGENT: seconds, TENANT_B: seconds, TENANT_A: backlog}
+    figures = BacklogArm(arm, {cls: ClassFigures(counts[cls]) for cls in CLASSES})
+    recipients = {cls: _unique_recipients(counts[cls]) for cls in CLASSES}
+    # Tenant A's promotions need consent evidence (the marketing category requires it), given before the clock starts.
+    slots = asyncio.Semaphore(4)
+
+    async def consent(to: str) -> None:
+        async with slots:
+            await grant_consent(bench.pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING,
+                                source="bench: backlog pass", granted_at=datetime.now(UTC))  # fmt: skip
+
+    await asyncio.gather(*(consent(to) for to in recipients[TENANT_A]))
+    prefix = f"backlog:{tag}_"
+    task_queue = f"herald-bench-backlog-{tag.replace('_', '-')}"
+    async with limited_route(bench, "backlog", limit, submit_rate, task_queue) as emulator_url:
+        herald = HeraldClient(bench.herald_temporal, task_queue, vault=bench.vault)
+        starts: dict[str, float] = {}
+        class_of: dict[str, str] = {}
+        to_of: dict[str, str] = {}
+
+        def starter(cls: str):
+            async def start_one(i: int) -> None:
+                key = f"{prefix}{KEY_PART[cls]}_{i}"
+                to = recipients[cls][i]
+                workflow_id = workflow_id_for(key, "sms")
+                class_of[workflow_id], to_of[workflow_id] = cls, to
+                tenant = TEMPLATES[cls][3] if arm == "on" else SHARED_TENANT
+                starts[workflow_id] = time.time()
+                try:
+                    await herald.send(_request(cls, key, to, tenant))
+                    figures.classes[cls].started += 1
+                except Exception:  # noqa: BLE001 - a start that fails is counted as such; the pass goes on
+                    figures.classes[cls].failed_to_start += 1
+
+            return start_one
+
+        async def trickle(cls: str) -> None:
+            # One a second, the first a second after tenant A's batch began.
+            await asyncio.sleep(1.0)
+            await offer(seconds, 1.0, starter(cls))
+
+        meter = CpuMeter(bench.stack.pids)
+        before = meter.snapshot()
+        began = time.time()
+        await asyncio.gather(offer(backlog, None, starter(TENANT_A)), trickle(URGENT), trickle(TENANT_B))
+        started = sum(c.started for c in figures.classes.values())
+        figures.timed_out = not await wait_until(
+            lambda: workflows_closed(bench.herald_temporal, prefix, started), timeout - (time.time() - began), 1.0
+        )
+        figures.seconds = time.time() - began
+        # Before the arm's emulator and worker stop, or their CPU would count as another job's.
+        delta = CpuMeter.delta(before, meter.snapshot())
+        figures.foreign_cores = CpuMeter.foreign(delta) / figures.seconds
+        figures.cores = {name: delta[name] / figures.seconds for name in (*bench.stack.pids, "driver") if name in delta}
+        async with httpx.AsyncClient(base_url=emulator_url, timeout=60) as admin:
+            listed = (await admin.get("/_emulator/messages")).json()["messages"]
+            stats = await bench.emulator_stats(admin)
+    _provider_figures(figures, listed, stats, starts, class_of, to_of)
+    await _ledger_figures(bench, figures, prefix, starts, class_of)
+    return figures
+
+
+def _provider_figures(
+    figures: BacklogArm, listed: list[dict], stats: dict, starts: dict[str, float], class_of: dict[str, str],
+    to_of: dict[str, str],
+) -> None:  # fmt: skip
+    """Acceptances, 429s, duplicates and route utilisation, counted at the arm's emulator."""
+    figures.accepted = len(listed)
+    figures.rejected_429 = stats["rate_limited"]
+    figures.submits = stats["accepted"] + stats["rejected"]
+    per_recipient = Counter(m["to"] for m in listed)
+    figures.duplicate_recipients = sum(1 for n in per_recipient.values() if n > 1)
+    figures.duplicate_messages = sum(n - 1 for n in per_recipient.values() if n > 1)
+    first_accepted: dict[str, float] = {}
+    for m in listed:
+        at = datetime.fromisoformat(m["date_created"]).timestamp()
+        first_accepted[m["to"]] = min(at, first_accepted.get(m["to"], at))
+    for workflow_id, to in to_of.items():
+        cls = figures.classes[class_of[workflow_id]]
+        if to in first_accepted:
+            cls.start_to_accepted.append(first_accepted[to] - starts[workflow_id])
+            cls.accepted_last = max(cls.accepted_last or 0.0, first_accepted[to])
+    times = sorted(datetime.fromisoformat(m["date_created"]).timestamp() for m in listed)
+    a_last = figures.classes[TENANT_A].accepted_last
+    if times and a_last is not None:
+        figures.utilisation_span = a_last - times[0]
+        figures.accepted_in_span = sum(1 for t in times if t <= a_last)
+
+
+# Every attempt of the arm's intents: when prepared (the workflow's clock), when the submit activity
+# wrote its row (taken off the route's queue), the first submit answer the workflow recorded, and
+# the priority key and policy version it was dispatched with.
+_ATTEMPTS_SQL = """
+SELECT a.workflow_id, a.number, a.priority, a.policy_version,
+       extract(epoch FROM a.prepared_at)::float8,
+       extract(epoch FROM a.recorded_at)::float8,
+       extract(epoch FROM (SELECT min(o.observed_at) FROM observations o
+                            WHERE o.workflow_id = a.workflow_id AND o.attempt_number = a.number
+                              AND o.source = 'submit'))::float8
+  FROM attempts a
+ WHERE a.workflow_id LIKE %s
+"""
+_FINAL_STATES_SQL = """
+SELECT DISTINCT ON (workflow_id) workflow_id, to_state FROM transitions
+ WHERE workflow_id LIKE %s ORDER BY workflow_id, seq DESC
+"""
+
+
+async def _ledger_figures(
+    bench: Bench, figures: BacklogArm, prefix: str, starts: dict[str, float], class_of: dict[str, str]
+) -> None:
+    """Queue ages, dispatch keys and final states per class, from the ledger."""
+    # The prefix holds no LIKE wildcard but '_', which matches itself too; rows are classed by exact id.
+    async with bench.pool.connection() as conn:
+        attempts = await (await conn.execute(_ATTEMPTS_SQL, (prefix + "%",))).fetchall()
+        finals = await (await conn.execute(_FINAL_STATES_SQL, (prefix + "%",))).fetchall()
+    for workflow_id, number, priority, version, prepared, recorded, answered in attempts:
+        if workflow_id not in class_of:
+            continue
+        cls = figures.classes[class_of[workflow_id]]
+        cls.attempts += 1
+        cls.priorities[priority] += 1
+        cls.policy_versions[version] += 1
+        cls.route_waits.append(recorded - prepared)
+        if answered is None:
+            cls.unanswered_attempts += 1
+        else:
+            cls.queue_ages.append(answered - prepared)
+        if number == 1:
+            cls.start_to_prepared.append(prepared - starts[workflow_id])
+    for workflow_id, state in finals:
+        if workflow_id in class_of:
+            figures.classes[class_of[workflow_id]].states[state] += 1
