@@ -20,6 +20,7 @@ from agent_tool.tools import (
     MemberId,
     OccurrenceId,
     OrderId,
+    PriorityField,
     SellerActionField,
 )
 from herald import fingerprints
@@ -78,8 +79,8 @@ async def _agent_tools() -> AgentTools:
         "(unknown_order, not_authorised, action_not_allowed)."
     )
 )
-async def notify_seller(order_id: OrderId, action: SellerActionField) -> dict[str, Any]:
-    answer = await (await _agent_tools()).notify_seller(order_id, action)
+async def notify_seller(order_id: OrderId, action: SellerActionField, priority: PriorityField = None) -> dict[str, Any]:
+    answer = await (await _agent_tools()).notify_seller(order_id, action, priority)
     return answer.model_dump(mode="json")
 
 
@@ -91,8 +92,10 @@ async def notify_seller(order_id: OrderId, action: SellerActionField) -> dict[st
         "action_not_allowed)."
     )
 )
-async def notify_member(class_occurrence_id: OccurrenceId, member_id: MemberId, action: MemberActionField) -> dict[str, Any]:
-    answer = await (await _agent_tools()).notify_member(class_occurrence_id, member_id, action)
+async def notify_member(
+    class_occurrence_id: OccurrenceId, member_id: MemberId, action: MemberActionField, priority: PriorityField = None
+) -> dict[str, Any]:
+    answer = await (await _agent_tools()).notify_member(class_occurrence_id, member_id, action, priority)
     return answer.model_dump(mode="json")
 
 

@@ -5,7 +5,12 @@ thing else is decided here, from the service's own records: who the recipient is
 caller may notify them for this action, whether the action fits the record's state, which approved
 template version says it, what the business key is (so a repeated call is the same intent). No
 text from the model reaches a message body; the model gets back the intent's key and state, or a
-structured refusal. The model never enters the delivery state machine: it starts an intent, as any
+structured refusal.
+
+The tenant an intent is for (its fairness key on a busy route) comes from the record too: the
+order's seller, the class's studio. A model naming it could file one seller's notices under
+another's share. What the model may add is a lower priority for a notice that can wait: a priority
+key only ever lets it wait longer (a higher one than its category's is recorded as not granted). The model never enters the delivery state machine: it starts an intent, as any
 service does, and Herald takes it from there.
 """
 
@@ -22,6 +27,7 @@ from herald.client import HeraldClient
 from herald.errors import HeraldError, IntentNotFound
 from herald.intent import Channel
 from herald.outcomes import Frozen
+from herald.send_policy import PRIORITY_KEYS
 
 
 class SellerAction(str, Enum):
@@ -79,6 +85,21 @@ MemberActionField = Annotated[
     ),
 ]
 
+# As IntentRequest.priority: a strict whole number (not true, 3.0 or "3"), from the send policy's range.
+PriorityField = Annotated[
+    int | None,
+    Field(
+        ge=PRIORITY_KEYS[0],
+        le=PRIORITY_KEYS[1],
+        strict=True,
+        description=(
+            f"Optional. A priority key from {PRIORITY_KEYS[0]} (first) to {PRIORITY_KEYS[1]} (last), only to let a "
+            "notice that can wait go after more urgent ones when the route is busy; leave it out to send at the "
+            "message's own priority. A key ahead of the message's own is not granted."
+        ),
+    ),
+]
+
 RefusalCode = Literal[
     "unknown_order", "unknown_class", "unknown_member", "not_authorised", "action_not_allowed", "refused_by_herald"
 ]
@@ -131,23 +152,36 @@ class AgentTools:
         self._herald = herald
         self._caller = caller
 
-    async def notify_seller(self, order_id: str, action: SellerAction) -> Started | Refused:
+    async def notify_seller(
+        self, order_id: str, action: SellerAction, priority: int | None = None
+    ) -> Started | Refused:
         order = self._store.orders.get(order_id)
         if order is None:
             return Refused(code="unknown_order", message=f"no order {order_id}")
         if order.marketplace not in self._caller.marketplaces or action.value not in self._caller.actions:
-            return Refused(code="not_authorised", message=f"{self._caller.name} may not notify sellers of {order_id} ({action.value})")
+            return Refused(
+                code="not_authorised",
+                message=f"{self._caller.name} may not notify sellers of {order_id} ({action.value})",
+            )
         wanted = {SellerAction.NEW_ORDER: "placed", SellerAction.ORDER_CANCELLED: "cancelled"}[action]
         if order.state != wanted:
-            return Refused(code="action_not_allowed", message=f"{action.value} needs an order in state {wanted}; {order_id} is {order.state}")
+            return Refused(
+                code="action_not_allowed",
+                message=f"{action.value} needs an order in state {wanted}; {order_id} is {order.state}",
+            )
         seller = self._store.sellers[order.seller_id]
         template_id, version = TEMPLATES[action]
         data: dict[str, str | int] = {"order_ref": order.order_id, "order_total": order.total}
         if action is SellerAction.NEW_ORDER:
             data["item_count"] = order.item_count
-        return await self._start(f"{template_id}:{order.order_id}", seller.phone, template_id, version, data)
+        key = f"{template_id}:{order.order_id}"
+        return await self._start(
+            key, seller.phone, template_id, version, data, tenant=seller.seller_id, priority=priority
+        )
 
-    async def notify_member(self, class_occurrence_id: str, member_id: str, action: MemberAction) -> Started | Refused:
+    async def notify_member(
+        self, class_occurrence_id: str, member_id: str, action: MemberAction, priority: int | None = None
+    ) -> Started | Refused:
         occurrence = self._store.classes.get(class_occurrence_id)
         if occurrence is None:
             return Refused(code="unknown_class", message=f"no class occurrence {class_occurrence_id}")
@@ -155,21 +189,45 @@ class AgentTools:
         if member is None:
             return Refused(code="unknown_member", message=f"no member {member_id}")
         if occurrence.studio not in self._caller.studios or action.value not in self._caller.actions:
-            return Refused(code="not_authorised", message=f"{self._caller.name} may not notify members of {class_occurrence_id}")
-        if action is MemberAction.SEAT_OPENED and not (occurrence.state == "scheduled" and member_id in occurrence.waitlist):
-            return Refused(code="action_not_allowed", message=f"seat_opened needs a scheduled class and a waitlisted member")
-        if action is MemberAction.CLASS_CANCELLED and not (occurrence.state == "cancelled" and member_id in occurrence.booked):
-            return Refused(code="action_not_allowed", message=f"class_cancelled needs a cancelled class and a booked member")
+            return Refused(
+                code="not_authorised", message=f"{self._caller.name} may not notify members of {class_occurrence_id}"
+            )
+        if action is MemberAction.SEAT_OPENED and not (
+            occurrence.state == "scheduled" and member_id in occurrence.waitlist
+        ):
+            return Refused(
+                code="action_not_allowed", message="seat_opened needs a scheduled class and a waitlisted member"
+            )
+        if action is MemberAction.CLASS_CANCELLED and not (
+            occurrence.state == "cancelled" and member_id in occurrence.booked
+        ):
+            return Refused(
+                code="action_not_allowed", message="class_cancelled needs a cancelled class and a booked member"
+            )
         template_id, version = TEMPLATES[action]
         data: dict[str, str | int] = {"class_name": occurrence.name, "starts_at": occurrence.starts_at}
         if action is MemberAction.SEAT_OPENED:
             data["hold_minutes"] = occurrence.hold_minutes
         key = f"{template_id}:{occurrence.occurrence_id}_{member.member_id}"
-        return await self._start(key, member.phone, template_id, version, data)
+        return await self._start(
+            key, member.phone, template_id, version, data, tenant=occurrence.studio, priority=priority
+        )
 
-    async def _start(self, key: str, phone: str, template_id: str, version: int, data: dict[str, Any]) -> Started | Refused:
+    async def _start(
+        self,
+        key: str,
+        phone: str,
+        template_id: str,
+        version: int,
+        data: dict[str, Any],
+        *,
+        tenant: str,
+        priority: int | None,
+    ) -> Started | Refused:
         request = {"business_key": key, "recipient": phone, "template_id": template_id, "template_version": version,
-                   "render_data": data}  # fmt: skip
+                   "render_data": data, "tenant": tenant}  # fmt: skip
+        if priority is not None:  # Herald checks it again, as every caller's
+            request["priority"] = priority
         try:
             await self._herald.send(request)
         except HeraldError as refused:  # a record Herald cannot send (bad data): structured, never a traceback

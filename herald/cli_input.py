@@ -34,6 +34,7 @@ MAX_TEMPLATE_BYTES = 256 * 1024
 # and refusing longer text up front keeps int() far from its 4,300-digit limit.
 _MAX_INT_DIGITS = 16
 _WHOLE_NUMBER = re.compile(rf"-?[0-9]{{1,{_MAX_INT_DIGITS}}}")
+_DIGITS = re.compile(rf"[0-9]{{1,{_MAX_INT_DIGITS}}}")
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _BUSINESS_KEY = re.compile(BUSINESS_KEY_PATTERN)
 _E164 = re.compile(E164_PATTERN)
@@ -52,6 +53,8 @@ OPTION_FOR_FIELD = {
     "recipient": "--to",
     "template_id": "--template",
     "template_version": "--version",
+    "tenant": "--tenant",
+    "priority": "--priority",
 }
 
 
@@ -109,6 +112,12 @@ def name_options(problems: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         option = OPTION_FOR_FIELD.get(head)
         named.append((f"{option} {rest}".strip() if option else field, rule))
     return named
+
+
+def priority_key(text: str) -> int | str:
+    """``--priority N`` for the request: ASCII digits become the int the model checks against its
+    range; anything else stays text, which the model's strict int refuses with the same rule."""
+    return int(text) if _DIGITS.fullmatch(text) else text
 
 
 def version_or_latest(text: str) -> int | str:

@@ -4,6 +4,10 @@ Seed 003: a seller hears of a new order by e-mail and by SMS. The channels share
 and nothing else: each is its own intent (``<key>/sms``, ``<key>/email``) with its own clocks,
 attempts, retry budget and terminal state, so an SMS stuck in a carrier's queue never holds the
 e-mail back, and a restart re-sends neither.
+
+A notice is for one tenant (``tenant``, the fairness key on a backlogged route, given once for the
+whole notice); each channel may ask for its own lower priority (``channels[i].priority``), since an
+e-mail copy can often wait where the SMS cannot.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.intent import BUSINESS_KEY_PATTERN, Channel, IntentRequest, describe_validation_error, parse_request
 from herald.outcomes import Frozen
+from herald.send_policy import PRIORITY_KEYS, SHARED_TENANT, TENANT_PATTERN
+
+# A tenant named inside a channel entry: refused with the reason rather than as an unknown field.
+_ONE_TENANT_RULE = "a notice is for one tenant: name it once, as the notice's own 'tenant'"
 
 
 class ChannelEntry(Frozen):
@@ -29,11 +37,15 @@ class ChannelEntry(Frozen):
     render_data: dict[str, str | int]
     expires_at: datetime | None = None
     attachment: ArtifactRef | None = None
+    # This channel's priority key, as IntentRequest.priority (None: the category's).
+    priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1], strict=True)
 
 
 class NoticeRequest(Frozen):
     business_key: str = Field(pattern=BUSINESS_KEY_PATTERN)
     channels: list[ChannelEntry] = Field(min_length=1, max_length=len(Channel))
+    # Every channel's intent is for this tenant, as IntentRequest.tenant.
+    tenant: str = Field(default=SHARED_TENANT, pattern=TENANT_PATTERN)
 
     @model_validator(mode="after")
     def _one_entry_per_channel(self) -> NoticeRequest:
@@ -48,7 +60,8 @@ class NoticeRequest(Frozen):
         problems: list[tuple[str, str]] = []
         for index, entry in enumerate(self.channels):
             try:
-                requests.append(parse_request({"business_key": self.business_key, **entry.model_dump(exclude_none=True)}))
+                raw = {"business_key": self.business_key, "tenant": self.tenant, **entry.model_dump(exclude_none=True)}
+                requests.append(parse_request(raw))
             except InvalidIntent as refused:
                 problems += [(f"channels.{index}.{field}", rule) for field, rule in refused.problems]
         if problems:
@@ -62,7 +75,19 @@ def parse_notice(raw: dict[str, Any]) -> NoticeRequest:
         notice = NoticeRequest.model_validate(raw)
     except ValidationError as error:
         raise InvalidIntent(
-            [describe_validation_error(item) for item in error.errors(include_input=False, include_url=False)]
+            [_describe(item) for item in error.errors(include_input=False, include_url=False)]
         ) from None
     notice.requests()  # every entry's own rules, before anything starts
     return notice
+
+
+def _describe(item: Any) -> tuple[str, str]:
+    """A notice's problem as field and rule; a channel entry's field is described as the intent's
+    field of that name is (the same rule for ``priority`` in a request and in a notice's entry)."""
+    loc = tuple(item["loc"])
+    if len(loc) < 3 or loc[0] != "channels" or not isinstance(loc[1], int):
+        return describe_validation_error(item)
+    if loc[2:] == ("tenant",) and item["type"] == "extra_forbidden":
+        return f"channels.{loc[1]}.tenant", _ONE_TENANT_RULE
+    field, rule = describe_validation_error({**item, "loc": loc[2:]})
+    return f"channels.{loc[1]}.{field}", rule

@@ -46,6 +46,10 @@ def _column(status: IntentStatus | None) -> list[tuple[str, str]]:
         rows.append(("attempts", f"{attempt.number} {attempt.started_at:%H:%M:%S} {submit} -> {outcome}{delay}"))
         if attempt.provider:
             rows.append(("attempts", f"  via {attempt.provider}"))
+        if attempt.priority is not None:
+            # Where its submit stood in the route's queue (the key granted, the tenant's weight).
+            weight = f", weight {attempt.fairness_weight:g}" if attempt.fairness_weight is not None else ""
+            rows.append(("attempts", f"  priority {attempt.priority}{weight}"))
         if attempt.waiting:
             # Why it still waits (an e-mail's silent event stream): the whole reason, wrapped to the column.
             rows += [("attempts", f"  {line}") for line in textwrap.wrap(attempt.waiting, _COLUMN - 4)]

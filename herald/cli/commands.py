@@ -77,7 +77,8 @@ def _settings() -> Settings:
 
 # The options that build a request on the command line, which --file replaces as a whole.
 _REQUEST_OPTIONS = (("key", "--key"), ("to", "--to"), ("template", "--template"), ("version", "--version"),
-                    ("data", "--data"), ("channel", "--channel"))  # fmt: skip
+                    ("data", "--data"), ("channel", "--channel"), ("tenant", "--tenant"),
+                    ("priority", "--priority"))  # fmt: skip
 
 
 def send_request(args: argparse.Namespace) -> IntentRequest | NoticeRequest:
@@ -102,6 +103,11 @@ def send_request(args: argparse.Namespace) -> IntentRequest | NoticeRequest:
     data = cli_input.render_data(args.data or [], _field_kinds(args.template, args.version))
     raw = {"business_key": args.key, "channel": args.channel or "sms", "recipient": args.to,
            "template_id": args.template, "template_version": args.version, "render_data": data}  # fmt: skip
+    # Checked by the model, like every other field, and named as typed (--tenant, --priority).
+    if args.tenant is not None:
+        raw["tenant"] = args.tenant
+    if args.priority is not None:
+        raw["priority"] = cli_input.priority_key(args.priority)
     try:
         request = parse_request(raw)
         build_intent(request, now)
@@ -171,6 +177,8 @@ async def cmd_status(args: argparse.Namespace, services: Services) -> int:
             f"provider {attempt.provider_id or '-'} {attempt.provider_status.value if attempt.provider_status else ''}"
             f"   lookups {attempt.lookups}"
             + (f"   retry after {attempt.retry_delay_seconds:.1f}s" if attempt.retry_delay_seconds else "")
+            + (f"   priority {attempt.priority}" if attempt.priority is not None else "")
+            + (f" weight {attempt.fairness_weight:g}" if attempt.fairness_weight is not None else "")
             + ("   SEEN AFTER PRESUMED NOT ACCEPTED" if attempt.seen_after_presumed_absent else "")
         )
     if url is None:
@@ -530,6 +538,11 @@ EXAMPLES = {
             "      --data order_ref=ord_9 --data 'order_total=EUR 18.00' --data item_count=2 --wait"
         ),
         'send --file intent.json      # one request; {"business_key": ..., "channels": [...]} for a notice',
+        (
+            "send --key order_receipt:pay_158 --to +15551230001 --template order_receipt --version 1 \\\n"
+            "      --data order_ref=ord_2 --data amount=9.00 --data currency=EUR --data merchant=Shop \\\n"
+            "      --tenant acme --priority 4    # for tenant acme; may wait behind receipts at priority 2"
+        ),
     ],
     "status": [
         "status seller_new_order:ord_9                 # every channel side by side",
@@ -597,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--version", type=cli_input.version_or_latest, help="a published version number or 'latest'")
     send.add_argument("--data", action="append", metavar="NAME=VALUE",
                       help="one render field, repeated per field; an int field takes ASCII digits 0-9")  # fmt: skip
+    send.add_argument("--tenant", metavar="ID",
+                      help="who the notice is for, the fairness key on a backlogged route (default: shared)")  # fmt: skip
+    send.add_argument("--priority", metavar="N",
+                      help="a priority key 1 (first) to 5 (last), lower than the category's to let it wait "
+                           "(default: the category's; a higher one is recorded as not granted)")  # fmt: skip
     send.add_argument("--wait", action="store_true", help="wait for the final state and print it")
     send.set_defaults(run=cmd_send)
 

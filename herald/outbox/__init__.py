@@ -34,11 +34,21 @@ async def enqueue(conn: AsyncConnection, notice: NoticeRequest | dict[str, Any])
     parsed = notice if isinstance(notice, NoticeRequest) else parse_notice(notice)
     cursor = await conn.execute(
         "INSERT INTO herald_outbox (business_key, notice) VALUES (%s, %s) RETURNING id",
-        (parsed.business_key, Jsonb(parsed.model_dump(mode="json", exclude_none=True))),
+        (parsed.business_key, Jsonb(stored_notice(parsed))),
     )
     row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+def stored_notice(notice: NoticeRequest) -> dict[str, Any]:
+    """The notice as its row holds it, and as the relay reads it back (``parse_notice``).
+
+    Fields at their defaults are left out (the shared tenant, a priority not asked for): a notice
+    that uses no newer field is written exactly as before, so a relay not yet upgraded still reads
+    it; a relay refuses a field it does not know, and a refused row is never retried.
+    """
+    return notice.model_dump(mode="json", exclude_defaults=True)
 
 
 def schema_sql() -> str:
