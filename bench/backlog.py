@@ -24,6 +24,7 @@ messages per recipient) and Temporal (every workflow closed).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ TEMPLATES: dict[str, tuple[str, Category, dict[str, str | int], str]] = {
     TENANT_A: ("class_promotion", Category.MARKETING, CLASS_DATA, "a"),
 }  # fmt: skip
 KEY_PART = {URGENT: "urgent", TENANT_B: "b", TENANT_A: "a"}
+STAGES = ("prepared → scheduled", "scheduled → started", "started → completed", "completed → recorded")
+SUBMIT_ACTIVITY = "submit_attempt"
 
 # Targets with priority on (issue 23).
 URGENT_P99_TARGET = 1.0  # s, queue age
@@ -82,8 +85,14 @@ class ClassFigures:
     start_to_prepared: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> created at the emulator.
     start_to_accepted: list[float] = field(default_factory=list)
+    # Per submit, seconds, from the workflow's history: where an attempt's queue age went.
+    # prepared -> scheduled: the workflow task that prepared it completed (the worker's workflow side);
+    # scheduled -> started: the Temporal server's submit queue (priority, fairness, the rate limit);
+    # started -> completed: the submit activity (ledger write, pacer, provider call);
+    # completed -> recorded: the workflow task that takes in the answer started.
+    split: dict[str, list[float]] = field(default_factory=lambda: {stage: [] for stage in STAGES})
     attempts: int = 0
-    unanswered_attempts: int = 0  # attempts with no submit answer in the ledger
+    unanswered_attempts: int = 0  # attempts with no provider answer to their submit in the ledger
     priorities: Counter[int] = field(default_factory=Counter)  # priority keys the attempts were dispatched with
     policy_versions: Counter[int] = field(default_factory=Counter)
     states: Counter[str] = field(default_factory=Counter)  # final intent states from the ledger
@@ -107,6 +116,7 @@ class BacklogArm:
     duplicate_messages: int = 0  # messages beyond the first per recipient
     utilisation_span: float = 0.0  # s, first acceptance -> tenant A's last
     accepted_in_span: int = 0
+    longest_gap: float | None = None  # s, between two acceptances in that span
     seconds: float = 0.0  # first start -> every workflow closed (or the timeout)
     cores: dict[str, float] = field(default_factory=dict)  # CPU by process over the arm, in cores
     foreign_cores: float | None = None
@@ -278,19 +288,22 @@ def _provider_figures(
     a_last = figures.classes[TENANT_A].accepted_last
     if times and a_last is not None:
         figures.utilisation_span = a_last - times[0]
-        figures.accepted_in_span = sum(1 for t in times if t <= a_last)
+        in_span = [t for t in times if t <= a_last]
+        figures.accepted_in_span = len(in_span)
+        figures.longest_gap = max((b - a for a, b in itertools.pairwise(in_span)), default=None)
 
 
 # Every attempt of the arm's intents: when prepared (the workflow's clock), when the submit activity
-# wrote its row (taken off the route's queue), the first submit answer the workflow recorded, and
-# the priority key and policy version it was dispatched with.
+# wrote its row (taken off the route's queue), the provider's first answer to its submit as the
+# workflow recorded it (accepted, "not now" or a refusal: the queue age herald/ledger/report.py
+# reports), and the priority key and policy version it was dispatched with.
 _ATTEMPTS_SQL = """
 SELECT a.workflow_id, a.number, a.priority, a.policy_version,
        extract(epoch FROM a.prepared_at)::float8,
        extract(epoch FROM a.recorded_at)::float8,
        extract(epoch FROM (SELECT min(o.observed_at) FROM observations o
                             WHERE o.workflow_id = a.workflow_id AND o.attempt_number = a.number
-                              AND o.source = 'submit'))::float8
+                              AND o.source = 'submit' AND o.kind IN ('accepted', 'retryable', 'rejected')))::float8
   FROM attempts a
  WHERE a.workflow_id LIKE %s
 """
@@ -308,9 +321,11 @@ async def _ledger_figures(
     async with bench.pool.connection() as conn:
         attempts = await (await conn.execute(_ATTEMPTS_SQL, (prefix + "%",))).fetchall()
         finals = await (await conn.execute(_FINAL_STATES_SQL, (prefix + "%",))).fetchall()
-    for workflow_id, number, priority, version, prepared, recorded, answered in attempts:
+    prepared_at: dict[str, list[float]] = {}
+    for workflow_id, number, priority, version, prepared, recorded, answered in sorted(attempts, key=lambda a: a[1]):
         if workflow_id not in class_of:
             continue
+        prepared_at.setdefault(workflow_id, []).append(prepared)
         cls = figures.classes[class_of[workflow_id]]
         cls.attempts += 1
         cls.priorities[priority] += 1
@@ -325,3 +340,51 @@ async def _ledger_figures(
     for workflow_id, state in finals:
         if workflow_id in class_of:
             figures.classes[class_of[workflow_id]].states[state] += 1
+    submits = await _submit_events(bench, list(prepared_at))
+    for workflow_id, events in submits.items():
+        prepared = prepared_at[workflow_id]
+        if len(events) != len(prepared):
+            continue  # an attempt withdrawn or not yet submitted: no one-to-one pairing
+        split = figures.classes[class_of[workflow_id]].split
+        for at, (scheduled, started, completed, recorded) in zip(prepared, events, strict=True):
+            for stage, (a, b) in zip(STAGES, ((at, scheduled), (scheduled, started), (started, completed),
+                                             (completed, recorded)), strict=True):  # fmt: skip
+                if a is not None and b is not None:
+                    split[stage].append(b - a)
+
+
+async def _submit_events(
+    bench: Bench, workflow_ids: list[str], concurrency: int = 8
+) -> dict[str, list[tuple[float, float | None, float | None, float | None]]]:
+    """Each workflow's submits in order, from its history: (scheduled, started, completed, the next
+    workflow task started), wall-clock seconds as the Temporal server stamped them."""
+    slots = asyncio.Semaphore(concurrency)
+    found: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
+
+    async def one(workflow_id: str) -> None:
+        async with slots:
+            history = await bench.herald_temporal.get_workflow_handle(workflow_id).fetch_history()
+        scheduled: dict[int, float] = {}
+        started: dict[int, float] = {}
+        completed: dict[int, float] = {}
+        wft_started: list[float] = []
+        for event in history.events:
+            at = event.event_time.ToDatetime(tzinfo=UTC).timestamp()
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                if event.activity_task_scheduled_event_attributes.activity_type.name == SUBMIT_ACTIVITY:
+                    scheduled[event.event_id] = at
+            elif event.HasField("activity_task_started_event_attributes"):
+                started[event.activity_task_started_event_attributes.scheduled_event_id] = at
+            elif event.HasField("activity_task_completed_event_attributes"):
+                completed[event.activity_task_completed_event_attributes.scheduled_event_id] = at
+            elif event.HasField("workflow_task_started_event_attributes"):
+                wft_started.append(at)
+        rows = []
+        for event_id, at in sorted(scheduled.items()):
+            done = completed.get(event_id)
+            recorded = next((t for t in wft_started if done is not None and t >= done), None)
+            rows.append((at, started.get(event_id), done, recorded))
+        found[workflow_id] = rows
+
+    await asyncio.gather(*(one(workflow_id) for workflow_id in workflow_ids))
+    return found

@@ -16,6 +16,7 @@ from bench.backlog import (
     CLASSES,
     FLAT_PRIORITY,
     SHARE_429_TARGET,
+    STAGES,
     TEMPLATES,
     TENANT_B,
     TENANT_B_P99_TARGET,
@@ -353,9 +354,9 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
         "",
         (
             "- queue age: per attempt, `attempts.prepared_at` (the workflow's clock when it prepared the attempt, after"
-            " the dispatch-order lookup) → the first `observations` row with source `submit` for it (the workflow's"
-            " clock when it took in the provider's answer); nearest-rank percentiles. It holds the wait in the"
-            " server's submit queue, the pacer, the provider call and the workflow task that records the answer."
+            " the dispatch-order lookup) → its first `observations` row with source `submit` and a provider's answer"
+            " (accepted, retryable, rejected: the workflow's clock when it took the answer in), as herald/ledger/report.py"
+            " computes queue age; nearest-rank percentiles."
         ),
         (
             "- start → accepted: per intent, the driver's clock before `HeraldClient.send` → the message's"
@@ -363,8 +364,15 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             " task (on the workflow task queue, shared with tenant A's batch) to the queue age."
         ),
         (
-            "- start → prepared and prepared → taken (the attempt row written by the submit activity,"
-            " `attempts.recorded_at`) split the two queues: the workflow task queue, then the route's submit queue."
+            "- start → prepared: the start call and the intent's first workflow task (on the workflow task queue,"
+            " where tenant A's batch queues too). prepared → row written: until the submit activity wrote the"
+            " attempt row (`attempts.recorded_at`), before its pacer and the provider call."
+        ),
+        (
+            "- the queue age split, per submit from the workflow's history (the server's event times): prepared →"
+            " scheduled (the workflow task that prepared the attempt completes on the worker), scheduled → started"
+            " (the server's submit queue: priority, fairness, its rate limit), started → completed (the submit"
+            " activity: ledger write, pacer, provider call), completed → recorded (the next workflow task starts)."
         ),
         (
             "- utilisation: acceptances at the emulator from the first to tenant A's last (while A still had a"
@@ -398,12 +406,21 @@ def _backlog_class_table(r: BacklogResult) -> str:
 
         return cell
 
+    def pair(values_of):
+        def cell(c: ClassFigures) -> str:
+            values = values_of(c)
+            return f"{_num(percentile(values, 50), 2)} / {_num(percentile(values, 99), 2)}"
+
+        return cell
+
     for label, q in (("p50", 50), ("p95", 95), ("p99", 99), ("max", None)):
         row(f"queue age {label}, s (prepared → answered)", seconds(lambda c: c.queue_ages, q))
     for label, q in (("p50", 50), ("p99", 99), ("max", None)):
         row(f"start → accepted at the emulator {label}, s", seconds(lambda c: c.start_to_accepted, q))
-    row("start → attempt prepared p99, s (workflow queue)", seconds(lambda c: c.start_to_prepared, 99))
-    row("prepared → taken by the submit p99, s (route queue)", seconds(lambda c: c.route_waits, 99))
+    row("start → attempt prepared p50 / p99, s", pair(lambda c: c.start_to_prepared))
+    row("prepared → attempt row written by the submit p50 / p99, s", pair(lambda c: c.route_waits))
+    for stage in STAGES:
+        row(f"queue age, {stage} p50 / p99, s", pair(lambda c, stage=stage: c.split[stage]))
     row("attempts (without a submit answer)", lambda c: f"{c.attempts} ({c.unanswered_attempts})")
     row("priority keys dispatched", lambda c: ", ".join(f"{k}: {n}" for k, n in sorted(c.priorities.items(), key=str)))
     row("intents offered / started / accounted", lambda c: f"{c.offered} / {c.started} / {c.accounted}")
@@ -419,6 +436,7 @@ def _backlog_route_table(r: BacklogResult) -> str:
         lines.append(f"| {label} | " + " | ".join(getter(r.arms[arm]) for arm in arms) + " |")
 
     row("messages accepted at the emulator", lambda a: str(a.accepted))
+    row("longest gap between two acceptances while tenant A had a backlog, s", lambda a: _num(a.longest_gap, 2))
     row(
         "utilisation while tenant A had a backlog",
         lambda a: (
