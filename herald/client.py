@@ -23,10 +23,11 @@ from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConfl
 from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, same_intent, workflow_id_for
+from herald.ledger.policy_store import orders_at_start
 from herald.notice import NoticeRequest, parse_notice
 from herald.outcomes import Frozen
 from herald.recipient_vault import RecipientVault
-from herald.send_policy import built_in_order
+from herald.send_policy import DispatchOrder, built_in_order
 from herald.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
@@ -71,16 +72,34 @@ class HeraldClient:
     def temporal(self) -> Client:
         return self._client
 
-    async def send(self, request: IntentRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None) -> SendReceipt:
+    async def send(
+        self, request: IntentRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None
+    ) -> SendReceipt:
         """Create the intent, or attach to the one this key already names."""
         parsed = request if isinstance(request, IntentRequest) else parse_request(request)
-        return await self._start(build_intent(parsed, datetime.now(UTC)), policy or self._policy)
+        now = datetime.now(UTC)
+        intent = build_intent(parsed, now)
+        [order] = await self._orders([intent], now)
+        return await self._start(intent, policy or self._policy, order, now)
 
-    async def _start(self, intent: Intent, policy: DeliveryPolicy) -> SendReceipt:
+    async def _orders(self, intents: list[Intent], now: datetime) -> list[DispatchOrder | None]:
+        """With the ledger (a client given the vault), the send policy's order for each intent's first
+        attempt, read once for all of them: the workflow need not read it (one billed action less)."""
+        orders = await orders_at_start(self._vault.pool, intents, now) if self._vault is not None else None
+        return list(orders) if orders is not None else [None] * len(intents)
+
+    async def _start(
+        self, intent: Intent, policy: DeliveryPolicy, order: DispatchOrder | None, read_at: datetime
+    ) -> SendReceipt:
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
-                NotificationInput(intent=await self._sealed(intent), policy=policy),
+                NotificationInput(
+                    intent=await self._sealed(intent),
+                    policy=policy,
+                    first_order=order,
+                    first_order_at=read_at if order is not None else None,
+                ),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
                 task_queue=self._task_queue,
@@ -92,14 +111,16 @@ class HeraldClient:
                 search_attributes=initial_search_attributes(
                     f"{intent.template_id}.v{intent.template_version}", intent.channel.value
                 ),
-                priority=start_priority(intent),
+                priority=start_priority(intent, order),
             )
         except WorkflowAlreadyStartedError:
             handle = self._client.get_workflow_handle(intent.workflow_id, result_type=IntentStatus)
         if not _started_new(handle):
             # Attached to an existing intent: it must be this payload's.
             await self._refuse_other_payload(handle, intent)
-        return SendReceipt(workflow_id=intent.workflow_id, run_id=handle.result_run_id, content_sha256=intent.content_sha256)
+        return SendReceipt(
+            workflow_id=intent.workflow_id, run_id=handle.result_run_id, content_sha256=intent.content_sha256
+        )
 
     async def _sealed(self, intent: Intent) -> Intent:
         return await self._vault.seal_intent(intent) if self._vault is not None else intent
@@ -136,8 +157,8 @@ class HeraldClient:
         now = datetime.now(UTC)
         intents = [build_intent(request, now) for request in parsed.requests()]
         receipts: dict[Channel, SendReceipt] = {}
-        for intent in intents:
-            receipts[intent.channel] = await self._start(intent, policy or self._policy)
+        for intent, order in zip(intents, await self._orders(intents, now), strict=True):
+            receipts[intent.channel] = await self._start(intent, policy or self._policy, order, now)
         return NoticeReceipt(business_key=parsed.business_key, intents=receipts)
 
     async def notice_status(self, business_key: str) -> dict[Channel, IntentStatus | None]:
@@ -176,7 +197,9 @@ class HeraldClient:
             raise
         if description.close_time is not None:
             final = await handle.query(QUERY_STATUS, result_type=IntentStatus)
-            return CancelAnswer(cancelled=False, state=final.state, message=f"intent is already {final.state.value}; nothing to cancel")
+            return CancelAnswer(
+                cancelled=False, state=final.state, message=f"intent is already {final.state.value}; nothing to cancel"
+            )
         return await handle.execute_update(UPDATE_CANCEL, request, result_type=CancelAnswer)
 
     async def wait(self, business_key: str, channel: Channel | str = Channel.SMS) -> IntentStatus:
@@ -194,8 +217,9 @@ def _started_new(handle: WorkflowHandle[Any, Any]) -> bool:
     return bool(getattr(response, "started", False))
 
 
-def start_priority(intent: Intent) -> Priority:
-    """The workflow's own tasks (and the lookups that inherit it): its category's built-in priority
-    and its tenant. Each submit, where a backlog forms, goes at the policy's in force then."""
-    order = built_in_order(intent.category, intent.tenant, intent.priority)
-    return Priority(priority_key=order.priority_key, fairness_key=intent.tenant)
+def start_priority(intent: Intent, order: DispatchOrder | None = None) -> Priority:
+    """The workflow's own tasks (and the lookups that inherit it): the policy's order when the client
+    read it, else the category's built-in priority; its tenant as fairness key. Each submit, where a
+    backlog forms, goes at the policy's order in force when its attempt is prepared."""
+    order = order or built_in_order(intent.category, intent.tenant, intent.priority)
+    return Priority(priority_key=order.priority_key, fairness_key=intent.tenant, fairness_weight=order.fairness_weight)

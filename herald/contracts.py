@@ -18,7 +18,7 @@ from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
 from herald.providers.port import Capabilities
-from herald.send_policy import Category, PolicyDecision
+from herald.send_policy import Category, DispatchOrder, PolicyDecision
 
 
 def attempt_ref(workflow_id: str, number: int) -> str:
@@ -256,3 +256,8 @@ class NotificationInput(Frozen):
     policy: DeliveryPolicy = DeliveryPolicy()
     # Set only by continue-as-new; a fresh intent starts without it.
     carried: CarriedState | None = None
+    # The send policy's order for the first attempt, read by a client that has the ledger as it
+    # started the intent, and when: it spares the workflow its own read (a billed local activity)
+    # while fresh. None: the workflow asks the policy itself.
+    first_order: DispatchOrder | None = None
+    first_order_at: datetime | None = None

@@ -79,6 +79,11 @@ class RecipientVault:
         self._pool = pool
         self._cache: dict[str, tuple[bytes, float]] = {}
 
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        """The ledger the keys live in (a client starting intents also reads the send policy there)."""
+        return self._pool
+
     async def _key(self, fingerprint: str, *, create: bool) -> bytes | None:
         cached = self._cache.get(fingerprint)
         if cached is not None and cached[1] > time.monotonic():

@@ -97,7 +97,8 @@ class NotificationWorkflow:
 
     async def _dispatch(self) -> None:
         machine = self._machine
-        attempt = machine.begin_attempt(await provider_calls.dispatch_order_for(machine.dispatch_query()))
+        order = machine.known_order() or await provider_calls.dispatch_order_for(machine.dispatch_query())
+        attempt = machine.begin_attempt(order)
         if attempt is None:
             return
         step = await self._submit(attempt)

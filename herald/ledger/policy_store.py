@@ -3,18 +3,27 @@ the strict recipient cooldown claimed in the submit transaction (migration 009).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg import Error as DatabaseError
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from herald import fingerprints
+from herald.intent import Intent
 from herald.intent import recipient_fingerprint as recipient_fingerprint  # activities/policy_gate.py takes it from here
 from herald.outcomes import Frozen
-from herald.send_policy import Category, PolicyRules
+from herald.send_policy import Category, DispatchOrder, PolicyRules, dispatch_order
+
+log = logging.getLogger("herald.policy")
+
+# A client starting intents waits this long for the ledger before leaving the read to the workflow.
+_START_READ_SECONDS = 1.0
 
 
 async def publish_policy(
@@ -56,6 +65,20 @@ async def policy_version(pool: AsyncConnectionPool, version: int) -> dict[str, A
             (version,),
         )
         return await cursor.fetchone()
+
+
+async def orders_at_start(
+    pool: AsyncConnectionPool, intents: Sequence[Intent], at: datetime
+) -> list[DispatchOrder] | None:
+    """Each intent's dispatch order under the policy in force at `at`, in one read, for a client
+    starting them; None when the ledger does not answer within a second (the workflow then reads it)."""
+    try:
+        async with pool.connection(timeout=_START_READ_SECONDS) as conn:
+            version, rules = await policy_in_force(conn, at)
+    except (DatabaseError, PoolTimeout, OSError, LookupError) as error:
+        log.warning("send policy not read at start (%s): the workflow reads it", type(error).__name__)
+        return None
+    return [dispatch_order(rules, version, i.category, i.tenant, i.priority) for i in intents]
 
 
 async def policy_in_force(conn: AsyncConnection, at: datetime) -> tuple[int, PolicyRules]:
@@ -185,7 +208,9 @@ async def count_cooldown_from_answer(
         )
 
 
-async def grant_consent(pool: AsyncConnectionPool, *, fingerprint: str, category: Category, source: str, granted_at: datetime) -> None:
+async def grant_consent(
+    pool: AsyncConnectionPool, *, fingerprint: str, category: Category, source: str, granted_at: datetime
+) -> None:
     async with pool.connection() as conn:
         await conn.execute(
             """INSERT INTO consent_evidence (recipient_fingerprint, category, source, granted_at)
@@ -194,7 +219,9 @@ async def grant_consent(pool: AsyncConnectionPool, *, fingerprint: str, category
         )
 
 
-async def lift_suppression(pool: AsyncConnectionPool, *, fingerprint: str, channel: str, operator: str, reason: str) -> datetime:
+async def lift_suppression(
+    pool: AsyncConnectionPool, *, fingerprint: str, channel: str, operator: str, reason: str
+) -> datetime:
     async with pool.connection() as conn:
         cursor = await conn.execute(
             """INSERT INTO suppression_lifts (recipient_fingerprint, channel, operator, reason)

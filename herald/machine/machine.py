@@ -69,6 +69,8 @@ from herald.providers.port import Capabilities
 from herald.send_policy import DispatchOrder
 from herald.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
 
+# How long the starting client's reading of the send policy stands for the first attempt.
+FIRST_ORDER_FRESH = timedelta(seconds=30)
 EXPIRED_IN_QUEUE = f"{EXPIRED_IN_QUEUE_MARK}: the submit was still queued at the intent's expiry; nothing was sent"
 
 
@@ -93,6 +95,7 @@ class IntentMachine:
         # The rows handed to the submit in flight: written by it, or put back when that is unknown.
         self._in_flight: LedgerBatch | None = None
         self._not_sent_waits = 0
+        self._first_order = (input.first_order, input.first_order_at) if input.carried is None else None
         if input.carried is not None:
             self._record.restore(input.carried)
             self._seen_inbox_ids = set(input.carried.seen_inbox_ids)
@@ -213,6 +216,17 @@ class IntentMachine:
         """What the send policy is asked for the next attempt's place in its route's queue."""
         intent = self.intent
         return DispatchQuery(category=intent.category, tenant=intent.tenant, requested=intent.priority, at=self._clock.now())
+
+    def known_order(self) -> DispatchOrder | None:
+        """The order the starting client read for the first attempt, while it is fresh (read within
+        FIRST_ORDER_FRESH of now, so only a version published inside that moment could differ); None:
+        ask the send policy (a later attempt, a deferred first one, a client without the ledger)."""
+        if self.attempts or self._first_order is None:
+            return None
+        order, read_at = self._first_order
+        if order is None or read_at is None or abs(self._clock.now() - read_at) > FIRST_ORDER_FRESH:
+            return None
+        return order
 
     def begin_attempt(self, order: DispatchOrder) -> AttemptRecord | None:
         """A new attempt in submitting, dispatched as `order` says; None when the intent is no longer

@@ -249,3 +249,23 @@ def test_the_provider_may_hold_an_attempt_no_longer_than_the_intent_lives() -> N
     assert attempt.validity == timedelta(seconds=45)  # the policy's 600 s would outlive the intent
     _, attempt = submitting(clock)
     assert attempt.validity == POLICY.provider_queue_validity
+
+
+def test_the_starting_clients_order_serves_the_first_attempt_only_while_fresh() -> None:
+    """An order read by the client at start spares the workflow its own read for the first attempt,
+    read within the last 30 s; a stale one, and every later attempt, asks the send policy again."""
+    clock = TestClock(AT)
+    fields = {"business_key": "order_receipt:pay_1", "channel": "sms", "recipient": "+15551230001",
+              "template_id": "order_receipt", "template_version": 1, "render_data": DATA}  # fmt: skip
+    intent = build_intent(parse_request(fields), clock.now())
+    order = dispatch_order(PolicyRules(), 4, Category.TRANSACTIONAL, "shared", 5)
+    fresh = IntentMachine(NotificationInput(intent=intent, first_order=order, first_order_at=AT), clock, "run-1")
+    assert fresh.known_order() == order
+    attempt = fresh.begin_attempt(order)
+    assert attempt is not None and attempt.priority == 5
+    assert fresh.known_order() is None  # a second attempt would read the policy in force then
+
+    later = TestClock(AT + timedelta(seconds=31))  # e.g. the first worker task came late
+    stale = IntentMachine(NotificationInput(intent=intent, first_order=order, first_order_at=AT), later, "run-1")
+    assert stale.known_order() is None
+    assert machine(clock).known_order() is None  # a client without the ledger read nothing
