@@ -97,6 +97,11 @@ class QuietHours(Frozen):
         return end + timedelta(days=1) if end <= local else end
 
 
+# Evidence a recipient gave for one category (a one-click unsubscribe, an ESP's unsubscribe event):
+# it stops that category whatever `suppression_applies_to` says, and the gate only reads it there.
+UNSUBSCRIBE = "unsubscribe"
+
+
 class PolicyRules(Frozen):
     """One published rule set (``policy_versions.rules``)."""
 
@@ -154,7 +159,10 @@ class PolicyRules(Frozen):
         return self
 
     def suppressing_causes(self, category: Category) -> list[str]:
-        return sorted(cause for cause, categories in self.suppression_applies_to.items() if category in categories)
+        """The kinds of evidence that stop `category`: as `suppression_applies_to` says, and always an
+        unsubscribe (the recipient's own request, recorded for the one category it names)."""
+        causes = {cause for cause, categories in self.suppression_applies_to.items() if category in categories}
+        return sorted(causes | {UNSUBSCRIBE})
 
     def cooldown(self, channel: str) -> timedelta:
         return timedelta(seconds=self.cooldown_seconds.get(channel, 0))

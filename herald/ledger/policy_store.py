@@ -101,7 +101,8 @@ class Standing(Frozen):
     version: int
     rules: PolicyRules
     consent: bool
-    # Unlifted suppression evidence for the recipient and channel: (cause, detail, seen at), newest first.
+    # Unlifted suppression evidence for the recipient and channel: (cause, detail, seen at), newest first;
+    # an unsubscribe only when it was from the attempt's own category.
     suppressions: list[tuple[str, str, datetime]]
     # Another intent's last submit to this recipient on this channel.
     last_submit: datetime | None
@@ -111,9 +112,12 @@ _STANDING_SQL = """
 WITH policy AS (
     SELECT version, rules FROM policy_versions WHERE effective_from <= %(at)s
      ORDER BY effective_from DESC, version DESC LIMIT 1),
-lifted AS (
-    SELECT coalesce(max(lifted_at), '-infinity') AS at FROM suppression_lifts
-     WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s)
+lifted AS (  -- an operator's lift, or the recipient's own opt-in (START: migration 018)
+    SELECT greatest(
+        (SELECT coalesce(max(lifted_at), '-infinity') FROM suppression_lifts
+          WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s),
+        (SELECT coalesce(max(requested_at), '-infinity') FROM recipient_requests
+          WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s AND request = 'opt_in')) AS at)
 SELECT p.version, p.rules,
        EXISTS (SELECT 1 FROM consent_evidence
                 WHERE recipient_fingerprint = ANY(%(fps)s) AND category = %(category)s),
@@ -125,7 +129,11 @@ SELECT p.version, p.rules,
                            AND recipient <> '(erased)' AND channel = %(channel)s
                         UNION ALL  -- an erased recipient's evidence, kept by fingerprint (migration 013)
                         SELECT cause, detail, seen_at FROM erased_suppressions
-                         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s) e, lifted
+                         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s
+                        UNION ALL  -- what the recipient asked of us: a STOP, an unsubscribe from this category
+                        SELECT request, detail, requested_at FROM recipient_requests
+                         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s
+                           AND (request = 'opt_out' OR (request = 'unsubscribe' AND category = %(category)s))) e, lifted
                  WHERE e.seen_at > lifted.at
                  ORDER BY e.seen_at DESC LIMIT 10) e),
        (SELECT max(last_submit_at) FROM recipient_cooldowns
