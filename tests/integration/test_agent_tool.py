@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from psycopg_pool import AsyncConnectionPool
 from temporalio.service import RPCError
 
 from devstack.stack import LocalStack
@@ -106,3 +107,31 @@ def test_the_json_schema_needs_no_caller() -> None:
     ran = _run_tool("--json-schema", HERALD_AGENT_CALLER=None)
     assert ran.returncode == 0, ran.stderr
     assert {tool["name"] for tool in json.loads(ran.stdout)} == {"notify_seller", "notify_member"}
+
+
+async def test_an_agent_may_let_a_notice_wait_and_the_tenant_is_the_records(
+    stack: LocalStack, herald: HeraldClient, pool: AsyncConnectionPool
+) -> None:
+    """The tool's `priority` is a strict key 1..5 (9, "4" and true are errors naming it); priority 4 is
+    granted to a class cancellation, and the intent is the studio's, a tenant the model never named."""
+    env = {**stack.config.service_env(stack.database_url), "HERALD_AGENT_CALLER": CALLER}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agent_tool"], env=env)
+    arguments = {"class_occurrence_id": "cls_502", "member_id": "mem_9", "action": "class_cancelled"}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await asyncio.wait_for(session.initialize(), 30)
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        for name in ("notify_seller", "notify_member"):
+            schema = tools[name].input_schema
+            assert "tenant" not in schema["properties"] and "priority" not in schema["required"]
+            assert {"type": "integer", "minimum": 1, "maximum": 5} in schema["properties"]["priority"]["anyOf"]
+        for bad in (9, "4", True):
+            refused = await _call(session, "notify_member", {**arguments, "priority": bad})
+            assert refused.is_error and "priority" in refused.content[0].text, refused
+        started = await _call(session, "notify_member", {**arguments, "priority": 4})
+        assert started.structured_content["outcome"] == "started", started
+    key = started.structured_content["business_key"]
+    final = await asyncio.wait_for(herald.wait(key), 60)
+    assert [attempt.priority for attempt in final.attempts] == [4]
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT tenant FROM intents WHERE workflow_id = %s", (f"{key}/sms",))
+        assert await cursor.fetchone() == ("riverside",)

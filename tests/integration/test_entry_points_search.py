@@ -7,7 +7,9 @@ traceback, never the value echoed), or its intent reaches a terminal state withi
 clocks; no process exits; no traceback reaches a caller or a log.
 
 Doors: ``HeraldClient.send`` and ``send_notice``, ``starter.py send --file``, the outbox (``enqueue``
-and the relay), the agent tool over MCP, template publish and preview.
+and the relay), the agent tool over MCP, template publish and preview. Requests and notices carry a
+tenant and priorities, valid or strange: a strange one is refused naming its field (``tenant``,
+``priority``, ``channels.<i>.priority``) and starts nothing, not even a notice's other channels.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -33,14 +36,16 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
 from herald.errors import IntentConflict, InvalidIntent
-from herald.intent import Channel
+from herald.intent import BUSINESS_KEY_PATTERN, Channel
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
+from herald.send_policy import TENANT_PATTERN
 from herald.templates import PublishRefused, TemplateError, publish, render_message
 from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
 
@@ -88,7 +93,13 @@ def email_request() -> dict[str, Any]:
 
 
 FIELDS = ["business_key", "recipient", "template_id", "template_version", "render_data", "channel", "expires_at",
-          "time_zone", "attachment", "unexpected"]  # fmt: skip
+          "time_zone", "attachment", "tenant", "priority", "unexpected"]  # fmt: skip
+# Tenants and priority keys a caller means, and the near misses a caller makes.
+tenants = st.sampled_from(["shared", "acme", "t-1.b_2", "9lives", "a" * 48])
+priorities = st.integers(min_value=1, max_value=5)
+meant = st.fixed_dictionaries({}, optional={"tenant": tenants, "priority": priorities})
+near_misses = st.sampled_from([0, 6, -1, 2**63, True, False, 3.0, "3", "ACME", "acme corp", "-acme", "a" * 49, "",
+                               "+15551230001", None])  # fmt: skip
 
 
 @st.composite
@@ -97,8 +108,9 @@ def requests(draw: st.DrawFn) -> Any:
     if draw(st.integers(0, 9)) == 0:
         return draw(json_values)
     request = draw(st.sampled_from([sms_request, email_request]))()
+    request.update(draw(meant))
     target = draw(st.sampled_from([*FIELDS, "render_data.*"]))
-    value = draw(json_values)
+    value = draw(near_misses | json_values if target in ("tenant", "priority") else json_values)
     if target == "render_data.*":
         request["render_data"][draw(st.sampled_from([*ORDER_DATA, "extra"]))] = value
     elif draw(st.booleans()):
@@ -118,6 +130,38 @@ def echoes_value(error: str, value: Any) -> bool:
 
 
 _HARMLESS = {"order_receipt", "order_receipt_email", "latest", "ord_84721", "Herald Shop"}
+
+
+def tenant_ok(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(TENANT_PATTERN, value) is not None
+
+
+def priority_ok(value: Any) -> bool:
+    """A priority key as the model takes it: a strict int (not true, 3.0 or "3") from 1 to 5."""
+    return type(value) is int and 1 <= value <= 5
+
+
+def named_by_their_rules(request: Any) -> set[str]:
+    """The fields a refusal of `request` must name: its tenant and priority when they break their rules."""
+    if not isinstance(request, dict):
+        return set()
+    bad = {"tenant"} if "tenant" in request and not tenant_ok(request["tenant"]) else set()
+    return bad | ({"priority"} if "priority" in request and not priority_ok(request["priority"]) else set())
+
+
+async def nothing_started(herald: HeraldClient, key: Any) -> bool:
+    """Whether no channel has a workflow under `key` (a key no workflow could have counts as nothing)."""
+    if not (isinstance(key, str) and re.fullmatch(BUSINESS_KEY_PATTERN, key)):
+        return True
+    for channel in Channel:
+        try:
+            await herald.handle(key, channel).describe()
+        except RPCError as error:
+            if error.status is not RPCStatusCode.NOT_FOUND:
+                raise
+        else:
+            return False
+    return True
 
 
 # ---- logs: no traceback may reach one -------------------------------------------------------------
@@ -155,42 +199,99 @@ async def _terminal(herald: HeraldClient, key: str, channel: Channel) -> None:
     assert final.state.is_terminal, final
 
 
+async def assert_as_asked(
+    herald: HeraldClient, pool: AsyncConnectionPool, key: str, channel: Channel, tenant: str, asked: int | None
+) -> None:
+    """A closed intent's ledger row names its tenant, and each attempt went at a priority key no higher
+    than the one asked for (a lower one is granted, a higher one is not)."""
+    attempts = (await herald.status(key, channel)).attempts
+    assert all(a.priority is not None and (asked is None or a.priority >= asked) for a in attempts), attempts
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT tenant FROM intents WHERE workflow_id = %s", (f"{key}/{channel.value}",))
+        row = await cursor.fetchone()
+    assert row is None or row[0] == tenant  # no row: it closed before any attempt
+
+
 @SEARCH
 @given(request=requests())
 async def test_send_refuses_at_the_door_or_reaches_a_terminal_state(
-    herald: HeraldClient, tracebacks: _Tracebacks, request: Any
+    herald: HeraldClient, pool: AsyncConnectionPool, tracebacks: _Tracebacks, request: Any
 ) -> None:
-    """HeraldClient.send: InvalidIntent naming fields and rules (no value echoed), or an intent that closes."""
+    """HeraldClient.send: InvalidIntent naming fields and rules (a bad tenant or priority among them; no
+    value echoed; nothing started), or an intent that closes, recorded for its tenant at no higher a
+    priority than it asked for."""
     try:
         receipt = await herald.send(request)
     except InvalidIntent as refused:
         assert refused.problems and all(field and rule and "\n" not in rule for field, rule in refused.problems)
         assert not echoes_value(str(refused), request)
+        assert named_by_their_rules(request) <= {field for field, _ in refused.problems}, refused.problems
+        assert await nothing_started(herald, request.get("business_key") if isinstance(request, dict) else None)
     except IntentConflict:
         pass
     else:
         key, _, channel = receipt.workflow_id.rpartition("/")
         await _terminal(herald, key, Channel(channel))
+        await assert_as_asked(
+            herald, pool, key, Channel(channel), request.get("tenant", "shared"), request.get("priority")
+        )
     assert_no_traceback(tracebacks)
 
 
+@st.composite
+def notices(
+    draw: st.DrawFn, channels: st.SearchStrategy[list[Any]] = st.lists(requests(), max_size=3)
+) -> dict[str, Any]:
+    """A notice of entries as meant, or of strange ones; its tenant absent, valid or strange, and now and
+    then left inside an entry (where a notice refuses it: one tenant per notice)."""
+    keep_tenant_in_entries = draw(st.integers(0, 9)) == 0
+    if draw(st.booleans()):  # every entry as meant, so a notice starts and its tenant and priorities are checked
+        makes = draw(st.sampled_from([[sms_request], [email_request], [sms_request, email_request]]))
+        drawn = [{**make(), **draw(meant)} for make in makes]
+    else:
+        drawn = draw(channels)
+    entries = [{k: v for k, v in entry.items() if k != "business_key" and (k != "tenant" or keep_tenant_in_entries)}
+               if isinstance(entry, dict) else entry for entry in drawn]  # fmt: skip
+    key = draw(st.one_of(st.just(None), json_values))
+    notice: dict[str, Any] = {"business_key": fresh_key() if key is None else key, "channels": entries}
+    tenant = draw(st.sampled_from(["absent", "valid", "strange"]))
+    if tenant != "absent":
+        notice["tenant"] = draw(tenants if tenant == "valid" else near_misses | json_values)
+    return notice
+
+
+def notice_named_by_their_rules(notice: dict[str, Any]) -> set[str]:
+    """The fields a refusal of `notice` must name: its tenant, and each entry's priority, when they break their
+    rules (entries are not read one by one when there are more than channels)."""
+    bad = {"tenant"} if "tenant" in notice and not tenant_ok(notice["tenant"]) else set()
+    entries = notice["channels"] if len(notice["channels"]) <= len(Channel) else []
+    return bad | {f"channels.{i}.priority" for i, entry in enumerate(entries)
+                  if isinstance(entry, dict) and "priority" in entry and not priority_ok(entry["priority"])}  # fmt: skip
+
+
 @SEARCH
-@given(channels=st.lists(requests(), max_size=3), key=st.one_of(st.just(None), json_values))
+@given(notice=notices())
 async def test_send_notice_refuses_at_the_door_or_every_channel_closes(
-    herald: HeraldClient, tracebacks: _Tracebacks, channels: list[Any], key: Any
+    herald: HeraldClient, pool: AsyncConnectionPool, tracebacks: _Tracebacks, notice: dict[str, Any]
 ) -> None:
-    """HeraldClient.send_notice: one refusal naming channels.<i>.<field>, or one closed intent per channel."""
-    entries = [{k: v for k, v in entry.items() if k != "business_key"} if isinstance(entry, dict) else entry
-               for entry in channels]  # fmt: skip
-    notice = {"business_key": fresh_key() if key is None else key, "channels": entries}
+    """HeraldClient.send_notice: one refusal naming channels.<i>.<field> (a bad tenant or priority among
+    them) that starts no channel, or one closed intent per channel, each for the notice's tenant at no
+    higher a priority than its entry asked for."""
     try:
         receipt = await herald.send_notice(notice)
     except InvalidIntent as refused:
         assert refused.problems and all(field and rule for field, rule in refused.problems)
+        assert notice_named_by_their_rules(notice) <= {field for field, _ in refused.problems}, refused.problems
+        assert await nothing_started(herald, notice["business_key"])
     except IntentConflict:
         pass
     else:
         await asyncio.gather(*(_terminal(herald, receipt.business_key, channel) for channel in receipt.intents))
+        asked = {Channel(entry["channel"]): entry.get("priority") for entry in notice["channels"]}
+        for channel in receipt.intents:
+            await assert_as_asked(
+                herald, pool, receipt.business_key, channel, notice.get("tenant", "shared"), asked[channel]
+            )
     assert_no_traceback(tracebacks)
 
 
@@ -231,14 +332,15 @@ async def outbox_pool(stack: LocalStack) -> AsyncIterator[AsyncConnectionPool]:
 
 @SEARCH
 @given(
-    notice=st.lists(requests(), max_size=2).map(lambda c: {"business_key": fresh_key(), "channels": c}) | json_values,
+    notice=notices(st.lists(requests(), max_size=2)) | json_values,
     raw=st.booleans(),
 )
 async def test_the_outbox_refuses_at_enqueue_or_the_relay_settles_every_row(
     outbox_pool: AsyncConnectionPool, herald: HeraldClient, tracebacks: _Tracebacks, notice: Any, raw: bool
 ) -> None:
-    """enqueue() refuses a bad notice in the service's transaction; a row written around it (by hand, by
-    older code) is marked refused or relayed by the relay, which never raises."""
+    """enqueue() refuses a bad notice in the service's transaction (a bad tenant or priority named, no row
+    written); a row written around it (by hand, by older code) is marked refused or relayed by the relay,
+    which never raises."""
     async with outbox_pool.connection() as conn, conn.transaction():
         if raw:
             try:
@@ -251,6 +353,12 @@ async def test_the_outbox_refuses_at_enqueue_or_the_relay_settles_every_row(
                 await outbox.enqueue(conn, notice)
             except InvalidIntent as refused:
                 assert refused.problems
+                if isinstance(notice, dict) and isinstance(notice.get("channels"), list):
+                    assert notice_named_by_their_rules(notice) <= {field for field, _ in refused.problems}
+                    cursor = await conn.execute(
+                        "SELECT count(*) FROM herald_outbox WHERE business_key = %s", (str(notice.get("business_key")),)
+                    )
+                    assert await cursor.fetchone() == (0,)
                 return
     done = await OutboxRelay(outbox_pool, herald).relay_once()
     assert done.claimed >= 1 and done.retrying == 0, done
@@ -282,8 +390,9 @@ def _depth(value: Any) -> int:
 
 calls = st.tuples(
     st.sampled_from(["notify_seller", "notify_member", "no_such_tool"]),
-    st.dictionaries(st.sampled_from(["order_id", "action", "class_occurrence_id", "member_id", "x"]),
-                    json_values | st.sampled_from(["ord_1001", "new_order", "cls_501", "mem_7"]), max_size=4),
+    st.dictionaries(st.sampled_from(["order_id", "action", "class_occurrence_id", "member_id", "priority", "tenant", "x"]),
+                    json_values | near_misses | priorities | st.sampled_from(["ord_1001", "new_order", "cls_501", "mem_7"]),
+                    max_size=5),
 )  # fmt: skip
 
 
