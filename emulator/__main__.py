@@ -50,6 +50,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="HOST",
         help="also post callbacks to this host (repeatable; loopback hosts are always allowed)",
     )
+    parser.add_argument(
+        "--inbound-url",
+        metavar="URL",
+        help="the number's incoming-message webhook, where POST /_emulator/inbound posts replies (a loopback URL)",
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if not args.auth_token:
@@ -66,6 +71,7 @@ def build_config(args: argparse.Namespace) -> EmulatorConfig:
         rate_limit_per_sender=args.rate_limit_per_sender,
         max_messages=args.max_messages,
         allowed_callback_hosts=LOOPBACK_HOSTS | frozenset(args.allow_callback_host),
+        inbound_url=args.inbound_url,
         initial_faults=load_faults_file(args.faults_file) if args.faults_file else (),
     )
 

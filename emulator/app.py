@@ -16,7 +16,12 @@ Admin API (no auth, loopback clients only)::
     GET    /_emulator/messages[?to=...]   every accepted message: history, callbacks and their results
     POST   /_emulator/callbacks/release?to=...   let held callbacks (fault lost_then_reported) go
     GET    /_emulator/stats               counters
-    POST   /_emulator/reset               forget messages, faults, counters; stop lifecycles
+    POST   /_emulator/reset               forget messages, faults, counters, opt-outs; stop lifecycles
+    POST   /_emulator/inbound             a handset texts us {"from", "body", "to"?, "messaging_service_sid"?,
+                                          "url"?, "message_sid"?, "advanced_opt_out"?}: its keyword blocks
+                                          or unblocks the pair (creates then answer 21610), then a signed
+                                          post to the incoming-message webhook (emulator.inbound)
+    GET    /_emulator/opt-outs            the blocked (handset, sender) pairs
 
 Test and demo use only: it never talks to anything but loopback callback URLs.
 """
@@ -37,13 +42,13 @@ from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from emulator.armed_faults import fault_routes, refuse_foreign
-
 from emulator.config import EmulatorConfig
 from emulator.faults import (
     FAULT_ADAPTER,
@@ -57,6 +62,15 @@ from emulator.faults import (
     LostThenReported,
     RateLimit,
     Reject,
+)
+from emulator.inbound import (
+    OPT_OUT_TYPES,
+    TWILIO_REPLIES,
+    InboundRequest,
+    OptOuts,
+    inbound_params,
+    keyword_of,
+    post_inbound,
 )
 from emulator.lifecycle import Lifecycle
 from emulator.listing import InvalidListQuery, list_page, parse_list_query
@@ -90,11 +104,13 @@ class EmulatorState:
     limiter: SenderRateLimiter
     stats: EmulatorStats
     lifecycle: Lifecycle
+    opt_outs: OptOuts
 
     async def reset(self) -> None:
         await self.lifecycle.cancel_all()
         self.store.clear()
         self.faults.clear()
+        self.opt_outs.clear()
         self.limiter.clear()
         self.stats.reset()
 
@@ -109,6 +125,7 @@ def create_app(config: EmulatorConfig) -> Starlette:
         limiter=SenderRateLimiter(config.rate_limit_per_sender),
         stats=stats,
         lifecycle=Lifecycle(config, stats),
+        opt_outs=OptOuts(),
     )
     for assignment in config.initial_faults:
         state.faults.arm(assignment.to, assignment.fault)
@@ -134,6 +151,8 @@ def create_app(config: EmulatorConfig) -> Starlette:
         Route("/_emulator/callbacks/release", admin.release_callbacks, methods=["POST"]),
         Route("/_emulator/stats", admin.get_stats, methods=["GET"]),
         Route("/_emulator/reset", admin.reset, methods=["POST"]),
+        Route("/_emulator/inbound", admin.inbound, methods=["POST"]),
+        Route("/_emulator/opt-outs", admin.list_opt_outs, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.emulator = state
@@ -192,6 +211,11 @@ class _TwilioApi:
         if len(state.store) >= state.config.max_messages:
             return self._refuse(503, 20503, "Emulator message store is full; POST /_emulator/reset")
         sender = fields.get("From") or fields["MessagingServiceSid"]
+        if state.opt_outs.blocks(
+            fields["To"], [value for value in (fields.get("From"), fields.get("MessagingServiceSid")) if value]
+        ):
+            # The handset replied STOP to this sender: refused until it replies START (not billed).
+            return self._refuse(400, 21610)
         wait = state.limiter.try_take(sender, time.monotonic())
         if wait is not None:
             return self._too_many_requests(str(wait))
@@ -247,17 +271,7 @@ class _TwilioApi:
         return None
 
     def _callback_url_allowed(self, url: str) -> bool:
-        if len(url) > _MAX_CALLBACK_URL_CHARS:
-            return False
-        try:
-            parts = urlsplit(url)
-            hostname, _ = parts.hostname, parts.port  # .port raises ValueError when malformed
-        except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or not hostname or "_" in hostname:
-            return False
-        # The emulator is a test tool: it posts only to hosts it was told are local.
-        return hostname in self._state.config.allowed_callback_hosts
+        return _url_allowed(url, self._state.config)
 
     def _accept(self, fields: dict[str, str], fault: Fault | None) -> MessageRecord:
         state = self._state
@@ -330,6 +344,21 @@ class _TwilioApi:
         return JSONResponse(list_page(self._state.store, query, list_path))
 
 
+def _url_allowed(url: str, config: EmulatorConfig) -> bool:
+    """Whether the emulator may post to ``url`` (a status callback, a reply's webhook)."""
+    if len(url) > _MAX_CALLBACK_URL_CHARS:
+        return False
+    try:
+        parts = urlsplit(url)
+        hostname, _ = parts.hostname, parts.port  # .port raises ValueError when malformed
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not hostname or "_" in hostname:
+        return False
+    # The emulator is a test tool: it posts only to hosts it was told are local.
+    return hostname in config.allowed_callback_hosts
+
+
 def _validity_seconds(value: str) -> int | None:
     """ValidityPeriod as Twilio takes it (whole seconds, 1 to 36,000), or None when it is not."""
     low, high = VALIDITY_RANGE
@@ -388,3 +417,52 @@ class _AdminApi:
             return denied
         await self._state.reset()
         return JSONResponse({"reset": True})
+
+    async def inbound(self, request: Request) -> Response:
+        """A handset texts our number: Twilio's keyword handling, then one signed webhook post."""
+        if denied := refuse_foreign(request, "emulator"):
+            return denied
+        state = self._state
+        try:
+            asked = InboundRequest.model_validate(await request.json())
+        except ValidationError as error:
+            details = error.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"error": "invalid inbound message", "details": details}, status_code=422)
+        except ValueError:  # not JSON, or not UTF-8
+            return JSONResponse({"error": "body must be a JSON object"}, status_code=400)
+        url = asked.url or state.config.inbound_url
+        if url is not None and not _url_allowed(url, state.config):
+            return JSONResponse({"error": "url: must be http(s) on an allowed (loopback) host"}, status_code=422)
+        to = asked.to or state.config.service_sender
+        # The number texted, and its Messaging Service when it is in one: an opt-out covers both.
+        senders = [to] + ([asked.messaging_service_sid] if asked.messaging_service_sid else [])
+        kind, keyword = keyword_of(asked.body)
+        # Blocked before the webhook is called, and whether or not there is one, as Twilio does.
+        state.opt_outs.apply(kind, asked.from_, senders)
+        state.stats.inbound_received += 1
+        sid = asked.message_sid or new_message_sid()
+        delivered = None
+        if url is not None:
+            opt_out_type = OPT_OUT_TYPES.get(kind) if asked.advanced_opt_out and kind else None
+            params = inbound_params(
+                asked, sid=sid, to=to, account_sid=state.config.account_sid, opt_out_type=opt_out_type
+            )
+            delivered = await post_inbound(state.lifecycle, url, params, state.config.auth_token)
+            if delivered.http_status is not None and 200 <= delivered.http_status < 300:
+                state.stats.inbound_posts_succeeded += 1
+            else:
+                state.stats.inbound_posts_failed += 1
+        return JSONResponse(
+            {
+                "message_sid": sid,
+                "keyword": keyword,
+                "blocked": state.opt_outs.blocks(asked.from_, senders),
+                "twilio_reply": TWILIO_REPLIES[kind] if kind else None,
+                "webhook": delivered.as_json() if delivered else None,
+            }
+        )
+
+    async def list_opt_outs(self, request: Request) -> Response:
+        if denied := refuse_foreign(request, "emulator"):
+            return denied
+        return JSONResponse({"opt_outs": self._state.opt_outs.describe()})

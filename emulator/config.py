@@ -32,8 +32,11 @@ class EmulatorConfig(BaseModel):
     callback_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     # Callbacks go only to these hosts: the emulator must never post to the outside world.
     allowed_callback_hosts: frozenset[str] = LOOPBACK_HOSTS
-    # Sender a Messaging Service "picks" when a message names only MessagingServiceSid.
+    # Sender a Messaging Service "picks" when a message names only MessagingServiceSid; also the
+    # number a handset's reply goes to unless it names another (POST /_emulator/inbound).
     service_sender: str = "+15005550006"
+    # The number's "A message comes in" webhook, where replies are posted unless one names its own.
+    inbound_url: str | None = None
     # Memory bound: once this many messages are stored, creates answer 503 until a reset.
     max_messages: int = Field(default=10_000, ge=1, le=1_000_000)
     # Faults armed at start (the demo's --faults-file).

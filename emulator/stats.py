@@ -19,6 +19,9 @@ class EmulatorStats:
     callbacks_succeeded: int = 0  # attempts the receiver answered 2xx
     callbacks_failed: int = 0  # attempts with a non-2xx answer or no answer
     callbacks_abandoned: int = 0  # callbacks given up after the last attempt
+    inbound_received: int = 0  # replies handsets sent (POST /_emulator/inbound)
+    inbound_posts_succeeded: int = 0  # replies the webhook answered 2xx
+    inbound_posts_failed: int = 0  # replies the webhook refused or did not answer (never retried)
     # ListMessage pages served, by the `To` they were filtered on ("" for none).
     list_pages_by_to: Counter[str] = field(default_factory=Counter)
 
@@ -40,6 +43,11 @@ class EmulatorStats:
             "hangs": self.hangs,
             "auth_failures": self.auth_failures,
             "list_pages_by_to": dict(self.list_pages_by_to),
+            "inbound": {
+                "received": self.inbound_received,
+                "posts_succeeded": self.inbound_posts_succeeded,
+                "posts_failed": self.inbound_posts_failed,
+            },
             "callbacks": {
                 "attempts": self.callback_attempts,
                 "succeeded": self.callbacks_succeeded,

@@ -404,6 +404,10 @@ class ReceiptSettings(Section):
     # A report not committed within this is answered 503 (a hung database must not hang the
     # provider's request past its own 15 s timeout; the provider redelivers).
     store_timeout: PositiveSeconds(14) = Field(5.0, alias="HERALD_RECEIPT_STORE_TIMEOUT")  # type: ignore[valid-type]
+    # Whether /twilio/inbound answers STOP, START and HELP with a short text of its own. Off: Twilio's
+    # default keyword handling (or Advanced Opt-Out) answers the person, and a second answer from us
+    # would be one text too many; on, for a sender whose keyword handling Twilio has turned off.
+    inbound_replies: Flag = Field(False, alias="HERALD_TWILIO_INBOUND_REPLIES")
     # SendGrid's Signed Event Webhook verification key (base64 DER or PEM, from SendGrid's
     # settings page); None refuses every e-mail event (nothing unsigned is ever stored).
     sendgrid_public_key: Annotated[

@@ -1,9 +1,10 @@
-"""The status-callback endpoints: verify, store, commit, answer 2xx, then signal.
+"""The status-callback endpoints, and the inbound-message one: verify, store, commit, answer 2xx, then signal.
 
 The order is the contract. A report is a durable fact to be stored first and
 interpreted second: nothing is signalled before its inbox row is committed, and
 nothing is answered 2xx unless it was committed, so a provider that redelivers
-on failure never loses a report to us.
+on failure never loses a report to us. A recipient's reply is a fact of the same
+kind: its request is committed before Twilio is answered.
 
 ``POST /twilio/status`` takes one Twilio status callback (form, X-Twilio-Signature)::
 
@@ -14,6 +15,27 @@ on failure never loses a report to us.
       recorded in receipt_rejections with the rule, logged .................... 200
     not committed within the store deadline, or the database away ............. 503
     otherwise: committed to the inbox ........................................... 200
+
+``POST /twilio/inbound`` takes one incoming message, a person's reply to our number (Twilio's
+"A message comes in" webhook: a form signed like the status callback); ``twilio_inbound`` holds
+its rules. Answered by the first rule that applies::
+
+    body larger than MAX_TWILIO_INBOUND_BYTES (read no further, parse nothing) ... 413
+    not an urlencoded form ....................................................... 400
+    signature missing or not over this URL ...................................... 403
+    signed, but for another account, number or Messaging Service than ours
+      (``foreign_reason``; checked when the receipt server knows ours) ......... 403
+    signed and ours, but no MessageSid or a From that is no E.164 number
+      (``unusable_reason``) ..................................................... 400
+    not committed within the store deadline, or the database away ............. 503
+    otherwise: the request committed to recipient_requests (STOP, START, HELP or
+      a reply without a keyword; once per MessageSid however often it is posted),
+      answered with TwiML: empty, or with HERALD_TWILIO_INBOUND_REPLIES a short
+      <Message> for STOP, START and HELP ........................................ 200
+
+Only the sender's keyed fingerprint and the classification are stored; the body and the
+numbers are neither stored nor logged. Nothing is signalled: the policy gate reads the
+request at the next attempt to that recipient.
 
 ``POST /sendgrid/events`` takes one SendGrid Signed Event Webhook post, answered by
 the first rule that applies, in this order::
@@ -54,12 +76,13 @@ queued behind them for up to 2.7 s, or past the pool's 1 s wait was answered 503
 deliveries that timed out logged its own traceback (1,100 to 1,700 of them, 20,000 to 30,000 log
 lines). The post itself was one transaction of 5,000 round trips: 1.6 to 1.9 s, and on a busy host
 more than the 5 s store deadline, so SendGrid got a 503 too. Now every kind of work takes its
-connections from its own bounded share, and the shares add up to the pool (``open_pool``'s
-default of 8):
+connections from its own bounded share, and the shares add up to the pool
+(POOL_CONNECTIONS_NEEDED, 9: ``python -m herald.receipts`` opens its pool that size):
 
     Twilio: the group commit's one transaction at a time ..................... 1
             recording rejections (TWILIO_REJECTION_CONNECTIONS) ............... 1
             routing: signalling stored reports (ROUTING_CONNECTIONS) .......... 2
+            incoming messages, one at a time (TWILIO_INBOUND_CONNECTIONS) ..... 1
     SendGrid: storing posts, one at a time (SENDGRID_STORE_CONNECTIONS) ....... 1
               routing (ROUTING_CONNECTIONS) ................................... 2
     the drainer, one pass at a time ........................................... 1
@@ -99,6 +122,7 @@ from temporalio.client import Client
 from herald.http_bodies import read_bounded
 from herald.ledger import event_streams, store
 from herald.ledger.group_commit import GroupCommit
+from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.ledger.records import InboxReport
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import MAX_EVENTS, EventBatch, EventBodyError, map_status, parse_events
@@ -113,7 +137,15 @@ from herald.receipts.twilio_form import (
     parse_form,
     unstorable_reason,
 )
-from herald.settings import ReceiptSettings
+from herald.receipts.twilio_inbound import (
+    MAX_TWILIO_INBOUND_BYTES,
+    foreign_reason,
+    recipient_request,
+    twiml_answer,
+    unusable_reason,
+)
+from herald.reply_keywords import classify_reply
+from herald.settings import ReceiptSettings, TwilioSettings
 
 log = logging.getLogger("herald.receipts")
 _T = TypeVar("_T")
@@ -147,15 +179,18 @@ _MAX_TIMESTAMP_DIGITS = 12
 # Events per transaction when a post is stored: one pipelined round trip and a few milliseconds of
 # reading results each (5,000 events in one transaction took 1.6 s and stalled the loop 0.2 s).
 SENDGRID_STORE_BATCH = 500
-# The routes' shares of the pool (see the module docstring); they add up to open_pool's default.
+# The routes' shares of the pool (see the module docstring); the receipt server's pool is their sum.
 TWILIO_REJECTION_CONNECTIONS = 1
 SENDGRID_STORE_CONNECTIONS = 1
 ROUTING_CONNECTIONS = 2
+# Replies come a few at a time (a STOP is one short INSERT), and a burst of them after a marketing
+# send must not take the connections the status callbacks store with, nor wait behind them.
+TWILIO_INBOUND_CONNECTIONS = 1
 _GROUP_COMMIT_CONNECTIONS = 1
 _DRAINER_CONNECTIONS = 1
 POOL_CONNECTIONS_NEEDED = (
-    _GROUP_COMMIT_CONNECTIONS + TWILIO_REJECTION_CONNECTIONS + SENDGRID_STORE_CONNECTIONS
-    + 2 * ROUTING_CONNECTIONS + _DRAINER_CONNECTIONS
+    _GROUP_COMMIT_CONNECTIONS + TWILIO_REJECTION_CONNECTIONS + TWILIO_INBOUND_CONNECTIONS
+    + SENDGRID_STORE_CONNECTIONS + 2 * ROUTING_CONNECTIONS + _DRAINER_CONNECTIONS
 )  # fmt: skip
 # Reports a route's router may hold waiting to be signalled: four full posts. Past it a post's
 # reports are left to the drainer (committed, offered after its grace), so memory stays bounded
@@ -165,12 +200,22 @@ MAX_ROUTING_BACKLOG = 4 * MAX_EVENTS
 
 class ReceiptEndpoint:
     def __init__(
-        self, settings: ReceiptSettings, *, auth_token: str, pool: AsyncConnectionPool, client: Client
+        self,
+        settings: ReceiptSettings,
+        *,
+        auth_token: str,
+        pool: AsyncConnectionPool,
+        client: Client,
+        twilio: TwilioSettings | None = None,
     ) -> None:
         """The receipt server's section of the settings, and Twilio's auth token (the key its
-        signatures are made with). Raises ValueError when the section's ``sendgrid_public_key``
-        is not a P-256 public key."""
+        signatures are made with). ``twilio``, when given, says whose replies are ours (its account
+        and sender, ``twilio_inbound.foreign_reason``); without it every signed reply is. Raises
+        ValueError when the section's ``sendgrid_public_key`` is not a P-256 public key."""
         self._auth_token = auth_token
+        self._twilio = twilio
+        self._inbound_replies = settings.inbound_replies
+        self._inbound_stores = asyncio.Semaphore(TWILIO_INBOUND_CONNECTIONS)
         # Loaded once: a malformed key stops the server at start instead of refusing every post.
         self._sendgrid_key = (
             sendgrid_signature.load_public_key(settings.sendgrid_public_key)
@@ -255,6 +300,43 @@ class ReceiptEndpoint:
                 payload=_stored_twilio_fields(fields),
             )
         )
+
+    async def twilio_inbound(self, request: Request) -> Response:
+        """One incoming message: bound, parse, verify, check it is ours, record its request, answer TwiML."""
+        body = await read_bounded(request, MAX_TWILIO_INBOUND_BYTES)
+        if body is None:
+            return PlainTextResponse(
+                f"request body: larger than {MAX_TWILIO_INBOUND_BYTES} bytes, the limit for one incoming message",
+                status_code=413,
+            )
+        try:
+            params = parse_form(body, request.headers.get("content-type"))
+        except NotAForm as error:
+            return PlainTextResponse(str(error), status_code=400)
+        signature = request.headers.get("X-Twilio-Signature")
+        if not signature or not is_valid_signature(self._auth_token, self.signed_url(request), params, signature):
+            return PlainTextResponse("X-Twilio-Signature: missing or does not match this request", status_code=403)
+        fields = dict(params)
+        foreign = foreign_reason(fields, self._twilio)
+        if foreign is not None:
+            log.warning("refused a signed incoming message: %s", foreign)
+            return PlainTextResponse(foreign, status_code=403)
+        unusable = unusable_reason(fields)
+        if unusable is not None:
+            log.warning("refused a signed incoming message: %s", unusable)
+            return PlainTextResponse(unusable, status_code=400)
+        kind, keyword = classify_reply(fields.get("Body", ""), fields.get("OptOutType"))
+        asked = recipient_request(fields, kind, keyword, datetime.now(UTC))
+        try:
+            await self._within_deadline(self._store_inbound(asked))
+        except _STORE_ERRORS as error:
+            return _not_stored(PROVIDER, error, what="incoming message")
+        return Response(twiml_answer(kind, replies=self._inbound_replies), media_type="text/xml")
+
+    async def _store_inbound(self, asked: RecipientRequest) -> int:
+        # One at a time on the inbound share; a MessageSid posted again finds its row (no new one).
+        async with self._inbound_stores, self._pool.connection() as conn, conn.transaction():
+            return await record_requests(conn, [asked])
 
     async def _reject(self, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None) -> Response:
         """Record a signed report that can never be stored, with its rule, and answer 2xx so it stops."""
@@ -443,10 +525,10 @@ def _consume_outcome(task: asyncio.Future[Any]) -> None:
 _STORE_ERRORS = (DatabaseError, PoolTimeout, OSError, StoreDeadline)
 
 
-def _not_stored(provider: str, error: BaseException) -> Response:
+def _not_stored(provider: str, error: BaseException, *, what: str = "report") -> Response:
     # Not committed, so not acknowledged: the provider redelivers and nothing is lost.
-    log.warning("could not store a %s report (%s); answering 503", provider, _error_kind(error))
-    return PlainTextResponse("report not stored; retry later", status_code=503)
+    log.warning("could not store a %s %s (%s); answering 503", provider, what, _error_kind(error))
+    return PlainTextResponse(f"{what} not stored; retry later", status_code=503)
 
 
 def _error_kind(error: BaseException) -> str:
@@ -485,6 +567,7 @@ def create_receipt_app(endpoint: ReceiptEndpoint, **starlette_options: Any) -> S
     return Starlette(
         routes=[
             Route("/twilio/status", endpoint.twilio_status, methods=["POST"]),
+            Route("/twilio/inbound", endpoint.twilio_inbound, methods=["POST"]),
             Route("/sendgrid/events", endpoint.sendgrid_events, methods=["POST"]),
             Route("/healthz", health, methods=["GET"]),
         ],

@@ -134,6 +134,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_RECEIPT_PORT", "80x", "must be a port number from 1 to 65535"),
     ("HERALD_RECEIPT_PUBLIC_URL", "hooks.example.com/twilio", "must be an http:// or https:// URL with a host, e.g. https://hooks.example.com"),
     ("HERALD_RECEIPT_HOLD_SECONDS", "61", "must be a number of seconds from 0 to 60"),
+    ("HERALD_TWILIO_INBOUND_REPLIES", "maybe", "must be one of 1, true, yes, on, 0, false, no, off"),
     ("HERALD_RECEIPT_STORE_TIMEOUT", "15", "must be a number of seconds from 0 to 14"),
     ("HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY", "not-a-public-key", "must be SendGrid's verification key (ECDSA P-256, base64 DER or PEM, from the Signed Event Webhook settings)"),
     ("HERALD_WORKER_METRICS_ADDRESS", "metrics-host-only", "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:9464"),
