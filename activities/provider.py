@@ -133,6 +133,7 @@ class ProviderActivities:
                     message_id_of=input.message_id_of,
                     receipts_url=self._receipt_public_url,
                     validity_seconds=input.validity_seconds,
+                    category=input.category,
                 )
             )
             call.outcome = outcome.result.kind

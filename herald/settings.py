@@ -156,6 +156,67 @@ class FingerprintSettings(Section):
         return _read_keyring(data, "HERALD_FINGERPRINT", "HMAC-SHA-256")
 
 
+def _https(value: str) -> str:
+    scheme, _, rest = value.partition("://")
+    if scheme.lower() != "https" or not rest.split("/")[0]:
+        raise ValueError("not an https URL")
+    return value
+
+
+_UNSUBSCRIBE_URL_RULE = (
+    "must be an https:// URL with a host (RFC 8058: mail clients post only to HTTPS), e.g. https://hooks.example.com"
+)
+
+
+def _days(value: Any) -> Any:
+    """Digits only, as every whole-number variable (int() would also take "+60" and "6_0")."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("not a whole number")
+    return value
+
+
+class UnsubscribeSettings(Section):
+    """One-click unsubscribe links in marketing e-mail (herald/unsubscribe.py): the keys that sign
+    and verify their tokens, where the links point, how long they work.
+
+    One set of variables, held whole by two sections: the e-mail section's (the SMTP adapter signs)
+    and the receipt server's (it verifies). A keyring of its own: neither a fingerprint key nor a
+    payload key (herald/unsubscribe.py says why). Without keys, marketing e-mail is refused, never
+    sent without its unsubscribe link, and the receipt server refuses every link.
+    """
+
+    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    active_key: Annotated[
+        str, Rule("must be the id of a key in HERALD_UNSUBSCRIBE_KEYS or HERALD_UNSUBSCRIBE_KEY_FILES")
+    ] | None = Field(None, alias="HERALD_UNSUBSCRIBE_ACTIVE_KEY")
+    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_UNSUBSCRIBE_KEYS", exclude=True, repr=False)
+    key_files: _KEY_FILES | None = Field(None, alias="HERALD_UNSUBSCRIBE_KEY_FILES", exclude=True, repr=False)
+    # The public base the links are built on, where the receipt server's /unsubscribe/ path is
+    # reached from the internet. HTTPS: RFC 8058 clients post only to an https URI. None: the
+    # receipt server's public URL (HERALD_RECEIPT_PUBLIC_URL).
+    url: Annotated[
+        str, AfterValidator(_https), AfterValidator(_no_trailing_slash), Rule(_UNSUBSCRIBE_URL_RULE)
+    ] | None = Field(None, alias="HERALD_UNSUBSCRIBE_URL")
+    # An address that also takes unsubscribe requests by mail (listed after the link; Herald does not
+    # read that mailbox: whoever does can post the token in the subject to the link).
+    mailto: Annotated[EmailStr, Rule("must be an e-mail address, e.g. unsubscribe@example.com")] | None = Field(
+        None, alias="HERALD_UNSUBSCRIBE_MAILTO"
+    )
+    # How long a link works after its message was sent. At least 30 days: CAN-SPAM requires an
+    # opt-out to work for 30 days after the message, and a person may read a newsletter weeks late.
+    ttl_days: Annotated[
+        int,
+        BeforeValidator(_days),
+        Field(ge=30, le=3650),
+        Rule("must be a whole number of days from 30 to 3650 (an unsubscribe link must work for 30 days)"),
+    ] = Field(60, alias="HERALD_UNSUBSCRIBE_TTL_DAYS")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_keys(cls, data: Any) -> Any:
+        return _read_keyring(data, "HERALD_UNSUBSCRIBE", "HMAC-SHA-256")
+
+
 # ---- Temporal ------------------------------------------------------------------------------------
 
 
@@ -361,6 +422,8 @@ class EmailSettings(Section):
     )
     connect_timeout: PositiveSeconds(300) = Field(10.0, alias="HERALD_SMTP_CONNECT_TIMEOUT")  # type: ignore[valid-type]
     read_timeout: PositiveSeconds(600) = Field(30.0, alias="HERALD_SMTP_READ_TIMEOUT")  # type: ignore[valid-type]
+    # The one-click unsubscribe link every marketing e-mail carries (signed here).
+    unsubscribe: UnsubscribeSettings = UnsubscribeSettings()
 
 
 class SendGridActivitySettings(Section):
@@ -418,6 +481,9 @@ class ReceiptSettings(Section):
             "(ECDSA P-256, base64 DER or PEM, from the Signed Event Webhook settings)"
         ),
     ] | None = Field(None, alias="HERALD_SENDGRID_WEBHOOK_PUBLIC_KEY")
+    # The unsubscribe links marketing e-mail carries, verified at /unsubscribe/ (the same variables
+    # as the e-mail section's).
+    unsubscribe: UnsubscribeSettings = UnsubscribeSettings()
 
 
 _OTLP_URL = Url("http://127.0.0.1:4317")

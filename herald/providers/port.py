@@ -23,6 +23,7 @@ from typing import Protocol
 from pydantic import Field
 
 from herald.outcomes import Frozen, LookupOutcome, SubmitOutcome
+from herald.send_policy import Category
 
 
 class Capabilities(Frozen):
@@ -69,6 +70,9 @@ class OutboundMessage(Frozen):
     receipts_url: str | None = None
     # The longest the provider may queue the message, for adapters with a bounded queue.
     validity_seconds: int | None = None
+    # What the message is for (the intent's category): e-mail of a category a person may leave
+    # (marketing) carries a one-click unsubscribe link (herald.unsubscribe).
+    category: Category = Category.TRANSACTIONAL
 
 
 class MessageReference(Frozen):

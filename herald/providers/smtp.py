@@ -36,6 +36,7 @@ and exception classes only, never the address, the subject or the relay's text (
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP, SMTPUTF8
@@ -46,6 +47,7 @@ import aiosmtplib
 from email_validator import validate_email
 from pydantic import ConfigDict, EmailStr, Field, ValidationError
 
+from herald import fingerprints
 from herald.outcomes import (
     Accepted,
     Frozen,
@@ -60,6 +62,7 @@ from herald.outcomes import (
 )
 from herald.providers.port import Attachment, CancelOutcome, Capabilities, MessageReference, OutboundMessage
 from herald.settings import EmailSettings, InvalidSetting
+from herald.unsubscribe import HEADER, ONE_CLICK, POST_HEADER, NoLink, UnsubscribeLinks, needs_link
 
 if TYPE_CHECKING:
     from herald.providers.sendgrid_activity import SendGridActivity
@@ -69,6 +72,11 @@ if TYPE_CHECKING:
 AUTH_RETRY_DELAY_SECONDS = 300.0
 # The unique_args key the ESP echoes in its events: our attempt reference.
 REFERENCE_ARG = "herald_attempt"
+# As SMTP and SMTPUTF8, except that a header set raw is written as it is: Python refolds a long
+# List-Unsubscribe into RFC 2047 encoded words, which no mail client reads as a URL (RFC 2369: no
+# whitespace inside the angle brackets either). Headers set the usual way fold as before.
+_WIRE, _WIRE_UTF8 = SMTP.clone(refold_source="none"), SMTPUTF8.clone(refold_source="none")
+log = logging.getLogger("herald.providers.smtp")
 
 
 class EmailSubmission(Frozen):
@@ -84,6 +92,9 @@ class EmailSubmission(Frozen):
     attachments: list[Attachment] = []
     # The attempt whose Message-ID this copy carries (its own when None).
     message_id_of: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    # The List-Unsubscribe value (herald.unsubscribe): set, the message offers one-click unsubscribe
+    # (RFC 8058) and carries List-Unsubscribe-Post too; None (transactional, account mail): neither.
+    list_unsubscribe: str | None = None
 
 
 class SmtpAdapter:
@@ -105,6 +116,10 @@ class SmtpAdapter:
             )
         self._config = config
         self._activity = activity
+        # The link marketing e-mail carries: without keys such e-mail is refused, never sent without it.
+        self._unsubscribe = UnsubscribeLinks.from_settings(config.unsubscribe)
+        if self._unsubscribe is None:
+            log.warning("HERALD_UNSUBSCRIBE_KEYS unset: marketing e-mail will be refused (it must carry its link)")
         self._capabilities = Capabilities(
             status_lookup=False,  # SMTP has no "what happened to message X"; evidence comes as events
             # By our reference in the ESP's activity feed, where there is one; its lag bounds "not found".
@@ -143,6 +158,9 @@ class SmtpAdapter:
         message["Date"] = format_datetime(datetime.now(UTC))
         message["Message-ID"] = self.message_id(submission.message_id_of or submission.attempt_ref)
         message["X-SMTPAPI"] = json.dumps({"unique_args": {REFERENCE_ARG: submission.attempt_ref}}, separators=(",", ":"))
+        if submission.list_unsubscribe is not None:  # raw: written as it is (_WIRE)
+            message.set_raw(HEADER, submission.list_unsubscribe)
+            message.set_raw(POST_HEADER, ONE_CLICK)
         message.set_content(submission.text)
         for attachment in submission.attachments:
             maintype, subtype = attachment.media_type.split("/", 1)
@@ -163,7 +181,31 @@ class SmtpAdapter:
         except ValidationError as error:
             fields = sorted({str(item["loc"][0]) for item in error.errors(include_input=False)})
             return SubmitOutcome(result=Rejected(reason=f"not a valid e-mail submission: {', '.join(fields)}"))
+        try:
+            submission = submission.model_copy(update={"list_unsubscribe": self._list_unsubscribe(message)})
+        except NoLink as error:  # nothing was sent: marketing never goes out without its link
+            return SubmitOutcome(result=Rejected(reason=str(error)))
         return await self.send_email(submission)
+
+    def _list_unsubscribe(self, message: OutboundMessage) -> str | None:
+        """The List-Unsubscribe value a message of its category carries; None when it needs none.
+
+        Raises:
+            NoLink: it needs one and none can be written (no keys, no URL).
+        """
+        if not needs_link(message.category):
+            return None
+        if self._unsubscribe is None:
+            raise NoLink(
+                f"category {message.category.value}: an e-mail of this category must carry a one-click "
+                "unsubscribe link (RFC 8058), and this worker has no HERALD_UNSUBSCRIBE_KEYS to sign one"
+            )
+        return self._unsubscribe.header(
+            fingerprint=fingerprints.keyring().recipient(message.to),
+            category=message.category,
+            receipts_url=message.receipts_url,
+            now=datetime.now(UTC),
+        )
 
     async def fetch(self, provider_id: str) -> LookupOutcome:
         return LookupOutcome(result=Unavailable(reason="SMTP has no status lookup; evidence arrives as ESP events"))
@@ -185,7 +227,7 @@ class SmtpAdapter:
         address = _recipient(submission.to)
         try:
             message = self.build(submission.model_copy(update={"to": address.header}))
-            wire = message.as_bytes(policy=SMTPUTF8 if address.needs_smtputf8 else SMTP)
+            wire = message.as_bytes(policy=_WIRE_UTF8 if address.needs_smtputf8 else _WIRE)
         except (ValueError, TypeError) as error:
             # Nothing was sent: what cannot be written as an e-mail never will be, so it is refused now.
             reason = f"subject, body or attachment: cannot be written as an e-mail message ({type(error).__name__})"

@@ -106,6 +106,11 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_CODEC_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: none)"),
     ("HERALD_FINGERPRINT_KEYS", "k1:c2hvcnQtc2VjcmV0", "key k1: must decode to 32 bytes (HMAC-SHA-256), not 12"),
     ("HERALD_FINGERPRINT_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES (configured ids: none)"),
+    ("HERALD_UNSUBSCRIBE_KEYS", "u1:c2hvcnQtc2VjcmV0", "key u1: must decode to 32 bytes (HMAC-SHA-256), not 12"),
+    ("HERALD_UNSUBSCRIBE_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_UNSUBSCRIBE_KEYS or HERALD_UNSUBSCRIBE_KEY_FILES (configured ids: none)"),
+    ("HERALD_UNSUBSCRIBE_URL", "http://hooks.example.com", "must be an https:// URL with a host (RFC 8058: mail clients post only to HTTPS), e.g. https://hooks.example.com"),
+    ("HERALD_UNSUBSCRIBE_MAILTO", "not-an-address", "must be an e-mail address, e.g. unsubscribe@example.com"),
+    ("HERALD_UNSUBSCRIBE_TTL_DAYS", "29", "must be a whole number of days from 30 to 3650 (an unsubscribe link must work for 30 days)"),
     ("HERALD_TWILIO_API_BASE", "ftp://api.example", "must be an http:// or https:// URL with a host, e.g. https://api.twilio.com"),
     ("HERALD_TWILIO_ACCOUNT_SID", "ACnot-a-sid", "must be AC followed by 32 hexadecimal digits (Twilio's Account SID)"),
     ("HERALD_TWILIO_AUTH_TOKEN", "token with-space-secret", "must be one token, without spaces or line breaks"),
@@ -183,7 +188,9 @@ def test_a_bad_line_of_a_key_file_is_refused_without_the_line(tmp_path: Path) ->
 
 def test_the_bad_value_table_covers_every_variable_of_the_model() -> None:
     """A variable added to the model without a bad-value case here fails this test."""
-    covered = {name for name, _, _ in BAD_VALUES} | {"HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES"}
+    covered = {name for name, _, _ in BAD_VALUES} | {
+        "HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES", "HERALD_UNSUBSCRIBE_KEY_FILES"
+    }
     declared = {name.replace("*", "AUTHORIZATION") for name in RULES}
     assert declared == covered
 
