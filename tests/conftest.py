@@ -39,7 +39,7 @@ from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
-from herald.receipts.app import ReceiptEndpoint, build_receipt_server
+from herald.receipts.app import POOL_CONNECTIONS_NEEDED, ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
@@ -110,7 +110,8 @@ def settings(stack: LocalStack) -> Any:
 
 @pytest.fixture(scope="session")
 async def pool(settings: Any) -> AsyncIterator[AsyncConnectionPool]:
-    async with open_pool(settings.database_url.get_secret_value()) as opened:
+    # At least the receipt routes' shares: the receipt servers of the suite run on this pool.
+    async with open_pool(settings.database_url.get_secret_value(), max_size=POOL_CONNECTIONS_NEEDED) as opened:
         yield opened
 
 
@@ -141,8 +142,9 @@ async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> 
 @pytest.fixture(scope="session")
 async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[str]:
     endpoint = ReceiptEndpoint(
-        settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal
-    )
+        settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal,
+        twilio=settings.twilio,  # whose replies are ours, as `python -m herald.receipts` is told
+    )  # fmt: skip
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
     serving = asyncio.create_task(server.serve())

@@ -31,6 +31,7 @@ from herald.ledger.store import open_pool
 from herald.providers.sendgrid_events import MAX_EVENTS
 from herald.providers.sendgrid_signature import public_key_text
 from herald.providers.twilio_signature import compute_signature
+from herald.receipts.app import POOL_CONNECTIONS_NEEDED
 from tests.receipts.served import receipt_app
 from tests.receipts.test_sendgrid_route import KEY, eventually, post_body, signed
 
@@ -52,7 +53,7 @@ CALLBACK_DEADLINE = 5.0
 @pytest.fixture(scope="module")
 async def served(settings: Any) -> AsyncIterator[tuple[str, AsyncConnectionPool]]:
     # Not the session's shared pool: this one is sized and timed as `python -m herald.receipts` opens it.
-    opened = open_pool(settings.database_url.get_secret_value(), timeout=1.0)
+    opened = open_pool(settings.database_url.get_secret_value(), max_size=POOL_CONNECTIONS_NEEDED, timeout=1.0)
     receipts = receipt_app(
         opened, public_key=public_key_text(KEY), hold_seconds=2.0, auth_token=TOKEN, public_url=PUBLIC_URL
     )
