@@ -525,6 +525,91 @@ async def cmd_suppression_lift(args: argparse.Namespace, services: Services) -> 
     return 0
 
 
+# What suppression_evidence and erased_suppressions hold for a recipient, with the predicates the
+# policy gate reads them by (herald.ledger.policy_store._STANDING_SQL), and the operators' lifts.
+_EVIDENCE_SQL = """
+SELECT 'provider report' AS source, cause, detail, seen_at FROM suppression_evidence
+ WHERE (recipient_fingerprint = ANY(%(fps)s) OR (recipient_fingerprint IS NULL AND recipient = %(recipient)s))
+   AND recipient <> '(erased)' AND channel = %(channel)s
+UNION ALL
+SELECT 'provider report (recipient erased)', cause, detail, seen_at FROM erased_suppressions
+ WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s
+ORDER BY seen_at DESC
+"""
+_LIFTS_SQL = """
+SELECT lifted_at, operator, reason FROM suppression_lifts
+ WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s ORDER BY lifted_at DESC
+"""
+
+
+async def cmd_suppression_list(args: argparse.Namespace, services: Services) -> int:
+    """What RECIPIENT asked of us and what the providers reported, and whether each suppresses now."""
+    from herald import fingerprints
+    from herald.ledger.policy_store import policy_in_force, recipient_fingerprint, standing
+    from herald.ledger.recipient_requests import requests_of
+    from herald.send_policy import UNSUBSCRIBE, Category
+
+    recipient = cli_input.recipient(args.recipient, "RECIPIENT", args.channel)
+    channel = args.channel or ("sms" if recipient.startswith("+") else "email")
+    fingerprint = recipient_fingerprint(recipient)
+    fps = fingerprints.keyring().recipient_candidates(recipient)
+    now = datetime.now(UTC)
+    url = services.ledger_url(_POLICY_LEDGER)
+    async with services.ledger(url) as pool, pool.connection() as conn:
+        version, rules = await policy_in_force(conn, now)
+        asked = await requests_of(conn, fps, channel)
+        params = {"fps": fps, "recipient": recipient, "channel": channel}
+        evidence = await (await conn.execute(_EVIDENCE_SQL, params)).fetchall()
+        lifts = await (await conn.execute(_LIFTS_SQL, params)).fetchall()
+        # The gate's own reading, category by category: what an attempt prepared now would meet.
+        standings = {
+            category: await standing(
+                conn, at=now, recipient=recipient, channel=channel, category=category, workflow_id=""
+            )
+            for category in Category
+        }
+    lifted_at = max([at for at, _, _ in lifts] + [r.requested_at for r in asked if r.request == "opt_in"], default=None)
+
+    def verdict(cause: str, seen_at: datetime, category: str | None = None) -> str:
+        if lifted_at is not None and seen_at <= lifted_at:
+            return f"lifted at {lifted_at.isoformat()}"
+        stopped = [c.value for c in Category if cause in rules.suppressing_causes(c)]
+        if cause == UNSUBSCRIBE:
+            stopped = [c for c in stopped if c == category]
+        return f"suppresses {', '.join(stopped)}" if stopped else f"suppresses nothing under policy v{version}"
+
+    print(f"recipient fingerprint {fingerprints.short(fingerprint)}, channel {channel}, policy v{version} in force")
+    suppressed = [
+        (category.value, next(f"{cause} ({detail}) at {seen.isoformat()}" for cause, detail, seen in found.suppressions
+                              if cause in rules.suppressing_causes(category)))
+        for category, found in standings.items()
+        if any(cause in rules.suppressing_causes(category) for cause, _, _ in found.suppressions)
+    ]  # fmt: skip
+    if suppressed:
+        for category, because in suppressed:
+            print(f"now: {category} suppressed by {because}")
+    else:
+        print("now: not suppressed")
+    print("requests (what the recipient asked):" if asked else "requests: none recorded")
+    for r in asked:
+        if r.request in ("opt_out", "unsubscribe"):
+            effect = verdict(r.request, r.requested_at, r.category)
+        elif r.request == "opt_in":
+            effect = "lifts what came before it"
+        else:
+            effect = "recorded only"
+        scope = f" ({r.category})" if r.category else ""
+        print(f"  {r.requested_at.isoformat()}  {r.request}{scope}  {r.source}: {r.detail}  -> {effect}")
+    print("evidence (what providers reported):" if evidence else "evidence: none recorded")
+    for source, cause, detail, seen_at in evidence:
+        print(f"  {seen_at.isoformat()}  {cause}  {source}: {detail}  -> {verdict(cause, seen_at)}")
+    if lifts:
+        print("lifts (operators):")
+    for at, operator, reason in lifts:
+        print(f"  {at.isoformat()}  by {operator}: {reason}")
+    return 0
+
+
 # --- the parser ----------------------------------------------------------------------------------
 
 EXAMPLES = {
@@ -567,6 +652,10 @@ EXAMPLES = {
     ],
     "consent grant": ["consent grant +15551230001 marketing --source signup-form"],
     "suppression lift": ['suppression lift +15551230001 --channel sms --operator alice --reason "resubscribed"'],
+    "suppression list": [
+        "suppression list +15551230001                # STOP/START/HELP replies, 21610s, lifts; what suppresses now",
+        "suppression list alice@example.com --channel email",
+    ],
     "erase": ['erase +15551230001 --operator dpo --reason "erasure request 2026-118"'],
 }
 
@@ -707,7 +796,11 @@ def build_parser() -> argparse.ArgumentParser:
     grant.set_defaults(run=cmd_consent_grant)
 
     suppression = _command(
-        commands, "suppression", "lift a recipient's suppression, with a recorded reason", "suppression lift"
+        commands,
+        "suppression",
+        "a recipient's suppression: what it rests on, and lifting it with a recorded reason",
+        "suppression list",
+        "suppression lift",
     )
     suppression_commands = suppression.add_subparsers(dest="suppression_command", required=True, metavar="ACTION")
     lift = _command(suppression_commands, "lift", "let RECIPIENT be sent to again on one channel", "suppression lift")
@@ -722,6 +815,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
     )
     lift.set_defaults(run=cmd_suppression_lift)
+    listing = _command(
+        suppression_commands,
+        "list",
+        "RECIPIENT's requests (STOP, START, HELP, unsubscribes) and providers' evidence, and what suppresses now",
+        "suppression list",
+    )
+    listing.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number (sms) or e-mail address (email)")
+    listing.add_argument(
+        "--channel", choices=["sms", "email"], help="the channel (default: sms for a number, email for an address)"
+    )
+    listing.set_defaults(run=cmd_suppression_list)
 
     erase = _command(
         commands,

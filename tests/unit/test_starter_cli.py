@@ -381,8 +381,8 @@ def test_help_has_examples_for_every_command_and_a_description_of_every_option()
     """Every parser's --help ends with examples of its own command, and every argument has help text."""
     parsers = _leaves(starter.build_parser())
     assert (
-        len(parsers) == 20
-    )  # the program, 11 commands and 8 actions under artifact, policy, consent, suppression, template
+        len(parsers) == 21
+    )  # the program, 11 commands and 9 actions under artifact, policy, consent, suppression, template
     for path, parser in parsers:
         assert isinstance(parser.formatter_class, type) and issubclass(
             parser.formatter_class, argparse.RawDescriptionHelpFormatter
