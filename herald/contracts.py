@@ -154,6 +154,9 @@ class SubmitInput(Frozen):
     # Which channel's provider takes it.
     channel: Channel
     subject: str | None = None
+    # E-mail: the intent's HTML part (sealed like the body); None: text only, and in histories
+    # recorded before HTML parts.
+    html_body: str | None = None
     # A reference only: the activity loads the bytes and verifies hash and size before sending.
     attachment: ArtifactRef | None = None
     # E-mail: the attempt whose Message-ID this copy carries (the evidence-window rule's resend).

@@ -158,6 +158,10 @@ class Intent(Frozen):
     recipient_fingerprint: str | None = None
     tenant: str = SHARED_TENANT
     priority: int | None = None
+    # E-mail only: the HTML part rendered beside the body, render data escaped in it (None: the
+    # template has none, and in intents recorded before HTML parts). Personal data like the body:
+    # sealed with it in Temporal's copy (herald/recipient_vault.py).
+    html_body: str | None = None
 
     @property
     def workflow_id(self) -> str:
@@ -181,16 +185,22 @@ def destination_fingerprint(intent: Intent) -> str | None:
     return fingerprints.short(intent.recipient_fingerprint) if intent.recipient_fingerprint else None
 
 
-def content_sha256(body: str, subject: str | None = None, attachment: ArtifactRef | None = None) -> str:
+def content_sha256(
+    body: str, subject: str | None = None, attachment: ArtifactRef | None = None, html_body: str | None = None
+) -> str:
     """The SHA-256 of what the recipient receives: an SMS's body (what a lookup by reference
-    matches), or an e-mail's subject, body and attachment hash together."""
-    if subject is None and attachment is None:
+    matches), or an e-mail's subject, body, HTML part and attachment hash together."""
+    if subject is None and attachment is None and html_body is None:
         return hashlib.sha256(body.encode("utf-8")).hexdigest()
-    canonical = json.dumps(
-        {"subject": subject, "body": body, "attachment_sha256": attachment.sha256 if attachment else None},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    fields: dict[str, Any] = {
+        "subject": subject,
+        "body": body,
+        "attachment_sha256": attachment.sha256 if attachment else None,
+    }
+    if html_body is not None:
+        # Only when there is one, so every e-mail's hash recorded before HTML parts still matches.
+        fields["html_body"] = html_body
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -263,7 +273,7 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         template_version=version,
         render_data=request.render_data,
         body=rendered.body,
-        content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment),
+        content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment, rendered.html_body),
         intent_fingerprint=intent_fingerprint(request, version),
         recipient_fingerprint=recipient_fingerprint(request.recipient),
         created_at=now,
@@ -276,6 +286,7 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         time_zone=request.time_zone,
         tenant=request.tenant,
         priority=request.priority,
+        html_body=rendered.html_body,
     )
 
 

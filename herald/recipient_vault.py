@@ -1,5 +1,6 @@
-"""Crypto-shredding: a recipient's number or address, bodies, subjects and render data travel
-through Temporal sealed under a data key of their own, held in the ledger; erasure deletes the key.
+"""Crypto-shredding: a recipient's number or address, bodies (an e-mail's HTML part too), subjects
+and render data travel through Temporal sealed under a data key of their own, held in the ledger;
+erasure deletes the key.
 
 Temporal keeps every payload of a history until the namespace's retention ends (and an archive or
 a backup keeps it longer), and the deployment's codec key opens all of them. So the client seals
@@ -115,8 +116,8 @@ class RecipientVault:
         return f"{PREFIX}{fingerprint}:{base64.urlsafe_b64encode(nonce + sealed).decode('ascii')}"
 
     async def seal_intent(self, intent: Intent) -> Intent:
-        """The intent with recipient, body, subject and render data sealed under the recipient's key
-        (an intent already sealed as it is: a retried start must not seal twice)."""
+        """The intent with recipient, body, HTML part, subject and render data sealed under the
+        recipient's key (an intent already sealed as it is: a retried start must not seal twice)."""
         if is_sealed(intent.recipient):
             return intent
         fingerprint = intent.recipient_fingerprint or fingerprints.keyring().recipient(intent.recipient)
@@ -128,6 +129,10 @@ class RecipientVault:
                 "recipient": self._seal(key, fingerprint, "recipient", intent.recipient),
                 "body": self._seal(key, fingerprint, "body", intent.body),
                 "subject": None if intent.subject is None else self._seal(key, fingerprint, "subject", intent.subject),
+                # The same personal data as the body, escaped: sealed alike, so erasure reaches it.
+                "html_body": None
+                if intent.html_body is None
+                else self._seal(key, fingerprint, "html_body", intent.html_body),
                 # One token for all the values: fewer bytes in every payload that carries the intent.
                 "render_data": {
                     SEALED_RENDER_DATA: self._seal(key, fingerprint, "render_data", json.dumps(intent.render_data))
@@ -163,6 +168,7 @@ class RecipientVault:
                 "recipient": await self.open(intent.recipient, "recipient"),
                 "body": await self.open(intent.body, "body"),
                 "subject": await self.open_optional(intent.subject, "subject"),
+                "html_body": await self.open_optional(intent.html_body, "html_body"),
                 "render_data": render_data,
             }
         )
@@ -176,5 +182,7 @@ class RecipientVault:
             opened = await self.open_intent(intent)
         except RecipientErased:
             # Erased before its first write: recorded as erase_recipient() leaves an intent.
-            opened = intent.model_copy(update={"recipient": ERASED, "body": "", "subject": None, "render_data": {}})
+            opened = intent.model_copy(
+                update={"recipient": ERASED, "body": "", "subject": None, "html_body": None, "render_data": {}}
+            )
         return batch.model_copy(update={"record": batch.record.model_copy(update={"intent": opened})})

@@ -10,6 +10,20 @@ then the body in ``string.Template`` syntax::
     ${merchant}: payment of ${amount} ...
 
 An e-mail template says so (``# channel: email``) and carries its subject (``# subject: ...``).
+It may carry an HTML part beside its text part: everything after a line ``# html:`` is the HTML
+part, in the same placeholder syntax, every value HTML-escaped by ``render_message`` (never by
+hand) and every placeholder in a place where escaped data is harmless (``herald/template_html.py``;
+a version that breaks a rule is refused when published and when loaded)::
+
+    Hello ${name}, your order ${order_ref} shipped.
+    # html:
+    <p>Hello ${name}, your order <b>${order_ref}</b> shipped.</p>
+
+The HTML part lives in the version's one file, not in a sibling ``v<N>.html``: one file, one
+SHA-256 in ``published.json``, so the check that a published version never changes covers both
+parts with no rule of its own. A sibling would need three more (an HTML file added beside a
+published text, one without its record, two parts published apart), each a way to change what a
+queued intent renders.
 
 Published means recorded in ``templates/published.json`` with the SHA-256 of the file: a version
 never changes once published, so an intent queued under v1 renders the same bytes on its tenth
@@ -34,6 +48,7 @@ from pydantic import BaseModel
 
 from herald.segments import SegmentCount, count_segments
 from herald.template_fields import FieldSpec, FieldSpecError, contract_model, parse_field_line, validate_render_data
+from herald.template_html import HtmlPartRefused, check_html_part, check_placeholder_syntax, escape_value
 
 _ID_RULE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 ID_RULE = "must be lower-case letters, digits and underscores, starting with a letter (at most 64)"
@@ -48,6 +63,8 @@ _CHANNEL_PREFIX = "# channel:"
 _SUBJECT_PREFIX = "# subject:"
 _SEGMENTS_PREFIX = "# segments:"
 _CATEGORY_PREFIX = "# category:"
+# The line after which the rest of the file is an e-mail's HTML part, verbatim ('#' lines included).
+_HTML_MARKER = "# html:"
 CATEGORIES = ("transactional", "account", "marketing")
 LATEST = "latest"
 PUBLISHED_FILE = "published.json"
@@ -57,6 +74,9 @@ MAX_BODY_CHARS = 1600
 DEFAULT_SEGMENT_LIMIT = 10
 # An e-mail's text part: generous, but bounded (it is rendered into workflow history).
 MAX_EMAIL_BODY_CHARS = 100_000
+# Its HTML part, rendered into history beside it: the same bound (markup and escaping take room, so
+# a template leaves its data less of it).
+MAX_EMAIL_HTML_CHARS = 100_000
 # RFC 5322 caps a header line at 998 characters; a subject needs far less.
 MAX_SUBJECT_CHARS = 200
 
@@ -86,6 +106,8 @@ class Template:
     # What the message is for (herald.send_policy.Category): consent, quiet hours and suppression
     # are decided per category. A template without the line is transactional.
     category: str = "transactional"
+    # E-mail only: the HTML part, whose values render_message escapes (None: text only).
+    html: string.Template | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,8 @@ class Rendered:
     subject: str | None = None
     segments: SegmentCount | None = None  # SMS only
     category: str = "transactional"
+    # E-mail only: the HTML part, every render value in it HTML-escaped (None: the template has none).
+    html_body: str | None = None
 
 
 def _root() -> Any:
@@ -150,8 +174,9 @@ def load_template(template_id: str, version: int) -> Template:
 
 def parse_template(template_id: str, version: int, text: str) -> Template:
     """A template version from its file's text (the contract checked, nothing rendered)."""
-    lines = text.splitlines()
     where = f"{template_id} v{version}"
+    text, html_text = _split_html(text, where)
+    lines = text.splitlines()
     try:
         specs = tuple(parse_field_line(line) for line in lines if line.startswith(_FIELD_PREFIX))
     except FieldSpecError as error:
@@ -177,6 +202,19 @@ def parse_template(template_id: str, version: int, text: str) -> Template:
     body = "\n".join(line for line in lines if not line.startswith("#")).strip()
     names = frozenset(spec.name for spec in specs)
     placeholders = _placeholders(body) | (_placeholders(subject) if subject else set())
+    if html_text is not None:
+        if channel != "email":
+            rule = f"only an e-mail template has an HTML part ('{_HTML_MARKER}')"
+            raise TemplateError("template_id", f"{where}: {rule}")
+        placeholders |= _placeholders(html_text)
+    try:
+        # A '$' that starts no placeholder would fail at render time, after the intent was accepted.
+        for part in (body, subject or "", html_text or ""):
+            check_placeholder_syntax(part)
+        if html_text is not None:
+            check_html_part(html_text)
+    except HtmlPartRefused as refused:
+        raise TemplateError("template_id", f"{where}: {refused}") from None
     if placeholders != names:
         raise TemplateError("template_id", f"{where}: placeholders {sorted(placeholders)} and declared fields {sorted(names)} differ")
     return Template(
@@ -190,7 +228,23 @@ def parse_template(template_id: str, version: int, text: str) -> Template:
         segment_limit=(int(segments) if segments else DEFAULT_SEGMENT_LIMIT) if channel == "sms" else None,
         contract=contract_model(f"{template_id}_v{version}", list(specs)),
         category=category,
+        html=string.Template(html_text) if html_text is not None else None,
     )
+
+
+def _split_html(text: str, where: str) -> tuple[str, str | None]:
+    """The file's head (comments, contract, text part) and its HTML part (None without the marker)."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith(_HTML_MARKER):
+            if line.rstrip() != _HTML_MARKER:
+                rule = f"'{_HTML_MARKER}' stands alone on its line; the HTML part follows it"
+                raise TemplateError("template_id", f"{where}: {rule}")
+            html_text = "".join(lines[index + 1 :]).strip()
+            if not html_text:
+                raise TemplateError("template_id", f"{where}: the HTML part after '{_HTML_MARKER}' is empty")
+            return "".join(lines[:index]), html_text
+    return text, None
 
 
 def _placeholders(text: str) -> set[str]:
@@ -238,7 +292,13 @@ def render_message(template_id: str, version: int, data: dict[str, str | int], *
     subject = template.subject.substitute(values)
     if len(subject) > MAX_SUBJECT_CHARS or "\n" in subject or "\r" in subject:
         raise TemplateError("render_data", f"rendered subject must be one line of at most {MAX_SUBJECT_CHARS} characters")
-    return Rendered(body=body, subject=subject, category=template.category)
+    html_body = None
+    if template.html is not None:
+        # Every value escaped here, by the engine: the text part above keeps the data verbatim.
+        html_body = template.html.substitute({key: escape_value(value) for key, value in values.items()})
+        if len(html_body) > MAX_EMAIL_HTML_CHARS:
+            raise TemplateError("render_data", f"rendered HTML part exceeds {MAX_EMAIL_HTML_CHARS} characters")
+    return Rendered(body=body, subject=subject, category=template.category, html_body=html_body)
 
 
 def available_templates() -> dict[str, list[int]]:

@@ -314,7 +314,7 @@ async def cmd_artifact_put(args: argparse.Namespace, services: Services) -> int:
 
 
 async def cmd_template_preview(args: argparse.Namespace, services: Services) -> int:
-    """Render a version with data, and say what it costs: no service is contacted."""
+    """Render a version with data (an e-mail's HTML part too), and say what it costs: no service is contacted."""
     from herald.templates import TemplateError, load_template, render_message, resolve_version
 
     try:
@@ -337,6 +337,10 @@ async def cmd_template_preview(args: argparse.Namespace, services: Services) -> 
         print(f"cost        {rendered.segments.describe()}; the template allows {template.segment_limit}")
     print("body:")
     print(rendered.body)
+    if rendered.html_body is not None:
+        # As it is sent: the render data escaped by the template engine.
+        print("html part:")
+        print(rendered.html_body)
     return 0
 
 

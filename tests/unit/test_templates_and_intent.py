@@ -71,7 +71,7 @@ def test_shipped_templates_are_discovered() -> None:
         "class_reminder": [1],
         "monthly_report": [1],
         "order_receipt": [1],
-        "order_receipt_email": [1],
+        "order_receipt_email": [1, 2],
         "seller_new_order": [1, 2],
         "seller_order_cancelled": [1],
     }
