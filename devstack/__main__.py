@@ -13,11 +13,17 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from temporalio.client import Client
+
+from activities.ledger import LedgerActivities
+from activities.provider import ProviderActivities
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
-from devstack.demo import play, refused_input_example, summary
+from devstack.demo import PacedRoute, play, refused_input_example, summary
 from devstack.outage_demo import OUTAGE_SECONDS, play_outage
 from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
@@ -30,9 +36,10 @@ from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
 from herald.recipient_vault import RecipientVault
-from herald.settings import load_settings
+from herald.settings import Settings, load_settings
 from herald.temporal_client import connect
 from herald.workflow_api import not_delivered_query
+from worker import build_providers, build_submit_worker, build_worker, submit_pacer
 
 # How often the launcher looks for a child that died (and restarts it).
 SUPERVISE_EVERY_SECONDS = 1.0
@@ -53,15 +60,18 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
     async with open_pool(stack.database_url, max_size=2) as pool:
         vault = RecipientVault(pool)  # the demo's intents travel sealed, as a service's do
         herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
-        rows = await play(
-            herald,
-            f"http://{config.emulator.host}:{config.emulator.port}",
-            esp_url=f"http://{config.esp.host}:{config.esp.admin_port}",
-            artifacts=PostgresArtifactStore(pool),
-            ledger=pool,
-            outbox_url=config.outbox_database_url(stack.database_url),
-            agent_env=config.service_env(stack.database_url),
-        )
+        route_settings = load_settings(config.paced_route_env(stack.database_url))
+        async with _paced_route(client, route_settings, config) as paced_route:
+            rows = await play(
+                herald,
+                f"http://{config.emulator.host}:{config.emulator.port}",
+                esp_url=f"http://{config.esp.host}:{config.esp.admin_port}",
+                artifacts=PostgresArtifactStore(pool),
+                ledger=pool,
+                outbox_url=config.outbox_database_url(stack.database_url),
+                agent_env=config.service_env(stack.database_url),
+                paced_route=paced_route,
+            )
         outage_rows, during_outage = await play_outage(
             herald, stack, pool, f"http://{config.esp.host}:{config.esp.admin_port}", config.demo_policy
         )
@@ -78,6 +88,31 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
         + "\n\n"
         f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}\n{outbox_line}"
     )
+
+
+@asynccontextmanager
+async def _paced_route(client: Client, settings: Settings, config: StackConfig) -> AsyncIterator[PacedRoute]:
+    """The priority scene's route, in this process: worker.py's two workers on the paced route's
+    task queue (config.paced_route), built as worker.py builds them. The workflow worker polls at
+    once; the submit worker, on `release()`."""
+    assert settings.database_url is not None
+    async with AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(open_pool(settings.database_url.get_secret_value()))
+        adapters = build_providers(settings)
+        for adapter in adapters.values():
+            stack.push_async_callback(adapter.aclose)
+        vault = RecipientVault(pool)
+        provider = ProviderActivities(
+            adapters, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
+            pacer=submit_pacer(settings), vault=vault,
+        )  # fmt: skip
+        await stack.enter_async_context(build_worker(client, settings, LedgerActivities(pool, vault), provider))
+
+        async def release() -> None:
+            await stack.enter_async_context(build_submit_worker(client, settings, provider))
+
+        herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
+        yield PacedRoute(herald, config.paced_route.submit_rate_limit, release)
 
 
 def main() -> int:

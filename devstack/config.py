@@ -15,7 +15,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from psycopg.conninfo import make_conninfo
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from devstack.private_files import create_private_once, make_private
 from herald.delivery_policy import DeliveryPolicy
@@ -150,6 +150,17 @@ class AdapterDev(Frozen):
     submit_rate_limit: float = Field(default=0, ge=0)
 
 
+class PacedRouteDev(Frozen):
+    """The demo's priority scene runs on a route of its own: worker.py's workers, in the launcher's
+    process, on this task queue, whose submits the Temporal server lets out at `submit_rate_limit`
+    a second (HERALD_SUBMIT_RATE_LIMIT), as a provider's limit paces a real route. The stack's own
+    route stays unlimited, so the rest of the demo is not slowed."""
+
+    task_queue: str = "herald-paced"
+    # 40 promotions drain in about 10 s: long enough to overtake, short enough to watch.
+    submit_rate_limit: float = Field(default=4, gt=0)
+
+
 class StackConfig(Frozen):
     state_dir: Path = Path(".state")
     # The fingerprint key file, when several stacks must name recipients alike (a test session's);
@@ -163,8 +174,16 @@ class StackConfig(Frozen):
     receipts: ReceiptsDev = ReceiptsDev()
     metrics: MetricsDev = MetricsDev()
     adapter: AdapterDev = AdapterDev()
+    paced_route: PacedRouteDev = PacedRouteDev()
     codec: CodecDev = CodecDev()
     demo_policy: DeliveryPolicy = DeliveryPolicy()
+
+    @model_validator(mode="after")
+    def _two_routes(self) -> StackConfig:
+        # One task queue polled with two rate limits takes whichever the latest poll carried.
+        if self.paced_route.task_queue == self.temporal.task_queue:
+            raise ValueError("paced_route.task_queue: must differ from temporal.task_queue (the stack's own route)")
+        return self
 
     @property
     def state_path(self) -> Path:
@@ -242,6 +261,16 @@ class StackConfig(Frozen):
         return make_conninfo(
             self.outbox_database_url(database_url), user=OUTBOX_RELAY_LOGIN, password=self.outbox_relay_password()
         )
+
+    def paced_route_env(self, database_url: str) -> dict[str, str]:
+        """service_env for the paced route's worker: its task queue and its submit rate limit."""
+        route = self.model_copy(
+            update={
+                "temporal": self.temporal.model_copy(update={"task_queue": self.paced_route.task_queue}),
+                "adapter": self.adapter.model_copy(update={"submit_rate_limit": self.paced_route.submit_rate_limit}),
+            }
+        )
+        return route.service_env(database_url)
 
     def service_env(self, database_url: str) -> dict[str, str]:
         """The HERALD_* variables that point the worker and receipt server at this stack.

@@ -1,5 +1,6 @@
 """The demo scenario `make run` plays: SMS intents over the seed templates, some with emulator
-faults; two-channel notices (SMS and e-mail under one key); and a report e-mail with an attachment.
+faults; two-channel notices (SMS and e-mail under one key); a report e-mail with an attachment;
+and, on a paced route, an account notice sent ahead of a queued marketing batch.
 
 Each fault is armed for one recipient at its emulator, so its intent meets that fault for real;
 the summary then counts messages at the emulators (the oracles for duplicates) and outcomes in
@@ -12,6 +13,7 @@ import asyncio
 import hashlib
 import secrets
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,11 +28,12 @@ from agent_tool.store import demo_store
 from herald import outbox
 from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
+from herald.contracts import IntentStatus
 from herald.errors import HeraldError, InvalidIntent
 from herald.intent import Channel
-from herald.ledger.policy_store import policy_in_force, publish_policy
+from herald.ledger.policy_store import grant_consent, policy_in_force, publish_policy, recipient_fingerprint
 from herald.lifecycle import IntentState
-from herald.send_policy import PolicyRules
+from herald.send_policy import Category, PolicyRules
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
 SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
@@ -104,6 +107,8 @@ class DemoRow:
     note: str = ""
     # Set where two rows share a recipient: their messages at the emulator are told apart by body.
     content_sha256: str | None = None
+    # False for the priority scene's batch: counted in the totals, summed up in the urgent row.
+    in_table: bool = True
 
 
 async def play(
@@ -115,10 +120,11 @@ async def play(
     ledger: AsyncConnectionPool | None = None,
     outbox_url: str | None = None,
     agent_env: dict[str, str] | None = None,
+    paced_route: PacedRoute | None = None,
     timeout: float = 120.0,
 ) -> list[DemoRow]:
-    """Send the scenario's intents (and, with a relay, its notices and report e-mail) concurrently
-    and wait for every one to close."""
+    """Send the scenario's intents (and, with a relay, its notices and report e-mail; with a ledger
+    and a paced route, the priority scene) concurrently and wait for every one to close."""
     run_tag = datetime.now(UTC).strftime("%H%M%S") + secrets.token_hex(2)
     rows: list[DemoRow] = []
     email_rows: list[DemoRow] = []
@@ -178,6 +184,10 @@ async def play(
             rows.append(await _through_the_outbox(herald, outbox_url, run_tag))
         if agent_env is not None:
             rows.append(await _through_the_agent_tool(agent_env))
+        # The intents above go on settling on the stack's own route meanwhile.
+        priority_rows: list[DemoRow] = []
+        if paced_route is not None and ledger is not None:
+            priority_rows = await urgent_overtakes_batch(paced_route, admin, ledger, run_tag, timeout)
         await settle(herald, rows, timeout)
         if ledger is not None:
             await _notes(ledger, policy_rows)
@@ -185,9 +195,144 @@ async def play(
             listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
             if row.content_sha256 is not None:
                 listed = [m for m in listed if hashlib.sha256(m["body"].encode()).hexdigest() == row.content_sha256]
-            row.messages_at_provider = len(listed)
-            row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
-    return rows + email_rows
+            _count(row, listed)
+    return rows + priority_rows + email_rows
+
+
+def _count(row: DemoRow, listed: list[dict[str, Any]]) -> None:
+    """The row's messages at the emulator, and those not ended failed or undelivered."""
+    row.messages_at_provider = len(listed)
+    row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
+
+
+def _phone() -> str:
+    return "+1555" + f"{secrets.randbelow(10**7):07d}"
+
+
+@dataclass(frozen=True)
+class PacedRoute:
+    """A route of its own for the priority scene: intents sent with `herald` run on its task queue,
+    whose submits the Temporal server lets out at `pace` a second once `release()` has started its
+    submit worker (until then they wait in the server's queue)."""
+
+    herald: HeraldClient
+    pace: float
+    release: Callable[[], Awaitable[None]]
+
+
+# The priority scene: this many promotions queue on the paced route ahead of one account notice.
+PRIORITY_BATCH = 40
+_PROMOTION = {"class_name": "Barre 07:00", "starts_at": "Sat 07:00"}
+
+
+async def urgent_overtakes_batch(
+    route: PacedRoute,
+    admin: httpx.AsyncClient,
+    ledger: AsyncConnectionPool,
+    run_tag: str,
+    timeout: float,
+    batch_size: int = PRIORITY_BATCH,
+) -> list[DemoRow]:
+    """A studio's promotion to `batch_size` members who agreed to marketing (priority 5) is queued on
+    the paced route: every one has prepared its attempt, so its submit waits at the Temporal server. Then the
+    route starts sending, and once the emulator has the first promotion a class reminder (account,
+    priority 1) is sent on the same route. Where it went out is counted at the emulator, in the
+    order the emulator created the messages.
+
+    The route's submit worker starts only once the batch is queued: a real batch of thousands is
+    queued long before its route drains it, where 40 on this machine take about as long to prepare
+    as a 4/s route takes to send them, and there would be little queue left to overtake. Promotions
+    the server had let out before the reminder's submit was queued still go first: those already at
+    the emulator, and about a second's worth that the submit worker holds for its pacer
+    (herald/pacing.py smooths the server's bursts).
+
+    The first rows are the batch (left out of the table), the last is the reminder."""
+    batch = [
+        DemoRow(f"class_promotion:c9081_{run_tag}_b{n}", "class_promotion.v1", None,
+                "marketing batch on the paced route", _phone(), in_table=False)
+        for n in range(batch_size)
+    ]  # fmt: skip
+    for row in batch:  # marketing needs consent evidence (the send policy), as a real list has it
+        await grant_consent(ledger, fingerprint=recipient_fingerprint(row.recipient), category=Category.MARKETING,
+                            source="make run demo", granted_at=datetime.now(UTC))  # fmt: skip
+    await asyncio.gather(*(
+        route.herald.send({"business_key": row.key, "recipient": row.recipient, "template_id": "class_promotion",
+                           "template_version": 1, "render_data": _PROMOTION})
+        for row in batch
+    ))  # fmt: skip
+    await asyncio.wait_for(_prepared(route.herald, batch), timeout)
+    batch_numbers = {row.recipient for row in batch}
+    await route.release()
+    gone_before = await asyncio.wait_for(_first_sent(admin, batch_numbers), timeout)
+    urgent = DemoRow(f"class_reminder:c9081_{run_tag}_urgent", "class_reminder.v1", f"route paced {route.pace:g}/s",
+                     "account notice behind a queued marketing batch", _phone())  # fmt: skip
+    await route.herald.send({"business_key": urgent.key, "recipient": urgent.recipient,
+                             "template_id": "class_reminder", "template_version": 1, "render_data": _CLASS})  # fmt: skip
+    rows = [*batch, urgent]
+    finals = await settle(route.herald, rows, timeout)
+    sent = await _messages_in_order(admin, batch_numbers | {urgent.recipient})
+    for row in rows:
+        _count(row, [m for m in sent if m["to"] == row.recipient])
+    found = overtaking([m["to"] for m in sent], urgent.recipient)
+    if found is None:
+        urgent.note = "  the urgent reminder never reached the emulator"
+    else:
+        urgent.note = (
+            f"  urgent (account, priority {_priority(finals[-1:])}) sent {_ordinal(found.position)} of {found.sent} "
+            f"at the emulator, {found.batch_behind} of the {found.batch} marketing (priority {_priority(finals[:-1])}) "
+            f"still queued behind it; {gone_before} had gone before it was started"
+        )
+    return rows
+
+
+async def _prepared(herald: HeraldClient, rows: list[DemoRow]) -> None:
+    """Until every row's intent has prepared its attempt: its submit is in the route's queue."""
+    while not all(status.attempts for status in await asyncio.gather(*(herald.status(row.key) for row in rows))):
+        await asyncio.sleep(0.5)  # each round queries every workflow: not too often
+
+
+async def _first_sent(admin: httpx.AsyncClient, recipients: set[str]) -> int:
+    """Until the emulator has a message to `recipients`; how many it has then."""
+    while not (sent := len(await _messages_in_order(admin, recipients))):
+        await asyncio.sleep(0.1)
+    return sent
+
+
+async def _messages_in_order(admin: httpx.AsyncClient, recipients: set[str]) -> list[dict[str, Any]]:
+    """The emulator's messages to `recipients`, oldest first (the order it created them)."""
+    listed = (await admin.get("/_emulator/messages")).json()["messages"]
+    return [m for m in listed if m["to"] in recipients]
+
+
+@dataclass(frozen=True)
+class Overtaking:
+    """Where the urgent message stands among the scene's messages, in the emulator's creation order."""
+
+    position: int  # 1: the first of them
+    sent: int  # the scene's messages at the emulator
+    batch: int  # of which the batch's
+    batch_behind: int  # the batch's messages created after the urgent one
+
+
+def overtaking(order: list[str], urgent: str) -> Overtaking | None:
+    """From the recipients of the scene's messages, oldest first; None if `urgent` has none."""
+    if urgent not in order:
+        return None
+    position = order.index(urgent)
+    batch = [to for to in order if to != urgent]
+    behind = sum(to != urgent for to in order[position + 1 :])
+    return Overtaking(position=position + 1, sent=len(order), batch=len(batch), batch_behind=behind)
+
+
+def _priority(finals: list[IntentStatus]) -> str:
+    """The priority keys their attempts recorded (one, normally)."""
+    keys = sorted({a.priority for final in finals for a in final.attempts if a.priority is not None})
+    return "/".join(map(str, keys)) or "?"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 # The demo's send policy: a 3 s recipient cooldown on SMS, so two intents to one number show a
@@ -274,10 +419,11 @@ async def _notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
                 row.note = f"  {found[0]}: {found[1]}"
 
 
-async def settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> None:
+async def settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> list[IntentStatus]:
     finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key, row.channel) for row in rows)), timeout)
     for row, final in zip(rows, finals, strict=True):
         row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by
+    return finals
 
 
 def _report_csv(run_tag: str) -> str:
@@ -309,7 +455,7 @@ def summary(rows: list[DemoRow]) -> str:
         f"{'business key':<40} {'ch':<5} {'template':<22} {'fault':<24} {'state':<18} {'att':>3} {'msgs':>4}",
         "-" * 121,
     ]
-    for r in rows:
+    for r in (r for r in rows if r.in_table):
         attachment = {None: "", True: "  attachment sha256 verified", False: "  ATTACHMENT MISMATCH"}[r.attachment_verified]
         lines.append(
             f"{r.key:<40} {r.channel.value:<5} {r.template:<22} {r.fault or '-':<24} "
@@ -318,9 +464,12 @@ def summary(rows: list[DemoRow]) -> str:
     total = len(rows)
     sms = [r for r in rows if r.channel is Channel.SMS]
     emails = [r for r in rows if r.channel is Channel.EMAIL]
+    unlisted = sum(not r.in_table for r in rows)
     lines += [
         "-" * 121,
-        f"intents: {total} ({len(sms)} SMS, {len(emails)} e-mail)   messages accepted: "
+        f"intents: {total} ({len(sms)} SMS, {len(emails)} e-mail"
+        + (f"; {unlisted} of them the marketing batch, not listed" if unlisted else "")
+        + ")   messages accepted: "
         f"{sum(r.messages_at_provider for r in sms)} at the SMS emulator, "
         f"{sum(r.messages_at_provider for r in emails)} at the SMTP relay   duplicates: {duplicates}",
         f"coverage (known terminal outcome): {100 * len(known_terminal) / total:.1f}%   "
