@@ -129,6 +129,7 @@ class ProviderActivities:
                     to=input.to,
                     body=input.body,
                     subject=input.subject,
+                    html_body=input.html_body,
                     attachments=attachments,
                     message_id_of=input.message_id_of,
                     receipts_url=self._receipt_public_url,
@@ -154,6 +155,7 @@ class ProviderActivities:
                 "to": await self._vault.open(input.to, "recipient"),
                 "body": await self._vault.open(input.body, "body"),
                 "subject": await self._vault.open_optional(input.subject, "subject"),
+                "html_body": await self._vault.open_optional(input.html_body, "html_body"),
                 "ledger": await self._vault.open_batch(input.ledger),
             }
         )

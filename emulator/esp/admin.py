@@ -1,6 +1,7 @@
 """The ESP emulator's admin HTTP API and its HTML page (no auth, loopback clients only)::
 
-    GET    /                          HTML list of received messages (everything escaped)
+    GET    /                          HTML list of received messages (everything escaped; an HTML part
+                                      shown in a sandboxed iframe, never live in the page)
     GET    /_esp/faults               armed faults
     PUT    /_esp/faults/{address}     arm {"fault": name, "count": n|null, ...params}; 422 when invalid
     DELETE /_esp/faults/{address}     disarm one address
@@ -143,12 +144,19 @@ class _AdminApi:
     async def page(self, request: Request) -> Response:
         if denied := refuse_foreign(request, "ESP emulator"):
             return denied
-        return HTMLResponse(render_page(self._state.store.oldest_first()))
+        return HTMLResponse(render_page(self._state.store.oldest_first()), headers={"Content-Security-Policy": PAGE_CSP})
+
+
+# The page runs no script and loads nothing; an HTML part's srcdoc frame inherits this too, so its
+# scripts, forms and remote images stay off even if a browser ignored the sandbox.
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-src 'self'; img-src data:"
 
 
 def render_page(records: list[MessageRecord]) -> str:
-    """An HTML list of received messages, newest first. Every value is escaped: subjects and
-    headers come from whoever sent the mail."""
+    """An HTML list of received messages, newest first. Every value is escaped: subjects, headers
+    and both parts come from whoever sent the mail. An HTML part is shown twice, neither live in the
+    page: rendered in an iframe with ``sandbox=""`` (no script, no forms, no same origin) from an
+    escaped ``srcdoc``, and as escaped source."""
     rows = "\n".join(_render_message(record) for record in reversed(records)) or "<p>No messages yet.</p>"
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -175,10 +183,25 @@ def _render_message(record: MessageRecord) -> str:
         f"sha256 <code>{escape(a.sha256)}</code></li>"
         for a in parsed.attachments
     )
+    truncated = " (truncated)"
+    text = (
+        f"<h3>Text part{truncated if parsed.text_body_truncated else ''}</h3><pre>{escape(parsed.text_body)}</pre>"
+        if parsed.text_body is not None
+        else "<p>No text part.</p>"
+    )
+    html = (
+        f"<h3>HTML part{truncated if parsed.html_body_truncated else ''}</h3>"
+        f'<iframe sandbox="" referrerpolicy="no-referrer" title="HTML part" style="width:100%;height:20em" '
+        f'srcdoc="{escape(parsed.html_body, quote=True)}"></iframe>'
+        f"<details><summary>HTML source</summary><pre>{escape(parsed.html_body)}</pre></details>"
+        if parsed.html_body is not None
+        else ""
+    )
     return (
         f"<section><h2>{escape(parsed.subject or '(no subject)')}</h2>"
         f"<p>To: {recipients}<br>Message-ID: <code>{escape(parsed.message_id)}</code><br>"
-        f"Accepted: {escape(record.accepted_at.isoformat())}, {parsed.size} bytes</p>"
+        f"Accepted: {escape(record.accepted_at.isoformat())}, {parsed.size} bytes, "
+        f"<code>{escape(parsed.structure)}</code></p>"
         f"<details><summary>Headers</summary><table>{headers}</table></details>"
-        f"<ul>{attachments}</ul></section>"
+        f"{text}{html}<ul>{attachments}</ul></section>"
     )

@@ -1,7 +1,8 @@
 """What the ESP emulator accepted: message records, their events, the store and the counters.
 
 This is the test oracle. A ``MessageRecord`` holds what one accepted SMTP
-transaction carried (envelope, parsed headers, attachment hashes) and, per
+transaction carried (envelope, parsed headers, the text and HTML parts, the MIME
+tree, attachment hashes) and, per
 recipient, the ``sg_message_id`` and every webhook event with each POST
 attempt and its answer. Bytes are not kept: the raw message and attachments
 are reduced to sizes and SHA-256 digests so memory stays bounded.
@@ -143,6 +144,11 @@ class ParsedMessage:
     category: str | list[str] | None
     text_body: str | None
     text_body_truncated: bool
+    # The text/html part as sent (None: there is none), bounded like the text part.
+    html_body: str | None
+    html_body_truncated: bool
+    # The MIME tree by content type, e.g. multipart/mixed(multipart/alternative(text/plain,text/html),application/pdf).
+    structure: str
     attachments: tuple[Attachment, ...]
     size: int
     sha256: str
@@ -183,6 +189,9 @@ class MessageRecord:
             "category": parsed.category,
             "text_body": parsed.text_body,
             "text_body_truncated": parsed.text_body_truncated,
+            "html_body": parsed.html_body,
+            "html_body_truncated": parsed.html_body_truncated,
+            "structure": parsed.structure,
             "attachments": [attachment.oracle() for attachment in parsed.attachments],
             "size": parsed.size,
             "sha256": parsed.sha256,
@@ -200,7 +209,8 @@ def parse_message(raw: bytes, x_message_id: str, max_body_chars: int) -> ParsedM
     message_id = raw_message_id.strip() if raw_message_id else make_msgid(x_message_id, "esp-emulator.localhost")
     smtpapi, smtpapi_error = _parse_smtpapi(_first_header(headers, SMTPAPI_HEADER))
     unique_args, category = _echoed_fields(smtpapi)
-    text_body = _text_body(message)
+    text_body = _body(message, "plain")
+    html_body = _body(message, "html")
     return ParsedMessage(
         message_id=message_id,
         message_id_generated=raw_message_id is None,
@@ -212,6 +222,9 @@ def parse_message(raw: bytes, x_message_id: str, max_body_chars: int) -> ParsedM
         category=category,
         text_body=text_body[:max_body_chars] if text_body is not None else None,
         text_body_truncated=text_body is not None and len(text_body) > max_body_chars,
+        html_body=html_body[:max_body_chars] if html_body is not None else None,
+        html_body_truncated=html_body is not None and len(html_body) > max_body_chars,
+        structure=_structure(message),
         attachments=_attachments(message),
         size=len(raw),
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -265,12 +278,22 @@ def _echoed_fields(smtpapi: dict[str, Any] | None) -> tuple[dict[str, str], str 
     return unique_args, category
 
 
-def _text_body(message: EmailMessage) -> str | None:
+def _body(message: EmailMessage, subtype: str) -> str | None:
+    """The message's text/`subtype` body part as a client would pick it, or None."""
     try:
-        body = message.get_body(preferencelist=("plain",))
+        body = message.get_body(preferencelist=(subtype,))
         return body.get_content() if body is not None else None
     except (*_HEADER_ERRORS, KeyError):
         return None
+
+
+def _structure(part: EmailMessage, depth: int = 0) -> str:
+    """The MIME tree by content type, children in order (nesting bounded: the input is anyone's)."""
+    if not part.is_multipart() or depth >= 8:
+        return part.get_content_type()
+    children = part.get_payload()
+    inner = ",".join(_structure(child, depth + 1) for child in children if isinstance(child, EmailMessage))
+    return f"{part.get_content_type()}({inner})"
 
 
 def _attachments(message: EmailMessage) -> tuple[Attachment, ...]:

@@ -62,6 +62,9 @@ class OutboundMessage(Frozen):
     to: str
     body: str
     subject: str | None = None  # e-mail only
+    # E-mail only: the HTML part, render data already escaped by the template engine; sent as
+    # multipart/alternative beside the body (None: text only).
+    html_body: str | None = None
     attachments: list[Attachment] = []  # e-mail only
     # E-mail only: the attempt whose Message-ID this copy carries. Set when the evidence-window rule
     # allowed a new attempt after an unresolved one: recipients' clients then see one message.

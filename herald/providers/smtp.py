@@ -27,6 +27,13 @@ so where a failure happened decides what it means:
 Unreachable spends no retry budget: the workflow retries it until the intent's deadline, so a relay
 that refuses connections for two minutes delays mail by two minutes instead of failing it.
 
+The message is built with the stdlib ``EmailMessage``: text/plain alone; with an HTML part,
+``multipart/alternative`` (text/plain first, text/html last: RFC 2046 puts the richest last, and a
+client shows the last it can); with attachments, ``multipart/mixed`` holding that message first and
+the attachments after it, outside the alternative (inside it, a client would take a PDF for the
+richest rendering of the text). The HTML arrives escaped by the template engine; nothing here
+touches its data.
+
 The ``Message-ID`` is derived from the attempt reference, so every copy of one attempt is
 recognisably the same message, and the reference also travels in SendGrid's ``X-SMTPAPI`` header
 (``unique_args``), which the ESP echoes in every event about the message. Reasons carry reply codes
@@ -80,7 +87,7 @@ log = logging.getLogger("herald.providers.smtp")
 
 
 class EmailSubmission(Frozen):
-    """One attempt's message: the rendered subject and text, and the attachments already verified."""
+    """One attempt's message: the rendered subject, text and HTML part, and the attachments already verified."""
 
     # A refused address must not come back in the error: it is personal data.
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
@@ -89,6 +96,8 @@ class EmailSubmission(Frozen):
     to: EmailStr
     subject: str = Field(max_length=998)
     text: str
+    # The HTML part as the template engine rendered it (render data escaped there); None: text only.
+    html: str | None = None
     attachments: list[Attachment] = []
     # The attempt whose Message-ID this copy carries (its own when None).
     message_id_of: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -162,6 +171,9 @@ class SmtpAdapter:
             message.set_raw(HEADER, submission.list_unsubscribe)
             message.set_raw(POST_HEADER, ONE_CLICK)
         message.set_content(submission.text)
+        if submission.html is not None:
+            message.add_alternative(submission.html, subtype="html")
+        # On a multipart/alternative, add_attachment wraps it as the first part of a multipart/mixed.
         for attachment in submission.attachments:
             maintype, subtype = attachment.media_type.split("/", 1)
             message.add_attachment(attachment.content, maintype=maintype, subtype=subtype, filename=attachment.filename)
@@ -175,6 +187,7 @@ class SmtpAdapter:
                 to=message.to,
                 subject=message.subject or "",
                 text=message.body,
+                html=message.html_body,
                 attachments=message.attachments,
                 message_id_of=message.message_id_of,
             )
