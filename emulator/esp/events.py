@@ -41,17 +41,17 @@ from emulator.esp.faults import (
     NoEvents,
     OutOfOrderEvents,
     SpamReport,
+    Unsubscribe,
 )
 from emulator.esp.messages import EspStats, EventRecord, MessageRecord, RecipientRecord, WebhookAttempt, new_sg_event_id
 from herald.providers.sendgrid_signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-
 
 _DELIVERED_RESPONSE = "250 OK"
 # What a suppressed address's `dropped` event carries besides the reason.
 _DROPPED_STATUS = "5.0.0"
 
 
-def event_plan(fault: Fault | None) -> list[tuple[str, dict[str, str]]]:
+def event_plan(fault: Fault | None) -> list[tuple[str, dict[str, str | int]]]:
     """The events one recipient goes through, each with its event-specific fields."""
     if isinstance(fault, NoEvents) or (isinstance(fault, DropAfterData) and not fault.events):
         return []
@@ -68,10 +68,16 @@ def event_plan(fault: Fault | None) -> list[tuple[str, dict[str, str]]]:
         return [("processed", {}), *deferrals, ("delivered", {"response": _DELIVERED_RESPONSE})]
     if isinstance(fault, SpamReport):
         return [("processed", {}), ("delivered", {"response": _DELIVERED_RESPONSE}), ("spamreport", {})]
+    if isinstance(fault, Unsubscribe):
+        # SendGrid names the suppression group of a group_unsubscribe (an integer), and none for its own link.
+        group: dict[str, str | int] = {"asm_group_id": fault.asm_group_id} if fault.event == "group_unsubscribe" else {}
+        return [("processed", {}), ("delivered", {"response": _DELIVERED_RESPONSE}), (fault.event, group)]
     return [("processed", {}), ("delivered", {"response": _DELIVERED_RESPONSE})]
 
 
-def event_body(record: MessageRecord, recipient: RecipientRecord, kind: str, extras: dict[str, str]) -> dict[str, Any]:
+def event_body(
+    record: MessageRecord, recipient: RecipientRecord, kind: str, extras: dict[str, str | int]
+) -> dict[str, Any]:
     """One event object with SendGrid's fields; the message's unique_args ride along at top level."""
     body: dict[str, Any] = {
         "email": recipient.email,

@@ -16,7 +16,7 @@ Faults fall into three groups:
   The client of either drop sees the same thing (a disconnect during ``DATA``);
   only the relay's store and its events tell the two apart;
 * event faults accept the message and change its webhook events (bounce,
-  deferral, drop, spam report, silence, duplicates, order, delay).
+  deferral, drop, spam report, unsubscribe, silence, duplicates, order, delay).
 """
 
 from __future__ import annotations
@@ -128,6 +128,15 @@ class SpamReport(_FaultBase):
     fault: Literal["spamreport"]
 
 
+class Unsubscribe(_FaultBase):
+    """``processed``, ``delivered``, then the recipient leaves by a link in the message: ``unsubscribe``
+    (SendGrid's own link) or ``group_unsubscribe`` (a suppression group's, naming the group)."""
+
+    fault: Literal["unsubscribe"]
+    event: Literal["unsubscribe", "group_unsubscribe"] = "group_unsubscribe"
+    asm_group_id: int = Field(default=1, ge=1)
+
+
 class DelayedEvents(_FaultBase):
     """Hold every event ``seconds`` before posting it (its ``timestamp`` stays when it happened)."""
 
@@ -149,6 +158,7 @@ Fault = Annotated[
         DeferredThenDelivered,
         Dropped,
         SpamReport,
+        Unsubscribe,
         DelayedEvents,
     ],
     Field(discriminator="fault"),

@@ -44,6 +44,12 @@ into this message's tracking, so it is evidence about this attempt even when its
 event was lost or comes later. None of them proves that a person read the message (privacy proxies
 fetch pixels, security gateways follow links): Herald claims delivery, never reading.
 
+``unsubscribe`` and ``group_unsubscribe`` are also the person's request (``UNSUBSCRIBE_EVENTS``):
+``unsubscribes`` reads them as such, and the receipt route records each under the attempt's intent
+(``herald.ledger.esp_unsubscribes``), for the intent's category, so the policy gate stops that
+category to them as it does after a one-click unsubscribe. ``group_resubscribe`` is recorded as
+evidence only: it lifts nothing (an opt-in would lift bounces and complaints too).
+
 Error codes. SendGrid gives a bounce (and a drop) an RFC 3463 enhanced status such as ``5.1.1`` or
 ``4.2.2`` in ``status``. ``error_code_of`` encodes it as ``class*100 + subject*10 + detail`` when
 the class is 2, 4 or 5 and subject and detail are single digits (``5.1.1`` → 511, ``4.2.2`` → 422),
@@ -69,11 +75,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+from herald.ledger.esp_unsubscribes import EventUnsubscribe
 from herald.outcomes import Frozen, ProviderStatus
 from herald.providers.smtp import REFERENCE_ARG
 
@@ -141,6 +148,10 @@ EVENT_STATUSES: Mapping[str, ProviderStatus] = {
     "dropped": ProviderStatus.FAILED,
 }
 _FAILURE_EVENTS = frozenset({"bounce", "dropped"})
+# Events that are also the recipient's request: they left through a link in the message.
+UNSUBSCRIBE_EVENTS = frozenset({"unsubscribe", "group_unsubscribe"})
+# recipient_requests.source_ref's bound; an event id past it is not SendGrid's shape.
+_MAX_REQUEST_REF_CHARS = 200
 
 
 class BodyRule(str, Enum):
@@ -175,6 +186,8 @@ class SendGridEvent(Frozen):
     error_code: int | None = None
     # bounce only: "bounce" or "blocked".
     bounce_type: str | None = None
+    # group_unsubscribe, group_resubscribe: the suppression group (asm_group_id), named in the request.
+    group_id: int | None = None
     # What the inbox keeps of the event (stored_payload).
     payload: dict[str, Any]
 
@@ -273,6 +286,7 @@ def _event(item: dict[str, Any], name: str, ref: str, message_id: str, payload: 
     enhanced_status = status if isinstance(status, str) else None
     bounce_type = item.get("type") if name == "bounce" else None
     sg_event_id = item.get("sg_event_id")
+    group = item.get("asm_group_id")
     return SendGridEvent(
         event=name,
         message_id=message_id,
@@ -282,8 +296,31 @@ def _event(item: dict[str, Any], name: str, ref: str, message_id: str, payload: 
         enhanced_status=enhanced_status,
         error_code=error_code_of(enhanced_status),
         bounce_type=bounce_type if isinstance(bounce_type, str) else None,
+        group_id=group if isinstance(group, int) and not isinstance(group, bool) else None,
         payload=payload,
     )
+
+
+def unsubscribes(events: Sequence[SendGridEvent], received_at: datetime) -> list[EventUnsubscribe]:
+    """The unsubscribe requests among our events: one per event, referenced by its ``sg_event_id``
+    (by attempt and event name when it has none usable: one per attempt and kind then), at the
+    event's time (the post's arrival when it has none)."""
+    found = []
+    for event in events:
+        if event.event not in UNSUBSCRIBE_EVENTS:
+            continue
+        event_id = event.sg_event_id
+        usable = event_id is not None and 1 <= len(event_id) <= _MAX_REQUEST_REF_CHARS
+        in_group = f" (group {event.group_id})" if event.group_id is not None else ""
+        found.append(
+            EventUnsubscribe(
+                attempt_ref=event.attempt_ref,
+                source_ref=event_id if usable and event_id is not None else f"{event.attempt_ref}/{event.event}",
+                detail=f"SendGrid {event.event}{in_group}"[:_MAX_REQUEST_REF_CHARS],
+                requested_at=event.occurred_at or received_at,
+            )
+        )
+    return found
 
 
 def map_status(label: str | None) -> ProviderStatus:

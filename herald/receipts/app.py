@@ -68,6 +68,29 @@ written in the transaction of its last batch, so a mark exists only for a post w
 is committed, as the silence rule assumes; rejections (events the ledger cannot hold) are recorded
 there too, once per stored post rather than once per try.
 
+``GET /unsubscribe/<token>`` and ``POST /unsubscribe/<token>``: the one-click unsubscribe link every
+marketing e-mail carries (``herald.unsubscribe`` reads the token, ``unsubscribe_pages`` is what a
+person sees). GET changes nothing, whatever the token: a mail scanner that fetches every link in a
+message must not unsubscribe anyone. POST is a mail client's RFC 8058 one-click request (body
+``List-Unsubscribe=One-Click``, urlencoded or multipart) or the confirmation page's button; the body
+is bounded and not read further, since the token alone says who and from what. Answered by the
+first rule that applies::
+
+    POST body larger than MAX_UNSUBSCRIBE_BODY_BYTES (read no further) ......... 413
+    no unsubscribe key configured (HERALD_UNSUBSCRIBE_KEYS) ..................... 403
+    token too long, not base64url, not the layout, or of an unknown version ... 400
+    token signed with a key we do not hold, or its signature does not match ... 403
+    token expired ............................................................... 410
+    GET: the confirmation page, a button that POSTs to the same URL ........... 200
+    POST not committed within the store deadline, or the database away ........ 503
+    POST: the unsubscribe committed to recipient_requests (source one_click,
+      once per token: the same link posted again finds its row) ............... 200
+
+A refused link stores nothing and is logged with its rule only: no page and no log line holds the
+token, the address or the fingerprint. A link posted again is answered 200 with the same page (RFC
+8058 clients may post twice, and the request was the person's); its row keeps its first time, so an
+opt-in or a lift recorded in between is not undone by it.
+
 How the routes are isolated (issue 21: one signed 5,000-event post made a quarter of the Twilio
 callbacks arriving 2 s later answer 503). The cause, measured: every non-final report of the post
 was held for the 2 s hold in its own task, and all of them were released at the same moment, so
@@ -77,7 +100,7 @@ deliveries that timed out logged its own traceback (1,100 to 1,700 of them, 20,0
 lines). The post itself was one transaction of 5,000 round trips: 1.6 to 1.9 s, and on a busy host
 more than the 5 s store deadline, so SendGrid got a 503 too. Now every kind of work takes its
 connections from its own bounded share, and the shares add up to the pool
-(POOL_CONNECTIONS_NEEDED, 9: ``python -m herald.receipts`` opens its pool that size):
+(POOL_CONNECTIONS_NEEDED, 10: ``python -m herald.receipts`` opens its pool that size):
 
     Twilio: the group commit's one transaction at a time ..................... 1
             recording rejections (TWILIO_REJECTION_CONNECTIONS) ............... 1
@@ -85,6 +108,7 @@ connections from its own bounded share, and the shares add up to the pool
             incoming messages, one at a time (TWILIO_INBOUND_CONNECTIONS) ..... 1
     SendGrid: storing posts, one at a time (SENDGRID_STORE_CONNECTIONS) ....... 1
               routing (ROUTING_CONNECTIONS) ................................... 2
+    unsubscribe links, one at a time (UNSUBSCRIBE_CONNECTIONS) ............... 1
     the drainer, one pass at a time ........................................... 1
 
 Work beyond a share waits on that share's semaphore, never in the pool's queue, so a request of
@@ -121,12 +145,21 @@ from temporalio.client import Client
 
 from herald.http_bodies import read_bounded
 from herald.ledger import event_streams, store
+from herald.ledger.esp_unsubscribes import record_event_unsubscribes
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.ledger.records import InboxReport
 from herald.providers import sendgrid_signature
-from herald.providers.sendgrid_events import MAX_EVENTS, EventBatch, EventBodyError, map_status, parse_events
+from herald.providers.sendgrid_events import (
+    MAX_EVENTS,
+    EventBatch,
+    EventBodyError,
+    map_status,
+    parse_events,
+    unsubscribes,
+)
 from herald.providers.twilio_signature import is_valid_signature
+from herald.receipts import unsubscribe_pages
 from herald.receipts.delivery import StoredReport
 from herald.receipts.rejections import kept_fields
 from herald.receipts.routing import ReportRouter, error_kind
@@ -146,6 +179,8 @@ from herald.receipts.twilio_inbound import (
 )
 from herald.reply_keywords import classify_reply
 from herald.settings import ReceiptSettings, TwilioSettings
+from herald.unsubscribe import TokenKeys, TokenRefused, UnsubscribeToken
+from herald.unsubscribe import read as read_token
 
 log = logging.getLogger("herald.receipts")
 _T = TypeVar("_T")
@@ -186,11 +221,18 @@ ROUTING_CONNECTIONS = 2
 # Replies come a few at a time (a STOP is one short INSERT), and a burst of them after a marketing
 # send must not take the connections the status callbacks store with, nor wait behind them.
 TWILIO_INBOUND_CONNECTIONS = 1
+# One-click unsubscribes come in bursts after a marketing send (a mail client posts the moment its
+# button is pressed): one short INSERT each, on a connection of their own, so a burst neither takes
+# the callbacks' connections nor waits behind them.
+UNSUBSCRIBE_CONNECTIONS = 1
+# RFC 8058's body is "List-Unsubscribe=One-Click" (26 bytes, a few hundred as multipart): 4 KiB
+# holds any real one, and nothing past it is read.
+MAX_UNSUBSCRIBE_BODY_BYTES = 4096
 _GROUP_COMMIT_CONNECTIONS = 1
 _DRAINER_CONNECTIONS = 1
 POOL_CONNECTIONS_NEEDED = (
     _GROUP_COMMIT_CONNECTIONS + TWILIO_REJECTION_CONNECTIONS + TWILIO_INBOUND_CONNECTIONS
-    + SENDGRID_STORE_CONNECTIONS + 2 * ROUTING_CONNECTIONS + _DRAINER_CONNECTIONS
+    + SENDGRID_STORE_CONNECTIONS + 2 * ROUTING_CONNECTIONS + _DRAINER_CONNECTIONS + UNSUBSCRIBE_CONNECTIONS
 )  # fmt: skip
 # Reports a route's router may hold waiting to be signalled: four full posts. Past it a post's
 # reports are left to the drainer (committed, offered after its grace), so memory stays bounded
@@ -216,6 +258,9 @@ class ReceiptEndpoint:
         self._twilio = twilio
         self._inbound_replies = settings.inbound_replies
         self._inbound_stores = asyncio.Semaphore(TWILIO_INBOUND_CONNECTIONS)
+        # The keys unsubscribe links are verified with (None: every link is refused).
+        self._unsubscribe_keys = TokenKeys.from_settings(settings.unsubscribe)
+        self._unsubscribe_stores = asyncio.Semaphore(UNSUBSCRIBE_CONNECTIONS)
         # Loaded once: a malformed key stops the server at start instead of refusing every post.
         self._sendgrid_key = (
             sendgrid_signature.load_public_key(settings.sendgrid_public_key)
@@ -338,6 +383,47 @@ class ReceiptEndpoint:
         async with self._inbound_stores, self._pool.connection() as conn, conn.transaction():
             return await record_requests(conn, [asked])
 
+    async def unsubscribe_page(self, request: Request) -> Response:
+        """GET /unsubscribe/<token>: the confirmation page for a link of ours; changes nothing."""
+        token = self._unsubscribe_token(request)
+        if isinstance(token, Response):
+            return token
+        return unsubscribe_pages.confirmation(token.category)
+
+    async def unsubscribe(self, request: Request) -> Response:
+        """POST /unsubscribe/<token>: bound the body, verify the token, record the unsubscribe, answer."""
+        if await read_bounded(request, MAX_UNSUBSCRIBE_BODY_BYTES) is None:
+            return unsubscribe_pages.refused(f"request body: larger than {MAX_UNSUBSCRIBE_BODY_BYTES} bytes", 413)
+        token = self._unsubscribe_token(request)
+        if isinstance(token, Response):
+            return token
+        asked = RecipientRequest(
+            fingerprint=token.fingerprint, channel="email", request="unsubscribe", category=token.category,
+            source="one_click", detail="one-click unsubscribe link", source_ref=token.reference,
+            requested_at=datetime.now(UTC),
+        )  # fmt: skip
+        try:
+            await self._within_deadline(self._store_unsubscribe(asked))
+        except _STORE_ERRORS as error:
+            log.warning("could not store an unsubscribe (%s); answering 503", _error_kind(error))
+            return unsubscribe_pages.not_recorded()
+        return unsubscribe_pages.unsubscribed(token.category)
+
+    def _unsubscribe_token(self, request: Request) -> UnsubscribeToken | Response:
+        """The link's verified token, or the refusal page (its rule logged, never the token)."""
+        if self._unsubscribe_keys is None:
+            return unsubscribe_pages.refused("unsubscribe links are not accepted here: no key is configured", 403)
+        try:
+            return read_token(self._unsubscribe_keys, request.path_params["token"], now=datetime.now(UTC))
+        except TokenRefused as refused:
+            log.info("refused an unsubscribe link: %s", refused.rule.value)
+            return unsubscribe_pages.refused(refused.rule.value, refused.rule.status_code)
+
+    async def _store_unsubscribe(self, asked: RecipientRequest) -> int:
+        # One at a time on the unsubscribe share; the same link posted again finds its row (no new one).
+        async with self._unsubscribe_stores, self._pool.connection() as conn, conn.transaction():
+            return await record_requests(conn, [asked])
+
     async def _reject(self, provider: str, reason: str, fields: dict[str, str], attempt_ref: str | None) -> Response:
         """Record a signed report that can never be stored, with its rule, and answer 2xx so it stops."""
         kept = kept_fields(_stored_twilio_fields(fields))
@@ -453,6 +539,8 @@ class ReceiptEndpoint:
                 conn, provider=SENDGRID_PROVIDER, reason=rejected.reason, fields=kept_fields(rejected.payload),
                 attempt_ref=rejected.attempt_ref,
             )  # fmt: skip
+        # What people asked through SendGrid's own unsubscribe links, committed with the events.
+        await record_event_unsubscribes(conn, unsubscribes(batch.events, datetime.now(UTC)))
         # The stream's liveness: what the silence rule reads (herald.silence).
         await event_streams.record_mark(
             conn,
@@ -569,6 +657,8 @@ def create_receipt_app(endpoint: ReceiptEndpoint, **starlette_options: Any) -> S
             Route("/twilio/status", endpoint.twilio_status, methods=["POST"]),
             Route("/twilio/inbound", endpoint.twilio_inbound, methods=["POST"]),
             Route("/sendgrid/events", endpoint.sendgrid_events, methods=["POST"]),
+            Route("/unsubscribe/{token}", endpoint.unsubscribe_page, methods=["GET"]),
+            Route("/unsubscribe/{token}", endpoint.unsubscribe, methods=["POST"]),
             Route("/healthz", health, methods=["GET"]),
         ],
         **{"lifespan": lifespan, **starlette_options},

@@ -10,7 +10,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
-from herald.settings import ReceiptSettings, TwilioSettings
+from herald.settings import ReceiptSettings, TwilioSettings, UnsubscribeSettings
 
 
 class RecordingClient:
@@ -41,17 +41,19 @@ async def receipt_app(
     store_timeout: float = ReceiptSettings().store_timeout,
     twilio: TwilioSettings | None = None,
     inbound_replies: bool = False,
+    unsubscribe: UnsubscribeSettings | None = None,
 ) -> AsyncIterator[tuple[str, RecordingClient]]:
     """The receipt app under uvicorn on a port the OS picks; yields its base URL and the client.
 
     ``public_url`` is what the endpoint believes the provider called (the URL signatures cover),
     so a test signs against it whatever port the OS picked. ``twilio`` says whose replies are ours
-    (None: every signed one); ``inbound_replies`` is HERALD_TWILIO_INBOUND_REPLIES.
+    (None: every signed one); ``inbound_replies`` is HERALD_TWILIO_INBOUND_REPLIES; ``unsubscribe``
+    holds the keys unsubscribe links are verified with (None: none, every link refused).
     """
     client = RecordingClient()
     receipts = ReceiptSettings(
         public_url=public_url, hold_seconds=hold_seconds, sendgrid_public_key=public_key, store_timeout=store_timeout,
-        inbound_replies=inbound_replies,
+        inbound_replies=inbound_replies, unsubscribe=unsubscribe or UnsubscribeSettings(),
     )  # fmt: skip
     endpoint = ReceiptEndpoint(receipts, auth_token=auth_token, pool=pool, client=client, twilio=twilio)  # type: ignore[arg-type]
     server = build_receipt_server(endpoint, "127.0.0.1", 0)
