@@ -180,6 +180,7 @@ async def play(
                         row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
         policy_rows = await _send_policy_cases(herald, ledger, run_tag) if ledger is not None else []
         policy_rows += [] if ledger is None else await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag)
+        policy_rows += [] if ledger is None else await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag)
         rows += policy_rows
         if outbox_url is not None:
             rows.append(await _through_the_outbox(herald, outbox_url, run_tag))
@@ -478,3 +479,38 @@ def summary(rows: list[DemoRow]) -> str:
         f"{100 * sum(r.state is IntentState.UNKNOWN for r in rows) / total:.1f}%",
     ]
     return "\n".join(lines)
+
+
+async def a_stop_reply_suppresses_marketing(
+    herald: HeraldClient,
+    admin: httpx.AsyncClient,
+    ledger: AsyncConnectionPool,
+    run_tag: str,
+    *,
+    receipts_url: str | None = None,
+    our_number: str | None = None,
+) -> list[DemoRow]:
+    """A member who agreed to marketing texts STOP to our number; the emulator posts the reply, signed,
+    to the receipt server's /twilio/inbound as Twilio would, and the next promotion to them is
+    suppressed by the policy with nothing sent (issue 24). The stack's receipt server and number
+    come from temporal-dev.yaml unless given."""
+    if receipts_url is None or our_number is None:
+        from devstack.config import load_stack_config
+
+        stack = load_stack_config()
+        receipts_url = receipts_url or f"http://{stack.receipts.host}:{stack.receipts.port}"
+        our_number = our_number or stack.emulator.from_number
+    member = _phone()
+    await grant_consent(ledger, fingerprint=recipient_fingerprint(member), category=Category.MARKETING,
+                        source="demo: signup form", granted_at=datetime.now(UTC))  # fmt: skip
+    reply = {"from": member, "to": our_number, "body": "STOP", "url": f"{receipts_url}/twilio/inbound"}
+    stop = await admin.post("/_emulator/inbound", json=reply)
+    stop.raise_for_status()
+    webhook = stop.json()["webhook"]
+    key = f"class_promotion:stop_{run_tag}"
+    await herald.send({"business_key": key, "recipient": member, "template_id": "class_promotion",
+                       "template_version": 1, "render_data": _CLASS})  # fmt: skip
+    row = DemoRow(key, "class_promotion.v1", None, "member replied STOP: the next promotion suppressed", member)
+    if webhook is None or webhook["http_status"] != 200:
+        row.note = f"  the receipt server did not take the STOP: {webhook}"
+    return [row]
