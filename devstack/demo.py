@@ -180,7 +180,6 @@ async def play(
                         row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
         policy_rows = await _send_policy_cases(herald, ledger, run_tag) if ledger is not None else []
         policy_rows += [] if ledger is None else await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag)
-        policy_rows += [] if ledger is None else await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag)
         rows += policy_rows
         if outbox_url is not None:
             rows.append(await _through_the_outbox(herald, outbox_url, run_tag))
