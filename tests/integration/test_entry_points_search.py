@@ -430,9 +430,20 @@ def template_root() -> Iterator[Path]:
     shutil.rmtree(root.parent)
 
 
+# An e-mail version whose HTML part is markup and strange text around its placeholder: refused by a
+# named rule, or published (and then its rendering is searched below).
+html_pieces = st.sampled_from(['<p title="${merchant}">', "<p>${merchant}</p>", '<a href="${merchant}">', "<!--",
+                               "<script>", "</", "<p title=", "onclick=", '"', "'", "&", "${merchant}", "$",
+                               "<svg>", "{{"]) | strange_text  # fmt: skip
+html_versions = st.lists(html_pieces, min_size=1, max_size=6).map(
+    lambda pieces: "# channel: email\n# subject: Hi\n# field merchant: text max=60\nHello ${merchant}.\n# html:\n"
+    + "".join(pieces)
+)
+
+
 @settings(SEARCH, max_examples=150)
 @given(template_id=strange_text | st.sampled_from(["order_receipt", "new_one", "promo/vip_offer", "../../x"]),
-       version=json_values | st.integers(min_value=-3, max_value=100_001), text=strange_text)  # fmt: skip
+       version=json_values | st.integers(min_value=-3, max_value=100_001), text=strange_text | html_versions)  # fmt: skip
 def test_publish_refuses_by_rule_and_never_writes_outside_its_folder(
     template_root: Path, template_id: Any, version: Any, text: str
 ) -> None:
@@ -455,3 +466,22 @@ def test_preview_renders_or_names_the_rule(template_id: str, version: Any, data:
         render_message(template_id, version if isinstance(version, int) else 1, data, channel="sms")
     except TemplateError as refused:
         assert refused.problems and all(field for field, _ in refused.problems)
+
+
+_MARKUP = re.compile(r"[<>\"']|&(?!amp;|lt;|gt;|quot;|#x27;)")
+
+
+@settings(SEARCH, max_examples=150)
+@given(merchant=strange_text | st.sampled_from(['<script>alert(1)</script>', '"><img src=x onerror=alert(1)>']))
+def test_render_data_never_adds_markup_to_an_html_part(merchant: str) -> None:
+    """Any merchant name: refused naming render_data.merchant, or rendered with the name verbatim in the
+    text part and no markup character of its own in the HTML part (its '<', '>', quotes and '&' as references)."""
+    try:
+        rendered = render_message("order_receipt_email", 2, {**ORDER_DATA, "merchant": merchant}, channel="email")
+    except TemplateError as refused:
+        assert [field for field, _ in refused.problems] == ["render_data.merchant"]
+        return
+    neutral = render_message("order_receipt_email", 2, {**ORDER_DATA, "merchant": "Acme"}, channel="email")
+    assert merchant in rendered.body
+    assert rendered.html_body is not None and neutral.html_body is not None
+    assert len(_MARKUP.findall(rendered.html_body)) == len(_MARKUP.findall(neutral.html_body))
