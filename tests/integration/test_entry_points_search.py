@@ -431,7 +431,8 @@ def template_root() -> Iterator[Path]:
 
 
 # An e-mail version whose HTML part is markup and strange text around its placeholder: refused by a
-# named rule, or published (and then its rendering is searched below).
+# named rule, or published inside the templates folder (tests/unit/test_html_templates.py searches
+# what accepted parts render).
 html_pieces = st.sampled_from(['<p title="${merchant}">', "<p>${merchant}</p>", '<a href="${merchant}">', "<!--",
                                "<script>", "</", "<p title=", "onclick=", '"', "'", "&", "${merchant}", "$",
                                "<svg>", "{{"]) | strange_text  # fmt: skip
