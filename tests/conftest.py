@@ -202,7 +202,10 @@ LONGEST_FIRST = (
     "tests/receipts/test_route_isolation.py",  # 50, computing
     "tests/integration/test_starter_cli.py",  # 49, computing (process starts)
     "tests/integration/test_submit_rate_limit.py",  # 28
-    "tests/integration/test_route_fairness.py",  # 25
+    "tests/integration/test_route_fairness.py",  # 58 (two tenants' batches, equal and weighted)
+    "tests/integration/test_route_queue_age.py",  # 25
+    "tests/integration/test_category_validity.py",  # 21
+    "tests/integration/test_demo_priority.py",  # 15
     "tests/integration/test_route_priority.py",  # 22
     "tests/integration/test_route_deadline.py",  # 15
     "tests/integration/test_entry_points_search.py",  # 27, computing
