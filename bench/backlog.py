@@ -14,11 +14,13 @@ emulator and worker with a task queue of its own, so they share no backlog, run 
          queue sees one priority level and one fairness key. The built-in policy is published
          again after the arm.
 
-The workflow's own tasks start at the category's built-in priority in both arms (herald/client.py
-`start_priority` reads no policy), so the arms differ only in the submit queue, where the
-backlog forms. Figures per arm and class come from the ledger (queue age: attempt prepared ->
-the submit's answer as the workflow recorded it), the arm's emulator (acceptance times, 429s,
-messages per recipient) and Temporal (every workflow closed).
+The bench's client has the ledger, so it reads the policy in force when it starts an intent and
+the workflow's own tasks go at the same priority and fairness key as its first submit
+(herald/client.py `start_priority`): the off arm is first come, first served on the workflow
+task queue too. Figures per arm and class come from the ledger (queue age: attempt prepared ->
+the provider's answer to its submit as the workflow recorded it), the workflows' histories (where
+that time went), the arm's emulator (acceptance times, 429s, messages per recipient) and Temporal
+(every workflow closed).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
@@ -38,6 +41,8 @@ from bench.context import Bench
 from bench.herald_run import limited_route
 from bench.measure import CpuMeter
 from herald.client import HeraldClient
+from herald.contracts import attempt_ref
+from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
 from herald.ledger.policy_store import grant_consent, publish_policy, recipient_fingerprint
 from herald.lifecycle import IntentState
@@ -61,6 +66,7 @@ TEMPLATES: dict[str, tuple[str, Category, dict[str, str | int], str]] = {
 }  # fmt: skip
 KEY_PART = {URGENT: "urgent", TENANT_B: "b", TENANT_A: "a"}
 STAGES = ("prepared → scheduled", "scheduled → started", "started → completed", "completed → recorded")
+START_STAGES = ("start → workflow started", "workflow started → first task started", "first task started → prepared")
 SUBMIT_ACTIVITY = "submit_attempt"
 
 # Targets with priority on (issue 23).
@@ -91,12 +97,15 @@ class ClassFigures:
     # started -> completed: the submit activity (ledger write, pacer, provider call);
     # completed -> recorded: the workflow task that takes in the answer started.
     split: dict[str, list[float]] = field(default_factory=lambda: {stage: [] for stage in STAGES})
+    # Per intent, seconds: where start -> prepared went. The start call (sealing, the server taking the
+    # start); the workflow task queue (at `start_priority`: the policy's order read at start); the
+    # intent's first workflow task on the worker, with its local activities, until it prepared the attempt.
+    start_split: dict[str, list[float]] = field(default_factory=lambda: {stage: [] for stage in START_STAGES})
     attempts: int = 0
     unanswered_attempts: int = 0  # attempts with no provider answer to their submit in the ledger
     priorities: Counter[int] = field(default_factory=Counter)  # priority keys the attempts were dispatched with
     policy_versions: Counter[int] = field(default_factory=Counter)
     states: Counter[str] = field(default_factory=Counter)  # final intent states from the ledger
-    accepted_last: float | None = None  # wall clock of the class's last acceptance at the emulator
 
     @property
     def accounted(self) -> int:
@@ -117,6 +126,7 @@ class BacklogArm:
     utilisation_span: float = 0.0  # s, first acceptance -> tenant A's last
     accepted_in_span: int = 0
     longest_gap: float | None = None  # s, between two acceptances in that span
+    resent_accepted: int = 0  # acceptances of resends after an unanswered submit (outside the span)
     seconds: float = 0.0  # first start -> every workflow closed (or the timeout)
     cores: dict[str, float] = field(default_factory=dict)  # CPU by process over the arm, in cores
     foreign_cores: float | None = None
@@ -181,8 +191,12 @@ async def run_backlog(
 ) -> BacklogResult:
     result = BacklogResult(backlog, seconds, limit, submit_rate)
     tag = new_tag()
-    # Every start, the route drained at 0.97 L, and room for a slow machine.
-    timeout = 300 + 2 * (backlog + 2 * seconds) / limit
+    # The route drained at half its pace, plus one unknown submit's proof of absence (the production
+    # policy's in-flight bound and provider queue validity, then its resend): an attempt lost to an
+    # overloaded worker is resent and counted, not cut off.
+    policy = DeliveryPolicy()
+    proof = (policy.submit_in_flight_bound + policy.provider_queue_validity).total_seconds()
+    timeout = 120 + 2 * (backlog + 2 * seconds) / limit + proof
     for arm in ARMS:
         print(f"backlog, arm {arm}: {backlog} tenant A intents at once, then {seconds} s of urgent and"
               f" tenant B intents at 1/s each, on a route limited to {limit:g}/s", flush=True)  # fmt: skip
@@ -260,7 +274,8 @@ async def _run_arm(
             listed = (await admin.get("/_emulator/messages")).json()["messages"]
             stats = await bench.emulator_stats(admin)
     _provider_figures(figures, listed, stats, starts, class_of, to_of)
-    await _ledger_figures(bench, figures, prefix, starts, class_of)
+    resent = await _ledger_figures(bench, figures, prefix, starts, class_of)
+    _utilisation(figures, listed, {to for w, to in to_of.items() if class_of[w] == TENANT_A}, resent)
     return figures
 
 
@@ -268,7 +283,7 @@ def _provider_figures(
     figures: BacklogArm, listed: list[dict], stats: dict, starts: dict[str, float], class_of: dict[str, str],
     to_of: dict[str, str],
 ) -> None:  # fmt: skip
-    """Acceptances, 429s, duplicates and route utilisation, counted at the arm's emulator."""
+    """Acceptances, 429s, duplicates and each intent's start -> acceptance, counted at the arm's emulator."""
     figures.accepted = len(listed)
     figures.rejected_429 = stats["rate_limited"]
     figures.submits = stats["accepted"] + stats["rejected"]
@@ -280,17 +295,37 @@ def _provider_figures(
         at = datetime.fromisoformat(m["date_created"]).timestamp()
         first_accepted[m["to"]] = min(at, first_accepted.get(m["to"], at))
     for workflow_id, to in to_of.items():
-        cls = figures.classes[class_of[workflow_id]]
         if to in first_accepted:
-            cls.start_to_accepted.append(first_accepted[to] - starts[workflow_id])
-            cls.accepted_last = max(cls.accepted_last or 0.0, first_accepted[to])
-    times = sorted(datetime.fromisoformat(m["date_created"]).timestamp() for m in listed)
-    a_last = figures.classes[TENANT_A].accepted_last
-    if times and a_last is not None:
-        figures.utilisation_span = a_last - times[0]
-        in_span = [t for t in times if t <= a_last]
-        figures.accepted_in_span = len(in_span)
-        figures.longest_gap = max((b - a for a, b in itertools.pairwise(in_span)), default=None)
+            figures.classes[class_of[workflow_id]].start_to_accepted.append(first_accepted[to] - starts[workflow_id])
+
+
+def _utilisation(figures: BacklogArm, listed: list[dict], tenant_a: set[str], resent: set[str]) -> None:
+    """Acceptances per second from the first to tenant A's last while A had a backlog.
+
+    A resend after a submit that got no answer (`resent`: attempt references) leaves the backlog:
+    it goes once the provider's queue validity has proved the first copy absent, ten minutes on in
+    the production policy, and would stretch the span over an idle route; such acceptances are
+    left out of the span's end and counted apart.
+    """
+    accepted = sorted(
+        (datetime.fromisoformat(m["date_created"]).timestamp(), m["to"], _attempt_ref(m["status_callback"]))
+        for m in listed
+    )
+    a_times = [at for at, to, ref in accepted if to in tenant_a and ref not in resent]
+    figures.resent_accepted = sum(1 for _, _, ref in accepted if ref in resent)
+    if not accepted or not a_times:
+        return
+    a_last = a_times[-1]
+    in_span = [at for at, _, _ in accepted if at <= a_last]
+    figures.utilisation_span = a_last - in_span[0]
+    figures.accepted_in_span = len(in_span)
+    figures.longest_gap = max((b - a for a, b in itertools.pairwise(in_span)), default=None)
+
+
+def _attempt_ref(callback_url: str | None) -> str | None:
+    """Our attempt reference, from the status callback URL Herald gave the provider."""
+    refs = parse_qs(urlsplit(callback_url or "").query).get("attempt")
+    return refs[0] if refs else None
 
 
 # Every attempt of the arm's intents: when prepared (the workflow's clock), when the submit activity
@@ -315,13 +350,16 @@ SELECT DISTINCT ON (workflow_id) workflow_id, to_state FROM transitions
 
 async def _ledger_figures(
     bench: Bench, figures: BacklogArm, prefix: str, starts: dict[str, float], class_of: dict[str, str]
-) -> None:
-    """Queue ages, dispatch keys and final states per class, from the ledger."""
+) -> set[str]:
+    """Queue ages, dispatch keys and final states per class, from the ledger (and the split of each
+    queue age from the workflows' histories). Returns the references of attempts that followed an
+    attempt with no answer from the provider (resends)."""
     # The prefix holds no LIKE wildcard but '_', which matches itself too; rows are classed by exact id.
     async with bench.pool.connection() as conn:
         attempts = await (await conn.execute(_ATTEMPTS_SQL, (prefix + "%",))).fetchall()
         finals = await (await conn.execute(_FINAL_STATES_SQL, (prefix + "%",))).fetchall()
     prepared_at: dict[str, list[float]] = {}
+    resent: set[str] = set()
     for workflow_id, number, priority, version, prepared, recorded, answered in sorted(attempts, key=lambda a: a[1]):
         if workflow_id not in class_of:
             continue
@@ -333,6 +371,7 @@ async def _ledger_figures(
         cls.route_waits.append(recorded - prepared)
         if answered is None:
             cls.unanswered_attempts += 1
+            resent.add(attempt_ref(workflow_id, number + 1))
         else:
             cls.queue_ages.append(answered - prepared)
         if number == 1:
@@ -340,37 +379,55 @@ async def _ledger_figures(
     for workflow_id, state in finals:
         if workflow_id in class_of:
             figures.classes[class_of[workflow_id]].states[state] += 1
-    submits = await _submit_events(bench, list(prepared_at))
-    for workflow_id, events in submits.items():
+    histories = await _history_times(bench, list(prepared_at))
+    for workflow_id, times in histories.items():
         prepared = prepared_at[workflow_id]
-        if len(events) != len(prepared):
+        cls = figures.classes[class_of[workflow_id]]
+        first_task = times.first_task_at
+        for stage, (a, b) in zip(START_STAGES, ((starts[workflow_id], times.started_at),
+                                               (times.started_at, first_task), (first_task, prepared[0])),
+                                 strict=True):  # fmt: skip
+            if a is not None and b is not None:
+                cls.start_split[stage].append(b - a)
+        if len(times.submits) != len(prepared):
             continue  # an attempt withdrawn or not yet submitted: no one-to-one pairing
-        split = figures.classes[class_of[workflow_id]].split
-        for at, (scheduled, started, completed, recorded) in zip(prepared, events, strict=True):
+        split = cls.split
+        for at, (scheduled, started, completed, recorded) in zip(prepared, times.submits, strict=True):
             for stage, (a, b) in zip(STAGES, ((at, scheduled), (scheduled, started), (started, completed),
                                              (completed, recorded)), strict=True):  # fmt: skip
                 if a is not None and b is not None:
                     split[stage].append(b - a)
+    return resent
 
 
-async def _submit_events(
-    bench: Bench, workflow_ids: list[str], concurrency: int = 8
-) -> dict[str, list[tuple[float, float | None, float | None, float | None]]]:
-    """Each workflow's submits in order, from its history: (scheduled, started, completed, the next
-    workflow task started), wall-clock seconds as the Temporal server stamped them."""
+@dataclass
+class HistoryTimes:
+    """One workflow's moments as the Temporal server stamped them (wall clock, seconds)."""
+
+    started_at: float | None = None  # WorkflowExecutionStarted
+    first_task_at: float | None = None  # the first WorkflowTaskStarted
+    # Each submit in order: (scheduled, started, completed, the next workflow task started).
+    submits: list[tuple[float, float | None, float | None, float | None]] = field(default_factory=list)
+
+
+async def _history_times(bench: Bench, workflow_ids: list[str], concurrency: int = 8) -> dict[str, HistoryTimes]:
+    """Each workflow's start, first workflow task and submits, from its history."""
     slots = asyncio.Semaphore(concurrency)
-    found: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
+    found: dict[str, HistoryTimes] = {}
 
     async def one(workflow_id: str) -> None:
         async with slots:
             history = await bench.herald_temporal.get_workflow_handle(workflow_id).fetch_history()
+        times = HistoryTimes()
         scheduled: dict[int, float] = {}
         started: dict[int, float] = {}
         completed: dict[int, float] = {}
         wft_started: list[float] = []
         for event in history.events:
             at = event.event_time.ToDatetime(tzinfo=UTC).timestamp()
-            if event.HasField("activity_task_scheduled_event_attributes"):
+            if event.HasField("workflow_execution_started_event_attributes"):
+                times.started_at = at
+            elif event.HasField("activity_task_scheduled_event_attributes"):
                 if event.activity_task_scheduled_event_attributes.activity_type.name == SUBMIT_ACTIVITY:
                     scheduled[event.event_id] = at
             elif event.HasField("activity_task_started_event_attributes"):
@@ -379,12 +436,12 @@ async def _submit_events(
                 completed[event.activity_task_completed_event_attributes.scheduled_event_id] = at
             elif event.HasField("workflow_task_started_event_attributes"):
                 wft_started.append(at)
-        rows = []
+        times.first_task_at = wft_started[0] if wft_started else None
         for event_id, at in sorted(scheduled.items()):
             done = completed.get(event_id)
             recorded = next((t for t in wft_started if done is not None and t >= done), None)
-            rows.append((at, started.get(event_id), done, recorded))
-        found[workflow_id] = rows
+            times.submits.append((at, started.get(event_id), done, recorded))
+        found[workflow_id] = times
 
     await asyncio.gather(*(one(workflow_id) for workflow_id in workflow_ids))
     return found

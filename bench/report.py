@@ -17,6 +17,7 @@ from bench.backlog import (
     FLAT_PRIORITY,
     SHARE_429_TARGET,
     STAGES,
+    START_STAGES,
     TEMPLATES,
     TENANT_B,
     TENANT_B_P99_TARGET,
@@ -341,8 +342,9 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             f"- **off** (first come, first served, as before issue 23): a policy version publishing every category at"
             f" priority {FLAT_PRIORITY}, and every intent sent as the default `shared` tenant, so the submit queue sees"
             " one priority level and one fairness key; the built-in policy is published again after the arm. The"
-            " workflow's own tasks start at the built-in category priority in both arms (herald/client.py"
-            " `start_priority` reads no policy): the arms differ in the submit queue, where the backlog forms."
+            " bench's client has the ledger and reads the policy at start, so the workflow's own tasks go at the"
+            " same priority and key as the first submit (herald/client.py `start_priority`): off is first come,"
+            " first served on the workflow task queue too."
         ),
         "- Each arm has a fresh emulator and worker on a new task queue (no shared backlog); order: on, then off.",
         "",
@@ -364,9 +366,10 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             " task (on the workflow task queue, shared with tenant A's batch) to the queue age."
         ),
         (
-            "- start → prepared: the start call and the intent's first workflow task (on the workflow task queue,"
-            " where tenant A's batch queues too). prepared → row written: until the submit activity wrote the"
-            " attempt row (`attempts.recorded_at`), before its pacer and the provider call."
+            "- start → prepared, split by the workflow's history: the start call (sealing, the server recording the"
+            " start), the workflow task queue (where tenant A's batch queues too, at `start_priority`), and the"
+            " intent's first workflow task on the worker with its local activities. prepared → row written: until"
+            " the submit activity wrote the attempt row (`attempts.recorded_at`), before its pacer and the provider call."
         ),
         (
             "- the queue age split, per submit from the workflow's history (the server's event times): prepared →"
@@ -376,7 +379,9 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
         ),
         (
             "- utilisation: acceptances at the emulator from the first to tenant A's last (while A still had a"
-            " backlog), intervals ÷ span, ÷ L. 429 share: the emulator's counters (429 answers ÷ create requests)."
+            " backlog), intervals ÷ span, ÷ L; a resend after a submit with no answer (sent once the production"
+            " policy's in-flight bound and provider queue validity, 11 minutes, proved the first copy absent) is"
+            " not backlog and does not end the span. 429 share: the emulator's counters (429 answers ÷ create requests)."
             " Duplicates: recipients with more than one message at the emulator (every intent has its own number)."
             " Accounted: intents whose last ledger transition is a terminal state, every workflow closed in Temporal."
         ),
@@ -418,9 +423,11 @@ def _backlog_class_table(r: BacklogResult) -> str:
     for label, q in (("p50", 50), ("p99", 99), ("max", None)):
         row(f"start → accepted at the emulator {label}, s", seconds(lambda c: c.start_to_accepted, q))
     row("start → attempt prepared p50 / p99, s", pair(lambda c: c.start_to_prepared))
+    for stage in START_STAGES:
+        row(f"… {stage} p50 / p99, s", pair(lambda c, stage=stage: c.start_split[stage]))
     row("prepared → attempt row written by the submit p50 / p99, s", pair(lambda c: c.route_waits))
     for stage in STAGES:
-        row(f"queue age, {stage} p50 / p99, s", pair(lambda c, stage=stage: c.split[stage]))
+        row(f"… queue age, {stage} p50 / p99, s", pair(lambda c, stage=stage: c.split[stage]))
     row("attempts (without a submit answer)", lambda c: f"{c.attempts} ({c.unanswered_attempts})")
     row("priority keys dispatched", lambda c: ", ".join(f"{k}: {n}" for k, n in sorted(c.priorities.items(), key=str)))
     row("intents offered / started / accounted", lambda c: f"{c.offered} / {c.started} / {c.accounted}")
@@ -437,6 +444,7 @@ def _backlog_route_table(r: BacklogResult) -> str:
 
     row("messages accepted at the emulator", lambda a: str(a.accepted))
     row("longest gap between two acceptances while tenant A had a backlog, s", lambda a: _num(a.longest_gap, 2))
+    row("acceptances of resends after an unanswered submit (outside the span)", lambda a: str(a.resent_accepted))
     row(
         "utilisation while tenant A had a backlog",
         lambda a: (
