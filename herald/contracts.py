@@ -13,7 +13,7 @@ from pydantic import Field
 
 from herald.artifacts import ArtifactRef
 from herald.delivery_policy import DeliveryPolicy
-from herald.intent import Channel, Intent
+from herald.intent import SHARED_TENANT, Channel, Intent
 from herald.ledger.records import IntentRecorded, LedgerBatch
 from herald.lifecycle import IntentState, Source, SubmitResult
 from herald.outcomes import Frozen, ProviderStatus, SubmitOutcome
@@ -139,6 +139,8 @@ class IntentStatus(Frozen):
     content_sha256: str
     state: IntentState
     closed_by: str | None = None
+    # Who the notice is for: its fairness key on a backlogged route.
+    tenant: str = SHARED_TENANT
     attempts: list[AttemptStatus] = []
     transitions: list[TransitionStatus] = []
     observations_recorded: int = 0

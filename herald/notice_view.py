@@ -38,6 +38,7 @@ def _column(status: IntentStatus | None) -> list[tuple[str, str]]:
         ("template", f"{status.template_id} v{status.template_version}"),
         ("content", status.content_sha256[:16]),
         ("destination", status.destination_fingerprint or "-"),
+        ("tenant", status.tenant),
     ]
     for attempt in status.attempts:
         outcome = attempt.provider_status.value if attempt.provider_status else "-"

@@ -25,7 +25,10 @@ def classify_reply(body: str, opt_out_type: str | None = None) -> tuple[Request,
         kind = _OPT_OUT_TYPES.get(opt_out_type.strip().upper())
         if kind is not None:
             return kind, opt_out_type.strip().upper()
-    word = body.strip().upper()
+    word = body.strip()
+    if not word.isascii():  # upper() maps "ſtop" and "ﬆop" to STOP: the keywords are ASCII words
+        return "other", None
+    word = word.upper()
     if word in OPT_OUT_KEYWORDS:
         return "opt_out", word
     if word in OPT_IN_KEYWORDS:

@@ -170,6 +170,7 @@ async def cmd_status(args: argparse.Namespace, services: Services) -> int:
     print(f"intent      {live.workflow_id}")
     print(f"template    {live.template_id} v{live.template_version}   content sha256 {live.content_sha256}")
     print(f"state       {live.state.value}" + (f"   closed by {live.closed_by}" if live.closed_by else ""))
+    print(f"tenant      {live.tenant}")
     for attempt in live.attempts:
         print(
             f"attempt {attempt.number}   ref {attempt.attempt_ref}   "

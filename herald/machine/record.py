@@ -85,6 +85,7 @@ class IntentRecord:
             content_sha256=self.intent.content_sha256,
             state=self.state,
             closed_by=self.closed_by,
+            tenant=self.intent.tenant,
             attempts=[attempt.status() for attempt in self.attempts],
             transitions=list(self.transitions),
             observations_recorded=self.ledger.observations_recorded,

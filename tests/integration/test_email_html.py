@@ -140,11 +140,6 @@ async def test_the_submit_activity_opens_the_sealed_html_part_and_the_relay_gets
     assert merchant in unescape(message["html_body"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="workflows/provider_calls.py builds SubmitInput without html_body=intent.html_body (a path this change "
-    "may not edit): the workflow's attempts still send the text part only",
-)
 async def test_an_intent_with_an_html_part_reaches_the_relay_as_multipart_alternative(
     herald: HeraldClient, esp: Esp
 ) -> None:

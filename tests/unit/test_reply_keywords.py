@@ -19,6 +19,9 @@ def test_the_whole_message_is_the_keyword() -> None:
     assert classify_reply("stop please") == ("other", None)
     assert classify_reply("STOP.") == ("other", None)
     assert classify_reply("") == ("other", None)
+    # Unicode letters that upper-case to ASCII ones are not the keyword.
+    assert classify_reply("\u017ftop") == ("other", None)
+    assert classify_reply("\ufb06op") == ("other", None)
 
 
 def test_twilios_own_classification_wins_when_given() -> None:
@@ -36,4 +39,4 @@ def test_any_case_and_surrounding_whitespace(keyword: str, before: str, after: s
 @given(st.text(max_size=40))
 def test_anything_else_is_other_and_never_raises(body: str) -> None:
     kind, word = classify_reply(body)
-    assert (kind == "other") == (body.strip().upper() not in KEYWORDS)
+    assert (kind == "other") == (not body.strip().isascii() or body.strip().upper() not in KEYWORDS)
