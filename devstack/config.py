@@ -40,6 +40,7 @@ from herald.settings import (
     TemporalSettings,
     TemporalVariables,
     TwilioSettings,
+    UnsubscribeSettings,
     as_variables,
 )
 from herald.temporal_profile import TEMPORAL_VARIABLES
@@ -50,6 +51,8 @@ DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
 OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
 # Under state_dir: the stack's fingerprint key, `id:base64key` (0600, created on first use).
 FINGERPRINT_KEY_FILE = "fingerprint-keys"
+# Under state_dir: the key that signs marketing e-mail's one-click unsubscribe links (0600, first use).
+UNSUBSCRIBE_KEY_FILE = "unsubscribe-keys"
 
 
 # One partition per task queue. Temporal splits a task queue's rate limit evenly across its read
@@ -219,6 +222,17 @@ class StackConfig(Frozen):
             create_private_once(path, line.encode())
         return path
 
+    def unsubscribe_settings(self) -> UnsubscribeSettings:
+        """The stack's unsubscribe-link key (HERALD_UNSUBSCRIBE_KEY_FILES), random on first use, 0600,
+        shared by the worker that signs links and the receipt server that verifies them."""
+        path = self.state_path / UNSUBSCRIBE_KEY_FILE
+        if path.exists():
+            make_private(path)
+        else:
+            line = f"unsub-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+            create_private_once(path, line.encode())
+        return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None)
+
     @property
     def codec_endpoint(self) -> str:
         return f"http://{self.codec.host}:{self.codec.port}"
@@ -307,6 +321,7 @@ class StackConfig(Frozen):
                 port=self.receipts.port,
                 public_url=receipts_url,
                 sendgrid_public_key=self.esp_public_key(),
+                unsubscribe=self.unsubscribe_settings(),
             ),
             email=EmailSettings(
                 host=self.esp.host,
@@ -316,6 +331,7 @@ class StackConfig(Frozen):
                 message_id_domain=self.esp.message_id_domain,
                 connect_timeout=self.adapter.connect_timeout,
                 read_timeout=self.adapter.read_timeout,
+                unsubscribe=self.unsubscribe_settings(),
             ),
             # The relay's own login, not the service's: it claims and marks outbox rows, nothing else.
             outbox=OutboxSettings(database_url=self.outbox_relay_database_url(database_url)),

@@ -34,6 +34,7 @@ from tests.support import fresh_key, fresh_recipient
 OWNER_URL = "postgresql://owner:owner-password@127.0.0.1:5432/herald"
 SECRET_FILES = (
     "stack.env", "app-login-password", "outbox-relay-password", "codec-keys", "fingerprint-keys", "esp-signing-key.pem",
+    "unsubscribe-keys",
 )
 
 
