@@ -307,14 +307,12 @@ class ReceiptEndpoint:
         query = request.url.query
         return f"{self._public_url}{request.url.path}" + (f"?{query}" if query else "")
 
-    async def twilio_status(self, request: Request) -> Response:
-        """One Twilio status callback: bound, parse, verify, then store it (or its rejection) and answer."""
-        body = await read_bounded(request, MAX_TWILIO_BODY_BYTES)
+    async def _signed_twilio_form(self, request: Request, limit: int, what: str) -> dict[str, str] | Response:
+        """The form Twilio posted and signed, or the refusal: 413 past `limit` bytes (read no further),
+        400 when it is not a form, 403 when X-Twilio-Signature does not sign this URL and form."""
+        body = await read_bounded(request, limit)
         if body is None:
-            return PlainTextResponse(
-                f"request body: larger than {MAX_TWILIO_BODY_BYTES} bytes, the limit for one status callback",
-                status_code=413,
-            )
+            return PlainTextResponse(f"request body: larger than {limit} bytes, the limit for {what}", status_code=413)
         try:
             params = parse_form(body, request.headers.get("content-type"))
         except NotAForm as error:
@@ -322,7 +320,13 @@ class ReceiptEndpoint:
         signature = request.headers.get("X-Twilio-Signature")
         if not signature or not is_valid_signature(self._auth_token, self.signed_url(request), params, signature):
             return PlainTextResponse("X-Twilio-Signature: missing or does not match this request", status_code=403)
-        fields = dict(params)
+        return dict(params)
+
+    async def twilio_status(self, request: Request) -> Response:
+        """One Twilio status callback: bound, parse, verify, then store it (or its rejection) and answer."""
+        fields = await self._signed_twilio_form(request, MAX_TWILIO_BODY_BYTES, "one status callback")
+        if isinstance(fields, Response):
+            return fields
         attempt_ref = request.query_params.get("attempt")
         reason = unstorable_reason(fields, attempt_ref)
         if reason is not None:
@@ -348,20 +352,9 @@ class ReceiptEndpoint:
 
     async def twilio_inbound(self, request: Request) -> Response:
         """One incoming message: bound, parse, verify, check it is ours, record its request, answer TwiML."""
-        body = await read_bounded(request, MAX_TWILIO_INBOUND_BYTES)
-        if body is None:
-            return PlainTextResponse(
-                f"request body: larger than {MAX_TWILIO_INBOUND_BYTES} bytes, the limit for one incoming message",
-                status_code=413,
-            )
-        try:
-            params = parse_form(body, request.headers.get("content-type"))
-        except NotAForm as error:
-            return PlainTextResponse(str(error), status_code=400)
-        signature = request.headers.get("X-Twilio-Signature")
-        if not signature or not is_valid_signature(self._auth_token, self.signed_url(request), params, signature):
-            return PlainTextResponse("X-Twilio-Signature: missing or does not match this request", status_code=403)
-        fields = dict(params)
+        fields = await self._signed_twilio_form(request, MAX_TWILIO_INBOUND_BYTES, "one incoming message")
+        if isinstance(fields, Response):
+            return fields
         foreign = foreign_reason(fields, self._twilio)
         if foreign is not None:
             log.warning("refused a signed incoming message: %s", foreign)
