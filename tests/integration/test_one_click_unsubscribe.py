@@ -6,7 +6,7 @@ received; a POST to its link suppresses the next marketing e-mail to that addres
 relay) while receipts still go; a GET alone changes nothing; SendGrid's own group_unsubscribe event does
 what the POST does. Messages are counted at the relay (its admin API), never in Herald's code.
 
-A marketing e-mail needs a marketing e-mail template, which the product does not ship: the test
+A marketing e-mail needs a marketing e-mail template; rather than lean on the shipped one (class_promo_email), the test
 publishes one into a copy of the registry (as ``starter.py template publish`` would) and points the
 template loader at it for its own duration. The workers here sign links (the session's do not hold an
 unsubscribe key), and the links point at a receipt server here that verifies them; SendGrid's events

@@ -68,6 +68,7 @@ def test_shipped_templates_are_discovered() -> None:
         "class_cancelled": [1],
         "class_opening": [1],
         "class_promotion": [1],
+        "class_promo_email": [1],
         "class_reminder": [1],
         "monthly_report": [1],
         "order_receipt": [1],
