@@ -26,6 +26,7 @@ that time went), the arm's emulator (acceptance times, 429s, messages per recipi
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 import time
 from collections import Counter
@@ -87,6 +88,9 @@ class ClassFigures:
     queue_ages: list[float] = field(default_factory=list)
     # Per attempt, seconds: prepared -> the attempt row written by the submit activity (taken off the route queue).
     route_waits: list[float] = field(default_factory=list)
+    # Per accepted message, seconds: its attempt row written -> created at the emulator: the submit
+    # activity's pacer (herald.pacing, first come first served in the worker) and the provider call.
+    row_to_accepted: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> the attempt prepared (first attempt).
     start_to_prepared: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> created at the emulator.
@@ -127,6 +131,8 @@ class BacklogArm:
     accepted_in_span: int = 0
     longest_gap: float | None = None  # s, between two acceptances in that span
     resent_accepted: int = 0  # acceptances of resends after an unanswered submit (outside the span)
+    # Submits the server let out per second while its submit queue held one waiting (dispatches, histories).
+    backlogged_pace: float | None = None
     seconds: float = 0.0  # first start -> every workflow closed (or the timeout)
     cores: dict[str, float] = field(default_factory=dict)  # CPU by process over the arm, in cores
     foreign_cores: float | None = None
@@ -218,7 +224,9 @@ async def _run_arm(
 ) -> BacklogArm:  # fmt: skip
     counts = {URGENT: seconds, TENANT_B: seconds, TENANT_A: backlog}
     figures = BacklogArm(arm, {cls: ClassFigures(counts[cls]) for cls in CLASSES})
-    recipients = {cls: _unique_recipients(counts[cls]) for cls in CLASSES}
+    # One number per intent across the classes, so a message per recipient is a message per intent.
+    numbers = iter(_unique_recipients(sum(counts.values())))
+    recipients = {cls: [next(numbers) for _ in range(counts[cls])] for cls in CLASSES}
     # Tenant A's promotions need consent evidence (the marketing category requires it), given before the clock starts.
     slots = asyncio.Semaphore(4)
 
@@ -274,7 +282,7 @@ async def _run_arm(
             listed = (await admin.get("/_emulator/messages")).json()["messages"]
             stats = await bench.emulator_stats(admin)
     _provider_figures(figures, listed, stats, starts, class_of, to_of)
-    resent = await _ledger_figures(bench, figures, prefix, starts, class_of)
+    resent = await _ledger_figures(bench, figures, prefix, starts, class_of, listed)
     _utilisation(figures, listed, {to for w, to in to_of.items() if class_of[w] == TENANT_A}, resent)
     return figures
 
@@ -349,7 +357,12 @@ SELECT DISTINCT ON (workflow_id) workflow_id, to_state FROM transitions
 
 
 async def _ledger_figures(
-    bench: Bench, figures: BacklogArm, prefix: str, starts: dict[str, float], class_of: dict[str, str]
+    bench: Bench,
+    figures: BacklogArm,
+    prefix: str,
+    starts: dict[str, float],
+    class_of: dict[str, str],
+    listed: list[dict],
 ) -> set[str]:
     """Queue ages, dispatch keys and final states per class, from the ledger (and the split of each
     queue age from the workflows' histories). Returns the references of attempts that followed an
@@ -360,6 +373,7 @@ async def _ledger_figures(
         finals = await (await conn.execute(_FINAL_STATES_SQL, (prefix + "%",))).fetchall()
     prepared_at: dict[str, list[float]] = {}
     resent: set[str] = set()
+    written: dict[str, tuple[ClassFigures, float]] = {}
     for workflow_id, number, priority, version, prepared, recorded, answered in sorted(attempts, key=lambda a: a[1]):
         if workflow_id not in class_of:
             continue
@@ -369,6 +383,7 @@ async def _ledger_figures(
         cls.priorities[priority] += 1
         cls.policy_versions[version] += 1
         cls.route_waits.append(recorded - prepared)
+        written[attempt_ref(workflow_id, number)] = (cls, recorded)
         if answered is None:
             cls.unanswered_attempts += 1
             resent.add(attempt_ref(workflow_id, number + 1))
@@ -379,7 +394,13 @@ async def _ledger_figures(
     for workflow_id, state in finals:
         if workflow_id in class_of:
             figures.classes[class_of[workflow_id]].states[state] += 1
+    for m in listed:
+        ref = _attempt_ref(m["status_callback"])
+        if ref in written:
+            cls, recorded = written[ref]
+            cls.row_to_accepted.append(datetime.fromisoformat(m["date_created"]).timestamp() - recorded)
     histories = await _history_times(bench, list(prepared_at))
+    figures.backlogged_pace = _backlogged_pace([s[:2] for h in histories.values() for s in h.submits])
     for workflow_id, times in histories.items():
         prepared = prepared_at[workflow_id]
         cls = figures.classes[class_of[workflow_id]]
@@ -398,6 +419,21 @@ async def _ledger_figures(
                 if a is not None and b is not None:
                     split[stage].append(b - a)
     return resent
+
+
+def _backlogged_pace(submits: list[tuple[float, float | None]]) -> float | None:
+    """Dispatches per second over the intervals between two dispatches that began with a submit still
+    waiting in the server's queue: the route's pace when it had work, apart from the start of the
+    pass, when the workflow side had not yet queued any."""
+    scheduled = sorted(at for at, _ in submits)
+    started = sorted(at for _, at in submits if at is not None)
+    seconds, intervals = 0.0, 0
+    for here, then in itertools.pairwise(started):
+        # Waiting just after this dispatch: scheduled by then, not yet let out.
+        if bisect.bisect_right(scheduled, here) - bisect.bisect_right(started, here) > 0:
+            seconds += then - here
+            intervals += 1
+    return intervals / seconds if seconds > 0 else None
 
 
 @dataclass

@@ -369,7 +369,8 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             "- start → prepared, split by the workflow's history: the start call (sealing, the server recording the"
             " start), the workflow task queue (where tenant A's batch queues too, at `start_priority`), and the"
             " intent's first workflow task on the worker with its local activities. prepared → row written: until"
-            " the submit activity wrote the attempt row (`attempts.recorded_at`), before its pacer and the provider call."
+            " the submit activity wrote the attempt row (`attempts.recorded_at`); row written → accepted: the submit's"
+            " pacer (herald/pacing.py, first come first served within the worker) and the provider call."
         ),
         (
             "- the queue age split, per submit from the workflow's history (the server's event times): prepared →"
@@ -381,7 +382,9 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             "- utilisation: acceptances at the emulator from the first to tenant A's last (while A still had a"
             " backlog), intervals ÷ span, ÷ L; a resend after a submit with no answer (sent once the production"
             " policy's in-flight bound and provider queue validity, 11 minutes, proved the first copy absent) is"
-            " not backlog and does not end the span. 429 share: the emulator's counters (429 answers ÷ create requests)."
+            " not backlog and does not end the span. The route's pace while its submit queue held a waiting submit:"
+            " dispatch intervals (activity started events) that began with a submit still queued at the server,"
+            " intervals ÷ their time: what the route does once the workflow side has queued work for it. 429 share: the emulator's counters (429 answers ÷ create requests)."
             " Duplicates: recipients with more than one message at the emulator (every intent has its own number)."
             " Accounted: intents whose last ledger transition is a terminal state, every workflow closed in Temporal."
         ),
@@ -426,6 +429,7 @@ def _backlog_class_table(r: BacklogResult) -> str:
     for stage in START_STAGES:
         row(f"… {stage} p50 / p99, s", pair(lambda c, stage=stage: c.start_split[stage]))
     row("prepared → attempt row written by the submit p50 / p99, s", pair(lambda c: c.route_waits))
+    row("attempt row written → accepted at the emulator p50 / p99, s", pair(lambda c: c.row_to_accepted))
     for stage in STAGES:
         row(f"… queue age, {stage} p50 / p99, s", pair(lambda c, stage=stage: c.split[stage]))
     row("attempts (without a submit answer)", lambda c: f"{c.attempts} ({c.unanswered_attempts})")
@@ -451,6 +455,10 @@ def _backlog_route_table(r: BacklogResult) -> str:
             f"{_num(a.utilisation_rate, 2)}/s = {_ratio(a.utilisation_rate, r.limit)} L"
             f" ({a.accepted_in_span} over {a.utilisation_span:.1f} s)"
         ),
+    )
+    row(
+        "the route's pace while its submit queue held a waiting submit (server dispatches)",
+        lambda a: f"{_num(a.backlogged_pace, 2)}/s = {_ratio(a.backlogged_pace, r.limit)} L",
     )
     row(
         "submits answered 429",
