@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from bench.common import fresh_recipient, new_tag, offer, percentile, wait_until, workflows_closed
+from bench.common import fresh_recipient, new_tag, offer, wait_until, workflows_closed
 from bench.context import Bench
 from bench.herald_run import limited_route
 from bench.measure import CpuMeter
@@ -162,10 +162,6 @@ class BacklogResult:
     limit: float
     submit_rate: float | None
     arms: dict[str, BacklogArm] = field(default_factory=dict)
-
-    def quantile(self, arm: str, cls: str, q: float) -> float | None:
-        figures = self.arms.get(arm)
-        return percentile(figures.classes[cls].queue_ages, q) if figures else None
 
 
 def flat_policy() -> PolicyRules:

@@ -433,7 +433,13 @@ def _backlog_class_table(r: BacklogResult) -> str:
     for stage in STAGES:
         row(f"… queue age, {stage} p50 / p99, s", pair(lambda c, stage=stage: c.split[stage]))
     row("attempts (without a submit answer)", lambda c: f"{c.attempts} ({c.unanswered_attempts})")
-    row("priority keys dispatched", lambda c: ", ".join(f"{k}: {n}" for k, n in sorted(c.priorities.items(), key=str)))
+    row(
+        "attempts by priority key dispatched (policy version)",
+        lambda c: (
+            ", ".join(f"{k}: {n}" for k, n in sorted(c.priorities.items(), key=str))
+            + f" ({', '.join(f'v{v}' for v in sorted(c.policy_versions, key=str))})"
+        ),
+    )
     row("intents offered / started / accounted", lambda c: f"{c.offered} / {c.started} / {c.accounted}")
     row("final states", lambda c: ", ".join(f"{s} {n}" for s, n in sorted(c.states.items())) or "—")
     return "\n".join(lines)
