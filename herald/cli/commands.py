@@ -187,6 +187,7 @@ async def cmd_status(args: argparse.Namespace, services: Services) -> int:
         return 0
     async with services.ledger(url) as pool:
         history = await intent_history(pool, workflow_id_for(args.key, args.channel))
+        requests = await _recipients_requests(pool, workflow_id_for(args.key, args.channel), args.channel)
     if history is None:
         print("ledger: no row yet")
         return 0
@@ -202,7 +203,25 @@ async def cmd_status(args: argparse.Namespace, services: Services) -> int:
             f"  {o['seq']:>3} attempt {o['attempt_number'] or '-'} [{o['source']}] {o['kind']} "
             f"{o['provider_status'] or ''} {verdict}: {o['reason']}"
         )
+    print("the recipient's requests on this channel (ledger):" + ("" if requests else " none"))
+    for r in requests:
+        category = f" ({r.category})" if r.category else ""
+        print(f"  {r.requested_at:%Y-%m-%d %H:%M:%S} {r.request}{category} by {r.source}: {r.detail}")
     return 0
+
+
+async def _recipients_requests(pool: Any, workflow_id: str, channel: str) -> list[Any]:
+    """What the intent's recipient asked of us (STOP, START, unsubscribes), found by the fingerprint
+    the intent row carries: the number itself is never looked up."""
+    from herald.ledger.recipient_requests import requests_of
+
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT recipient_fingerprint FROM intents WHERE workflow_id = %s", (workflow_id,)
+        )).fetchone()  # fmt: skip
+        if row is None or row[0] is None:
+            return []
+        return await requests_of(conn, [row[0]], channel)
 
 
 async def _notice_status(args: argparse.Namespace, services: Services) -> int:

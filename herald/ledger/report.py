@@ -53,6 +53,17 @@ class QueueAge(Frozen):
     expired_in_queue: int = 0
 
 
+class ConsentCount(Frozen):
+    """Recipients' opt-outs, opt-ins, unsubscribes and help requests of one kind from one source (an
+    inbound keyword, a one-click link, an ESP's event, a provider's refusal), over the whole ledger."""
+
+    request: str
+    source: str
+    channel: str
+    count: int
+    last_at: datetime
+
+
 class LedgerReport(Frozen):
     intents: int
     coverage_pct: float
@@ -93,6 +104,8 @@ class LedgerReport(Frozen):
     outages: list[ProviderOutage] = []
     # Each ESP's event stream: when it last spoke, its redeliveries, the e-mails waiting on it.
     event_streams: list[EventStreamState] = []
+    # What recipients asked (migration 018) and what providers refused for them (Twilio 21610), by source.
+    consent: list[ConsentCount] = []
 
     def render(self) -> str:
         def ms(value: float | None) -> str:
@@ -123,6 +136,14 @@ class LedgerReport(Frozen):
                 + (
                     "   ".join(
                         f"{o.provider} {o.intents} since {o.since.isoformat(timespec='seconds')}" for o in self.outages
+                    )
+                    or "none"
+                ),
+                "recipients' requests   "
+                + (
+                    "   ".join(
+                        f"{c.request} by {c.source} ({c.channel}) {c.count}, last {c.last_at.isoformat(timespec='seconds')}"
+                        for c in self.consent
                     )
                     or "none"
                 ),
@@ -295,6 +316,17 @@ SELECT p.provider,
   FROM providers p WHERE p.provider IS NOT NULL ORDER BY 1
 """
 
+# What recipients asked of us directly, and the opt-outs a provider told us of by refusing a send.
+_CONSENT_SQL = """
+SELECT request, source, channel, count(*), max(requested_at) FROM recipient_requests GROUP BY 1, 2, 3
+UNION ALL
+SELECT 'opt_out', 'provider_refusal', 'sms', count(*), max(o.observed_at)
+  FROM observations o JOIN intents i ON i.workflow_id = o.workflow_id
+ WHERE i.channel = 'sms' AND o.error_code = 21610
+HAVING count(*) > 0
+ORDER BY 1, 2, 3
+"""
+
 _DUPLICATES_SQL = """
 SELECT provider || '/' || cause, count(*) FROM duplicates_sent GROUP BY provider, cause ORDER BY 1
 """
@@ -320,6 +352,11 @@ async def ledger_report(
                 for by, key, n, p50, p95, oldest, expired in await cursor.fetchall()
             ]  # fmt: skip
         )
+        cursor = await conn.execute(_CONSENT_SQL)
+        consent = [
+            ConsentCount(request=r, source=src, channel=ch, count=n, last_at=last)
+            for r, src, ch, n, last in await cursor.fetchall()
+        ]
         cursor = await conn.execute(_OUTAGES_SQL)
         outages = [ProviderOutage(provider=p, intents=n, since=since) for p, n, since in await cursor.fetchall()]
         cursor = await conn.execute(_STREAMS_SQL, {"lag": stream_lag})
@@ -364,6 +401,7 @@ async def ledger_report(
         tenants_not_shown=tenants_not_shown,
         outages=outages,
         event_streams=streams,
+        consent=consent,
     )
 
 

@@ -14,6 +14,7 @@ from herald.client import HeraldClient
 from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.recipient_requests import RecipientRequest, record_requests, requests_of
+from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
 from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
@@ -50,6 +51,10 @@ async def test_an_opt_out_suppresses_the_next_intent_and_an_opt_in_lifts_it(
     async with pool.connection() as conn:
         recorded = await requests_of(conn, [recipient_fingerprint(to)])
     assert [r.request for r in recorded] == ["opt_in", "opt_out"]
+    # Seen by operators: the report counts them by kind and source, with the time of the last.
+    counts = {(c.request, c.source, c.channel): c for c in (await ledger_report(pool)).consent}
+    assert counts[("opt_out", "inbound_keyword", "sms")].count >= 1
+    assert counts[("opt_in", "inbound_keyword", "sms")].last_at >= stop.requested_at
 
 
 async def test_an_unsubscribe_stops_its_own_category_only(pool: AsyncConnectionPool) -> None:

@@ -118,4 +118,6 @@ async def test_send_and_wait_then_status_with_the_ledger(stack: Any, herald: Any
     code, out, err = await starter_process("status", key, "--channel", "sms")
     assert (code, err) == (0, ""), err
     assert "state       delivered" in out
+    assert "tenant      shared" in out
     assert "transitions (ledger):" in out
+    assert "the recipient's requests on this channel (ledger): none" in out
