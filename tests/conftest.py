@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
 import tempfile
 from collections import Counter
@@ -58,12 +59,21 @@ from worker import build_providers, build_submit_worker, build_worker
 fingerprints.install_from(load_settings({"HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS)}))
 
 
+# The receipt server's port, held from the start of the session: the stack names it (the worker's
+# status callback URLs) long before the first test that needs the server starts it, and a port only
+# probed free was taken meanwhile by another process once (68 tests errored at setup). Bound without
+# SO_REUSEADDR and not listening, nothing else can bind it and a callback meanwhile is refused, as
+# it would be with no server; the receipt_server fixture serves on this very socket.
+_RECEIPTS_SOCKET = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+_RECEIPTS_SOCKET.bind(("127.0.0.1", 0))
+
+
 @pytest.fixture(scope="session")
 def stack() -> Any:
     # A SIGTERM (CI's timeout, a Ctrl-C'd make) becomes a normal exit, so teardown stops the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     state = Path(tempfile.mkdtemp(prefix="herald-test-"))
-    receipts_port = free_port()
+    receipts_port = _RECEIPTS_SOCKET.getsockname()[1]
     config = StackConfig(
         state_dir=state,
         fingerprint_keys=SESSION_FINGERPRINT_KEYS,
@@ -147,7 +157,7 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
     )  # fmt: skip
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
-    serving = asyncio.create_task(server.serve())
+    serving = asyncio.create_task(server.serve(sockets=[_RECEIPTS_SOCKET]))
     drainer = asyncio.create_task(run_drainer(pool, temporal, 0.5, stop))
     while not server.started:
         await asyncio.sleep(0.02)
