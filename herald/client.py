@@ -89,7 +89,7 @@ class HeraldClient:
         return list(orders) if orders is not None else [None] * len(intents)
 
     async def _start(
-        self, intent: Intent, policy: DeliveryPolicy, order: DispatchOrder | None, read_at: datetime
+        self, intent: Intent, policy: DeliveryPolicy, order: DispatchOrder | None = None, read_at: datetime | None = None
     ) -> SendReceipt:
         try:
             handle = await self._client.start_workflow(
