@@ -31,9 +31,11 @@ from herald.contracts import (
     SubmitStep,
 )
 from herald.intent import Channel
-from herald.ledger import store
+from herald import fingerprints
+from herald.delivery_policy import DeliveryPolicy
+from herald.ledger import claims, store
 from herald.metrics.instruments import ProviderCall, record_queue_age
-from herald.outcomes import LookupOutcome, Rejected, SubmitOutcome, Unavailable
+from herald.outcomes import Candidates, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
 from herald.recipient_vault import RecipientErased, RecipientVault
@@ -172,30 +174,50 @@ class ProviderActivities:
 
     @activity.defn(name="lookup_attempt")
     async def lookup(self, input: LookupInput) -> LookupOutcome:
-        """Find the same attempt at the provider: by its id when we have one, else by our reference."""
+        """Find the same attempt at the provider: by its id when we have one, else by our reference.
+
+        A search by recipient and content may find messages that fit this attempt and another's
+        alike: which one, if any, it may claim is decided and claimed in the ledger
+        (``herald.ledger.claims``), never by the fit alone."""
         provider = self._providers.get(input.channel)
         if provider is None:
             return LookupOutcome(result=Unavailable(reason=f"channel {input.channel.value}: no provider configured"))
-        # Timed apart: fetching one message by id and searching by our reference cost differently.
-        operation = "fetch" if input.provider_id is not None else "find_by_reference"
-        with ProviderCall(activity.metric_meter(), provider.name, operation) as call:
-            if input.provider_id is not None:
+        if input.provider_id is not None:
+            # Timed apart: fetching one message by id and searching by our reference cost differently.
+            with ProviderCall(activity.metric_meter(), provider.name, "fetch") as call:
                 outcome = await provider.fetch(input.provider_id)
-            else:
-                try:
-                    to = await self._vault.open(input.to, "recipient")
-                except RecipientErased as erased:
-                    return LookupOutcome(result=Unavailable(reason=str(erased)))
-                reference = MessageReference(
-                    to=to,
-                    content_sha256=input.content_sha256,
-                    since=input.since,
-                    attempt_ref=input.attempt_ref,
-                    message_id_of=input.message_id_of,
-                )
-                outcome = await provider.find_by_reference(reference)
-            call.outcome = outcome.result.kind
-        return outcome
+                call.outcome = outcome.result.kind
+            return outcome
+        try:
+            to = await self._vault.open(input.to, "recipient")
+        except RecipientErased as erased:
+            return LookupOutcome(result=Unavailable(reason=str(erased)))
+        bound = input.in_flight_bound or DeliveryPolicy().submit_in_flight_bound
+        reference = MessageReference(
+            to=to,
+            content_sha256=input.content_sha256,
+            since=input.since,
+            created_by=input.since + bound,
+            attempt_ref=input.attempt_ref,
+            message_id_of=input.message_id_of,
+        )
+        with ProviderCall(activity.metric_meter(), provider.name, "find_by_reference") as call:
+            search = (await provider.find_by_reference(reference)).result
+            call.outcome = search.kind
+        if not isinstance(search, Candidates):
+            return LookupOutcome(result=search)
+        try:
+            decision = await claims.settle_search(
+                self._ledger,
+                attempt_ref=input.attempt_ref,
+                recipient_fingerprints=fingerprints.keyring().recipient_candidates(to),
+                search=search,
+                in_flight_bound=bound,
+            )
+        except (DatabaseError, PoolTimeout, OSError) as error:
+            reason = f"{len(search.messages)} message(s) fit; the ledger could not settle whose ({type(error).__name__})"
+            return LookupOutcome(result=Unavailable(reason=reason))
+        return LookupOutcome(result=decision.result)
 
     @activity.defn(name="cancel_attempt")
     async def cancel(self, input: ProviderCancelInput) -> ProviderCancelResult:

@@ -6,7 +6,7 @@ One model per message, so a field added to one can never silently change another
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -228,6 +228,9 @@ class LookupInput(Frozen):
     since: datetime
     # E-mail: the attempt whose Message-ID the copy carried (an activity-feed lookup names it so).
     message_id_of: str | None = None
+    # How long after the attempt began its request could still create a message (the delivery
+    # policy's submit_in_flight_bound): bounds which messages fit it, and which rivals they could be.
+    in_flight_bound: timedelta | None = None
 
 
 class ProviderCancelInput(Frozen):

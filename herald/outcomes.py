@@ -21,6 +21,12 @@ a wall of ``permanent_failure``.
       ├── NotFound    the provider answered and has no such attempt
       └── Unavailable the lookup itself failed; says nothing about the attempt
 
+    ReferenceSearch.result (a search without the provider's id)
+      ├── Found, NotFound, Unavailable   as above, where the provider indexes our own reference
+      └── Candidates  messages that fit the attempt by recipient and content, not by an id of ours:
+                      which of them, if any, is the attempt's is the ledger's call (``herald.claims``),
+                      since another intent's message can fit as well
+
 Provider vocabularies are mapped to ``ProviderStatus`` inside the adapter so no
 provider label leaks into the workflow.
 """
@@ -154,3 +160,32 @@ class Unavailable(Frozen):
 
 class LookupOutcome(Frozen):
     result: Annotated[Union[Found, NotFound, Unavailable], Field(discriminator="kind")]
+
+
+class Candidate(Frozen):
+    """A message that fits an attempt's reference by recipient and content, with when the provider
+    created it (which attempts could have created it is decided from that time)."""
+
+    found: Found
+    created_at: datetime
+
+
+class Candidates(Frozen):
+    """One or more messages fit the reference; none is known to be the attempt's. With the fields
+    of the NotFound the search becomes when every candidate turns out to be another attempt's."""
+
+    kind: Literal["candidates"] = "candidates"
+    messages: list[Candidate] = Field(min_length=1)
+    searched_since: datetime | None = None
+    searched_at: datetime | None = None
+    queue_bounded: bool = False
+
+    def none_left(self) -> NotFound:
+        """The search as a NotFound: every candidate belongs to another attempt."""
+        return NotFound(searched_since=self.searched_since, searched_at=self.searched_at, queue_bounded=self.queue_bounded)
+
+
+class ReferenceSearch(Frozen):
+    """What a search by our reference established (``Provider.find_by_reference``)."""
+
+    result: Annotated[Union[Found, NotFound, Candidates, Unavailable], Field(discriminator="kind")]

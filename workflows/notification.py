@@ -159,7 +159,7 @@ class NotificationWorkflow:
             return machine.on_event_stream(
                 attempt, await provider_calls.read_event_stream(machine.stream_query(attempt))
             )
-        outcome = await provider_calls.lookup(attempt, machine.intent)
+        outcome = await provider_calls.lookup(attempt, machine.intent, machine.policy)
         return machine.on_lookup(attempt, outcome, by_reference=way is Look.LOOKUP and not following)
 
     async def _last_look(self, reason: str) -> None:

@@ -80,7 +80,7 @@ async def submit(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy,
     )
 
 
-async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
+async def lookup(attempt: AttemptRecord, intent: Intent, policy: DeliveryPolicy) -> LookupOutcome:
     """Find the attempt at the provider (by id when known, else by our reference); a lookup that
     could not run is Unavailable, which says nothing about the attempt."""
     try:
@@ -94,6 +94,7 @@ async def lookup(attempt: AttemptRecord, intent: Intent) -> LookupOutcome:
                 content_sha256=intent.content_sha256,
                 since=attempt.started_at,
                 message_id_of=attempt.message_id_of,
+                in_flight_bound=policy.submit_in_flight_bound,
             ),
             start_to_close_timeout=_READ_TIMEOUT,
             retry_policy=_READ_RETRY,

@@ -85,6 +85,9 @@ class LedgerReport(Frozen):
     presumed_then_seen: int = 0
     duplicates_sent: int = 0
     duplicates_by_cause: dict[str, int] = {}
+    # Claims on a provider message that another intent's attempt already held (migration 019):
+    # refused by the ledger's constraint, each one for a human.
+    refused_claims: int = 0
     # Queue age, apart from delivery latency: how long attempts waited for the route (prepared by
     # the workflow -> taken by the submit activity: the Temporal server's rate limit and worker
     # slots), and how long intents were held by the send policy (cooldown, quiet hours) before
@@ -131,7 +134,8 @@ class LedgerReport(Frozen):
                 f"longest {ms(self.policy_hold_max_ms)}",
                 f"duplicates sent {self.duplicates_sent}"
                 + "".join(f"   {cause} {count}" for cause, count in sorted(self.duplicates_by_cause.items()))
-                + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})",
+                + f"   (attempts presumed not accepted, then seen: {self.presumed_then_seen})"
+                + f"   refused double claims {self.refused_claims}",
                 "waiting on an unreachable provider   "
                 + (
                     "   ".join(
@@ -341,6 +345,8 @@ async def ledger_report(
         row = await cursor.fetchone()
         cursor = await conn.execute(_DUPLICATES_SQL)
         duplicates = dict(await cursor.fetchall())
+        cursor = await conn.execute("SELECT count(*) FROM refused_claims")
+        (refused,) = await cursor.fetchone()  # type: ignore[misc]
         cursor = await conn.execute(_QUEUE_SQL)
         r50, r95, rmax, held, h50, hmax = await cursor.fetchone()  # type: ignore[misc]
         cursor = await conn.execute(
@@ -391,6 +397,7 @@ async def ledger_report(
         presumed_then_seen=presumed_then_seen,
         duplicates_sent=sum(duplicates.values()),
         duplicates_by_cause=duplicates,
+        refused_claims=refused,
         route_wait_p50_ms=r50,
         route_wait_p95_ms=r95,
         route_wait_max_ms=rmax,

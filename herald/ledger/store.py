@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import Intent
+from herald.ledger import claims
 from herald.ledger.lending import CheckIfIdle
 from herald.ledger.records import InboxReport, IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
 from herald.lifecycle import IntentState, ObservationKind
@@ -200,6 +201,7 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
 
 
 async def _insert_observations(cursor: Any, rows: list[ObservationRow]) -> None:
+    """The observations, and the provider messages they name claimed for their attempts."""
     await cursor.executemany(
         """INSERT INTO observations (workflow_id, seq, attempt_number, source, kind, provider_id,
                provider_status, error_code, applied, reason, inbox_id, observed_at)
@@ -210,6 +212,7 @@ async def _insert_observations(cursor: Any, rows: list[ObservationRow]) -> None:
             for o in rows
         ],
     )
+    await claims.claim_observed(cursor, rows)
 
 
 async def _insert_receipt_outcomes(cursor: Any, rows: list[ReceiptOutcomeRow]) -> None:
@@ -227,11 +230,15 @@ _INBOX_COLUMNS = (
 _WORKFLOW_OF_ATTEMPT = "(SELECT a.workflow_id FROM attempts a WHERE a.attempt_ref = receipt_inbox.attempt_ref) AS workflow_id"
 
 
-_INSERT_REPORT = f"""INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
+# The report is stored and, where its callback names our attempt, the message claimed for it, in
+# one statement (herald.ledger.claims).
+_INSERT_REPORT = f"""WITH stored AS (
+    INSERT INTO receipt_inbox (provider, provider_message_id, provider_status, attempt_ref,
         error_code, provider_event_at, payload)
     VALUES (%s, %s, %s, %s, %s, %s, %s)
     ON CONFLICT (provider, provider_message_id, provider_status, attempt_ref) DO NOTHING
-    RETURNING {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT}"""
+    RETURNING {_INBOX_COLUMNS}){claims.CLAIM_STORED_REPORTS}
+SELECT stored.*, {_WORKFLOW_OF_ATTEMPT.replace("receipt_inbox.", "stored.")} FROM stored"""
 
 _EXISTING_REPORT = f"""SELECT {_INBOX_COLUMNS}, {_WORKFLOW_OF_ATTEMPT} FROM receipt_inbox
      WHERE provider = %s AND provider_message_id = %s AND provider_status = %s

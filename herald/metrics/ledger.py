@@ -235,6 +235,11 @@ def _whole_ledger(report: LedgerReport) -> Iterator[Metric]:
         "Attempts Herald concluded the provider never took that it had after all",
         value=report.presumed_then_seen,
     )
+    yield CounterMetricFamily(
+        "herald_refused_message_claims",
+        "Claims on a provider message another intent's attempt already held, refused by the ledger",
+        value=report.refused_claims,
+    )
 
 
 def _queue_ages(report: LedgerReport) -> Iterator[Metric]:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from herald.outcomes import Frozen, LookupOutcome, SubmitOutcome
+from herald.outcomes import Frozen, LookupOutcome, ReferenceSearch, SubmitOutcome
 from herald.send_policy import Category
 
 
@@ -85,6 +85,9 @@ class MessageReference(Frozen):
     content_sha256: str
     # When the attempt began: a message created before it is not this attempt's.
     since: datetime
+    # The latest a request of this attempt can have created a message (its start plus the in-flight
+    # bound, ``DeliveryPolicy.submit_in_flight_bound``): a message created later is another's. None: no bound.
+    created_by: datetime | None = None
     # Our attempt reference, for providers that index it (an ESP's activity feed, by unique_args).
     attempt_ref: str | None = None
     # E-mail: the attempt whose Message-ID the copy carried (None: its own).
@@ -115,10 +118,11 @@ class Provider(Protocol):
         """The message's current status by its provider id (Unavailable without ``status_lookup``)."""
         ...
 
-    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
+    async def find_by_reference(self, reference: MessageReference) -> ReferenceSearch:
         """The attempt's message without its provider id (Unavailable without ``lookup_by_reference``):
-        by recipient and content (Twilio), or by our reference where the provider indexes it (an ESP's
-        activity feed)."""
+        Found or NotFound where the provider indexes our reference (an ESP's activity feed); where it
+        matches by recipient and content only (Twilio), every fitting message as Candidates, for the
+        ledger to decide which, if any, is the attempt's (``herald.claims``)."""
         ...
 
     async def cancel(self, provider_id: str) -> CancelOutcome:

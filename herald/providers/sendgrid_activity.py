@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from herald.outcomes import Found, LookupOutcome, NotFound, ProviderStatus, Unavailable
+from herald.outcomes import Found, ReferenceSearch, NotFound, ProviderStatus, Unavailable
 from herald.pacing import Pacer
 from herald.providers.smtp import REFERENCE_ARG
 from herald.settings import InvalidSetting, SendGridActivitySettings
@@ -88,7 +88,7 @@ class SendGridActivity:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def find(self, *, attempt_ref: str, message_id: str) -> LookupOutcome:
+    async def find(self, *, attempt_ref: str, message_id: str) -> ReferenceSearch:
         """The message carrying `attempt_ref`; Found names it by `message_id` (our Message-ID, as the
         ESP's events do), so reports and this lookup speak of the same provider id."""
         if not _ATTEMPT_REF.match(attempt_ref):
@@ -101,17 +101,17 @@ class SendGridActivity:
         query = f"unique_args['{REFERENCE_ARG}']=\"{attempt_ref}\""
         answer = await self._get("/v3/messages", params={"query": query, "limit": str(LIST_LIMIT)})
         if isinstance(answer, Unavailable):
-            return LookupOutcome(result=answer)
+            return ReferenceSearch(result=answer)
         messages = answer.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             return _unavailable("activity API: HTTP 200 without a readable message list")
         if not messages:
-            return LookupOutcome(
+            return ReferenceSearch(
                 result=NotFound(searched_at=searched_at, listed_within_seconds=self._config.lag_seconds)
             )
         if len(messages) > 1:
             return _unavailable(f"activity API: ambiguous: {len(messages)} messages carry this attempt's reference")
-        return LookupOutcome(result=await self._found(messages[0], message_id))
+        return ReferenceSearch(result=await self._found(messages[0], message_id))
 
     async def _found(self, listed: dict[str, Any], message_id: str) -> Found | Unavailable:
         status = listed.get("status")
@@ -166,8 +166,8 @@ class SendGridActivity:
         return body
 
 
-def _unavailable(reason: str) -> LookupOutcome:
-    return LookupOutcome(result=Unavailable(reason=reason))
+def _unavailable(reason: str) -> ReferenceSearch:
+    return ReferenceSearch(result=Unavailable(reason=reason))
 
 
 def _reset_in(response: httpx.Response) -> float:

@@ -60,6 +60,7 @@ from herald.outcomes import (
     Frozen,
     LookupOutcome,
     ProviderStatus,
+    ReferenceSearch,
     Rejected,
     Retryable,
     SubmitOutcome,
@@ -223,11 +224,11 @@ class SmtpAdapter:
     async def fetch(self, provider_id: str) -> LookupOutcome:
         return LookupOutcome(result=Unavailable(reason="SMTP has no status lookup; evidence arrives as ESP events"))
 
-    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
+    async def find_by_reference(self, reference: MessageReference) -> ReferenceSearch:
         """The attempt in the ESP's activity feed by its reference (``unique_args``), where one is configured."""
         if self._activity is None or reference.attempt_ref is None:
             reason = "SMTP has no lookup by reference; evidence arrives as ESP events"
-            return LookupOutcome(result=Unavailable(reason=reason))
+            return ReferenceSearch(result=Unavailable(reason=reason))
         message_id = self.message_id(reference.message_id_of or reference.attempt_ref)
         return await self._activity.find(attempt_ref=reference.attempt_ref, message_id=message_id)
 

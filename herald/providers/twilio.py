@@ -39,13 +39,17 @@ request becomes an outcome:
       └── anything else, any httpx.HTTPError ........... Unavailable
 
     find_by_reference: GET .../Messages.json?To=..&From=.. (newest first, no date filter)
-      ├── exactly one matching message, in any state .... Found (queued, accepted,
-      │                                                    scheduled, sending count too)
+      ├── one or more matching messages, in any state ... Candidates (queued, accepted, scheduled,
+      │                                                   sending count too); which one, if any, is
+      │                                                   the attempt's is the ledger's call: the
+      │                                                   same body to the same number from another
+      │                                                   intent fits as well (herald.claims)
       ├── none, read down to a message sent before
       │   the attempt (or to the end of the list) ...... NotFound(searched_at, queue_bounded)
-      ├── two or more .................................. Unavailable ("ambiguous: N messages match")
       └── a page failed, a next page outside this
-          account's Messages list, too many pages ...... Unavailable
+          account's Messages list, too many pages,
+          a fitting message without a readable sid or
+          creation date ................................ Unavailable
 
     cancel: POST .../Messages/{Sid}.json  Status=canceled
       ├── 200 with status canceled ..................... canceled
@@ -73,15 +77,18 @@ import re
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 
 from herald.outcomes import (
     Accepted,
+    Candidate,
+    Candidates,
     Found,
     LookupOutcome,
     NotFound,
+    ReferenceSearch,
     Rejected,
     Retryable,
     SubmitOutcome,
@@ -275,46 +282,44 @@ class TwilioAdapter:
             return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message"))
         return LookupOutcome(result=found)
 
-    async def find_by_reference(self, reference: MessageReference) -> LookupOutcome:
-        """Find the message an attempt created when no provider id came back.
+    async def find_by_reference(self, reference: MessageReference) -> ReferenceSearch:
+        """Every message that fits an attempt whose provider id never came back.
 
-        Twilio has no client reference we can search on (the reference's
-        ``attempt_ref`` goes unused), so this lists the
-        messages to ``to`` from our sender and matches those whose body hashes
-        to ``content_sha256``, whose direction is outbound and whose
-        ``date_created`` is at or after ``since`` (less 2 s of clock skew).
+        Twilio has no client reference we can search on (the reference's ``attempt_ref`` goes
+        unused), so this lists the messages to ``to`` from our sender and keeps those whose body
+        hashes to ``content_sha256``, whose direction is outbound and whose ``date_created`` lies
+        from ``since`` to ``created_by`` (2 s of clock skew either side). A fit by number and body
+        is not proof: two intents that send the same text to the same number moments apart each
+        fit the other's message, so the fitting messages come back as Candidates and the ledger
+        decides which, if any, the attempt may claim (``herald.claims``).
 
-        No ``DateSent`` filter: Twilio sets ``date_sent`` only when a message
-        leaves its queue, so a message still ``queued``, ``accepted``,
-        ``scheduled`` or ``sending`` would never match one. Twilio lists newest
-        first by ``date_sent``; where it puts messages without one is not
-        documented. Pages are followed through ``next_page_uri`` until a listed
-        message was *sent* before ``since`` less the skew: every message listed
-        after it is older still, whether the list is ordered by ``date_sent`` or
-        by ``date_created``. A message without ``date_sent`` never ends the
-        search. That bound is in time, not pages: a recipient with hundreds of
+        No ``DateSent`` filter: Twilio sets ``date_sent`` only when a message leaves its queue, so
+        a message still ``queued``, ``accepted``, ``scheduled`` or ``sending`` would never match
+        one. Twilio lists newest first by ``date_sent``; where it puts messages without one is not
+        documented. Pages are followed through ``next_page_uri`` until a listed message was *sent*
+        before ``since`` less the skew: every message listed after it is older still, whether the
+        list is ordered by ``date_sent`` or by ``date_created``. A message without ``date_sent``
+        never ends the search. That bound is in time, not pages: a recipient with hundreds of
         messages a day is searched down to the attempt's start.
 
-        Where an unsent message is listed is the one thing this search cannot
-        know, which is why NotFound alone proves nothing: it proves absence only
-        once the provider's queue bound (``ValidityPeriod``) has passed for any
-        message the attempt could have created, so that such a message has
-        either been sent (and would be listed above the stop) or dropped. The
-        workflow makes that call (``herald.delivery_policy.absence_proven``)
-        from ``searched_at`` and ``queue_bounded``.
+        Where an unsent message is listed is the one thing this search cannot know, which is why
+        NotFound alone proves nothing: it proves absence only once the provider's queue bound
+        (``ValidityPeriod``) has passed for any message the attempt could have created, so that
+        such a message has either been sent (and would be listed above the stop) or dropped. The
+        workflow makes that call (``herald.delivery_policy.absence_proven``) from ``searched_at``
+        and ``queue_bounded``.
 
         Args:
-            reference: ``to`` (the recipient, E.164), ``content_sha256`` (hex
-                SHA-256 of the UTF-8 body that was submitted) and ``since``
-                (when the attempt started; must carry a time zone).
+            reference: ``to`` (the recipient, E.164), ``content_sha256`` (hex SHA-256 of the UTF-8
+                body that was submitted), ``since`` (when the attempt started; must carry a time
+                zone) and ``created_by`` (the latest its request could have created a message).
 
         Returns:
-            Found for exactly one match; NotFound when the list was read down
-            to the attempt's start (or its end) without a match; Unavailable
-            when more than one message matches (we never guess), a page could
-            not be read, a next page points outside this account's Messages
-            list, or the list did not reach the attempt's start within
-            ``MAX_LIST_PAGES`` pages.
+            Candidates for one or more fitting messages; NotFound when the list was read down to
+            the attempt's start (or its end) without one; Unavailable when a page could not be
+            read, a next page points outside this account's Messages list, a fitting message has
+            no readable sid or creation date, or the list did not reach the attempt's start
+            within ``MAX_LIST_PAGES`` pages.
 
         Raises:
             ValueError: ``since`` has no time zone.
@@ -324,62 +329,54 @@ class TwilioAdapter:
             raise ValueError("since must carry a time zone")
         searched_at = datetime.now(UTC)
         earliest = since - MATCH_SKEW
+        latest = reference.created_by + MATCH_SKEW if reference.created_by is not None else None
         url = self._messages_url
         params: dict[str, str | int] | None = {"To": to, "PageSize": LIST_PAGE_SIZE}
         if self._config.from_number is not None:
             params["From"] = self._config.from_number
-        matches: list[dict[str, Any]] = []
+        matches: list[Candidate] = []
         for _ in range(MAX_LIST_PAGES):
             try:
                 response = await self._request("GET", url, params=params)
             except httpx.HTTPError as error:
-                return LookupOutcome(result=Unavailable(reason=f"{type(error).__name__}: listing messages failed"))
+                return _search_unavailable(f"{type(error).__name__}: listing messages failed")
             if response.status_code != 200:
-                reason = f"listing messages answered {_describe_error(response)}"
-                return LookupOutcome(result=Unavailable(reason=reason))
+                return _search_unavailable(f"listing messages answered {_describe_error(response)}")
             page = _json_object(response)
             messages = page.get("messages") if page is not None else None
             if page is None or not isinstance(messages, list):
-                return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message list"))
+                return _search_unavailable("HTTP 200 without a readable message list")
             reached_older = False
             for message in messages:
-                verdict = self._matches(message, to=to, content_sha256=content_sha256, earliest=earliest)
-                if verdict is None:
+                created = self._matches(message, to=to, content_sha256=content_sha256)
+                if created is None:
                     # Same recipient and body, but no readable creation time: cannot be ruled in or out.
-                    return LookupOutcome(result=Unavailable(reason="a candidate message has no readable date_created"))
-                if verdict:
-                    matches.append(message)
+                    return _search_unavailable("a candidate message has no readable date_created")
+                if created is not False and earliest <= created and (latest is None or created <= latest):
+                    found = _found(message)
+                    if found is None:
+                        return _search_unavailable("a matching message has no readable sid")
+                    matches.append(Candidate(found=found, created_at=created))
                 reached_older = reached_older or _sent_before(message, earliest)
-            if len(matches) > 1:
-                return LookupOutcome(result=Unavailable(reason=f"ambiguous: {len(matches)} messages match"))
             next_page_uri = page.get("next_page_uri")
             if reached_older or next_page_uri is None or next_page_uri == "":
                 break
             next_url = self._next_page_url(next_page_uri) if isinstance(next_page_uri, str) else None
             if next_url is None:
-                return LookupOutcome(
-                    result=Unavailable(reason="next_page_uri points outside this account's Messages list")
-                )
+                return _search_unavailable("next_page_uri points outside this account's Messages list")
             url, params = next_url, None  # the next-page URI carries every filter itself
         else:
-            return LookupOutcome(
-                result=Unavailable(
-                    reason=f"search incomplete: {MAX_LIST_PAGES} pages did not reach the attempt's start"
-                )
-            )
+            return _search_unavailable(f"search incomplete: {MAX_LIST_PAGES} pages did not reach the attempt's start")
+        bounded = self.capabilities.bounded_queue
         if not matches:
-            return LookupOutcome(
-                result=NotFound(
-                    searched_since=since, searched_at=searched_at, queue_bounded=self.capabilities.bounded_queue
-                )
-            )
-        found = _found(matches[0])
-        if found is None:
-            return LookupOutcome(result=Unavailable(reason="the matching message has no readable sid"))
-        return LookupOutcome(result=found)
+            return ReferenceSearch(result=NotFound(searched_since=since, searched_at=searched_at, queue_bounded=bounded))
+        return ReferenceSearch(
+            result=Candidates(messages=matches, searched_since=since, searched_at=searched_at, queue_bounded=bounded)
+        )
 
-    def _matches(self, message: Any, *, to: str, content_sha256: str, earliest: datetime) -> bool | None:
-        """True/False for a clear verdict; None when it is ours but for an unreadable creation date."""
+    def _matches(self, message: Any, *, to: str, content_sha256: str) -> datetime | Literal[False] | None:
+        """Its creation time when it is ours but for the time; False when it is not; None when it is
+        ours but for an unreadable creation date."""
         if not isinstance(message, dict):
             return False
         body = message.get("body")
@@ -397,10 +394,7 @@ class TwilioAdapter:
                 return False
         elif message.get("messaging_service_sid") not in (None, self._config.messaging_service_sid):
             return False
-        created = _rfc2822(message.get("date_created"))
-        if created is None:
-            return None
-        return created >= earliest
+        return _rfc2822(message.get("date_created"))
 
     async def cancel(self, provider_id: str) -> CancelOutcome:
         """Ask Twilio to cancel a message it has not sent yet.
@@ -525,6 +519,10 @@ def _classify_client_error(response: httpx.Response, status: int, code: int | No
             http_status=status,
         )
     return Rejected(reason=f"HTTP {status} without a Twilio error code", http_status=status)
+
+
+def _search_unavailable(reason: str) -> ReferenceSearch:
+    return ReferenceSearch(result=Unavailable(reason=reason))
 
 
 def _sent_before(message: Any, earliest: datetime) -> bool:

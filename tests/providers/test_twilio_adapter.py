@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from herald.outcomes import (
+    Candidates,
     Accepted,
     Found,
     NotFound,
@@ -612,6 +613,13 @@ def pages(*contents: list[dict[str, Any]]) -> Handler:
     return handler
 
 
+def one_candidate(result: Any) -> Found:
+    """The one message a search found, as the ledger's claim rule would be handed it."""
+    assert isinstance(result, Candidates), result
+    assert len(result.messages) == 1
+    return result.messages[0].found
+
+
 async def find_with(handler: Handler, seen: list[httpx.Request] | None = None, since: datetime = SINCE) -> Any:
     requests = seen if seen is not None else []
     async with make_adapter(recording(handler, requests)) as adapter:
@@ -623,7 +631,7 @@ async def find_with(handler: Handler, seen: list[httpx.Request] | None = None, s
 async def test_find_single_match() -> None:
     """Exactly one outbound message with the body's hash, created after since, is Found with its status."""
     result = await find_with(pages([message(status="delivered"), message(sid=OTHER_SID, body="Something else")]))
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert result.provider_id == MESSAGE_SID
     assert result.status is ProviderStatus.DELIVERED
 
@@ -643,7 +651,7 @@ async def test_find_no_match() -> None:
 async def test_find_sees_a_message_twilio_has_not_sent(label: str) -> None:
     """A message still in Twilio's queue (no date_sent) is found, live: it is ours, and it may still go out."""
     result = await find_with(pages([message(status=label, sent=None)]))
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert result.status is ProviderStatus.QUEUED
 
 
@@ -654,7 +662,7 @@ async def test_find_pages_down_to_the_attempts_start() -> None:
     fresh = [newer(i) for i in range(250, 0, -1)]
     contents = [fresh[:100], fresh[100:200], [*fresh[200:], message(), older(1)], [older(2)], [older(3)]]
     result = await find_with(pages(*contents), seen)
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert result.provider_id == MESSAGE_SID
     assert len(seen) == 3
     assert [request.url.params.get("Page", "0") for request in seen] == ["0", "1", "2"]
@@ -674,7 +682,7 @@ async def test_unsent_messages_never_end_the_search() -> None:
     seen: list[httpx.Request] = []
     stale_queued = message(sid=OTHER_SID, body="stuck", created=SINCE - timedelta(days=1), sent=None)
     result = await find_with(pages([stale_queued], [message(), older(1)], [older(2)]), seen)
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert len(seen) == 2
 
 
@@ -684,7 +692,7 @@ async def test_a_queued_message_listed_last_is_not_seen_until_it_leaves_the_queu
     queued_last = pages([older(1), older(2)], [message(status="queued", sent=None)])
     assert isinstance(await find_with(queued_last), NotFound)
     sent_now = pages([message(status="sent", sent=SINCE + timedelta(seconds=30)), older(1), older(2)])
-    assert isinstance(await find_with(sent_now), Found)
+    one_candidate(await find_with(sent_now))
 
 
 async def test_find_ignores_the_same_body_from_another_sender() -> None:
@@ -693,26 +701,48 @@ async def test_find_ignores_the_same_body_from_another_sender() -> None:
     assert isinstance(result, NotFound)
 
 
-async def test_find_two_matches_is_ambiguous() -> None:
-    """Two matching messages give Unavailable("ambiguous: 2 messages match"): the adapter never guesses."""
+async def test_find_two_matches_are_both_candidates() -> None:
+    """Two fitting messages both come back as Candidates: which one, if any, is the attempt's is the ledger's call."""
     result = await find_with(pages([message(), message(sid=OTHER_SID)]))
-    assert isinstance(result, Unavailable)
-    assert result.reason == "ambiguous: 2 messages match"
+    assert isinstance(result, Candidates)
+    assert [each.found.provider_id for each in result.messages] == [MESSAGE_SID, OTHER_SID]
 
 
-async def test_find_two_matches_across_pages_is_ambiguous() -> None:
-    """Matches on different pages still count together as ambiguous."""
+async def test_find_two_matches_across_pages_are_both_candidates() -> None:
+    """Matches on different pages are gathered into one set of candidates."""
     second = message(sid=OTHER_SID, sent=SINCE + timedelta(seconds=2))
     result = await find_with(pages([message(sent=SINCE + timedelta(seconds=3))], [second]))
-    assert isinstance(result, Unavailable)
-    assert result.reason == "ambiguous: 2 messages match"
+    assert isinstance(result, Candidates)
+    assert {each.found.provider_id for each in result.messages} == {MESSAGE_SID, OTHER_SID}
+
+
+async def test_a_candidate_carries_its_creation_time_and_the_searchs_bounds() -> None:
+    """Each candidate carries Twilio's date_created, and the set carries what a NotFound would (bound, time, queue)."""
+    created = SINCE + timedelta(seconds=7)
+    result = await find_with(pages([message(created=created)]))
+    assert isinstance(result, Candidates)
+    assert result.messages[0].created_at == created
+    assert result.searched_since == SINCE and result.queue_bounded is True and result.searched_at is not None
+    assert result.none_left() == NotFound(searched_since=SINCE, searched_at=result.searched_at, queue_bounded=True)
+
+
+async def test_a_message_created_past_the_in_flight_bound_is_not_a_candidate() -> None:
+    """A same-body message created after the attempt's request could still create one (plus skew) is another's."""
+    late = message(created=SINCE + timedelta(seconds=75))
+    async with make_adapter(pages([late])) as adapter:
+        reference = MessageReference(
+            to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE, created_by=SINCE + timedelta(seconds=60)
+        )
+        assert isinstance((await adapter.find_by_reference(reference)).result, NotFound)
+        within = reference.model_copy(update={"created_by": SINCE + timedelta(seconds=74)})
+        assert isinstance((await adapter.find_by_reference(within)).result, Candidates)
 
 
 async def test_find_match_on_page_two() -> None:
     """The adapter follows next_page_uri on the same API base and finds a match on the second page."""
     seen: list[httpx.Request] = []
     result = await find_with(pages([message(sid=OTHER_SID, body="older news")], [message()]), seen)
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert result.provider_id == MESSAGE_SID
     assert len(seen) == 2
     assert seen[1].url.host == "api.twilio.com"
@@ -737,7 +767,7 @@ async def test_find_ignores_non_matching(candidate: dict[str, Any]) -> None:
 async def test_find_allows_clock_skew() -> None:
     """A message created within 2 s before since still matches, to absorb clock skew."""
     result = await find_with(pages([message(created=SINCE - timedelta(seconds=1))]))
-    assert isinstance(result, Found)
+    result = one_candidate(result)
 
 
 async def test_find_candidate_without_date_is_unavailable() -> None:
@@ -766,7 +796,7 @@ async def test_find_through_a_messaging_service_matches_its_sid() -> None:
     handler = recording(pages([theirs, ours]), seen)
     async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
         outcome = await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256=BODY_SHA, since=SINCE))
-    assert isinstance(outcome.result, Found) and outcome.result.provider_id == MESSAGE_SID
+    assert one_candidate(outcome.result).provider_id == MESSAGE_SID
     assert "From" not in seen[0].url.params
 
 
@@ -815,7 +845,7 @@ async def test_find_follows_an_absolute_next_page_of_the_same_list() -> None:
         return httpx.Response(200, json={"messages": [message()], "next_page_uri": None})
 
     result = await find_with(handler, seen)
-    assert isinstance(result, Found)
+    result = one_candidate(result)
     assert len(seen) == 2
 
 
