@@ -58,14 +58,24 @@ class Services:
     def __init__(self, load_settings: Callable[[], Settings]) -> None:
         self._load_settings = load_settings
         self._settings: Settings | None = None
+        self._keyring: fingerprints.Keyring | None = None
         self._runtime: Runtime | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = self._load_settings()
             if self._settings.fingerprints.keys:  # a command that fingerprints without keys is refused when it does
-                fingerprints.install_from(self._settings)
+                # Made the process's too: the client and the ledger's lookups a command calls still read
+                # that one, and must read the keys these settings name (a stack's stack.env included),
+                # never a keyring of their own from the bare environment.
+                self._keyring = fingerprints.install_from(self._settings)
         return self._settings
+
+    def keyring(self) -> fingerprints.Keyring:
+        """The fingerprint keyring these settings name, for a command that names a recipient by
+        fingerprint; refused in one line naming HERALD_FINGERPRINT_KEYS when they name none."""
+        settings = self.settings()
+        return self._keyring or fingerprints.install_from(settings)  # no key: InvalidSetting, never a plain hash
 
     def check_temporal(self) -> None:
         """Refuse Temporal settings that cannot work (address form, TLS files), without connecting."""
