@@ -56,7 +56,8 @@ def readme_commands() -> set[str]:
     """The commands the README names after `starter.py`, as EXAMPLES' keys (`send`, `policy publish`)."""
     found: set[str] = set()
     for text in re.findall(r"starter\.py ([^`\n]*)", README.read_text(encoding="utf-8")):
-        for part in re.split(r"\s*/\s*", text.partition("#")[0]):  # several at once: "send / status / cancel", "send/consent"
+        # Several at once ("send / status / cancel", "send/consent"); a shell comment is no command.
+        for part in re.split(r"\s*/\s*", text.partition("#")[0]):
             words = part.split()
             if not words or words[0] == "...":
                 continue
