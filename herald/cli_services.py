@@ -3,8 +3,8 @@
 Used by `starter.py`. A service that does not answer is one line naming the setting that points at
 it (ServiceUnreachable); a setting that cannot work is refused before anything is connected to.
 The server entry points (receipt server, outbox relay, exporter, retention job, migrations) make
-the same two checks at start (`reach_database`, `connect_temporal`), so a dependency that is down
-reads the same from every command.
+the same two checks at start (`reach_database`, `connect_temporal`; the worker the first), so a
+dependency that is down reads the same from every command.
 """
 
 from __future__ import annotations
