@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -366,7 +367,7 @@ def test_the_fingerprint_keys_of_the_stacks_env_file_are_used(
     (tmp_path / "stack.env").write_text(f"HERALD_FINGERPRINT_KEYS=stack:{key}\n" + "".join(
         f"{name}={value}\n" for name, value in UNREACHABLE.items()
     ))  # fmt: skip
-    for name in [name for name in starter.os.environ if name.startswith("HERALD_") or name == "DATABASE_URL"]:
+    for name in [name for name in os.environ if name.startswith("HERALD_") or name == "DATABASE_URL"]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HERALD_STATE_DIR", str(tmp_path))
     monkeypatch.setattr(starter, "_settings", READ_SETTINGS)
