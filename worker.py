@@ -28,6 +28,7 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald import fingerprints
 from herald.artifacts import PostgresArtifactStore
+from herald.cli_services import ServiceUnreachable, reach_database
 from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.logs import configure_logging
@@ -132,6 +133,9 @@ ProviderFactory = Callable[[Settings], dict[Channel, Provider]]
 async def run_worker(settings: Settings, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
+    # Checked once before anything polls: a worker without its ledger would take tasks it can only
+    # fail. Unreachable at start is one line naming DATABASE_URL, as from every other Herald process.
+    await reach_database(settings.database_url.get_secret_value())
     fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
     async with AsyncExitStack() as stack:
         adapters = providers(settings)  # first: a provider setting that cannot work stops the start here
@@ -208,7 +212,7 @@ def main(providers: ProviderFactory = build_providers) -> None:
             # An adapter setting that cannot work (no sender, say) fails when the adapters are built,
             # in one line; a metrics address it cannot listen on, too.
             await run_worker(settings, stop, providers)
-        except InvalidSetting as error:
+        except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
             raise SystemExit(str(error)) from None
 
     asyncio.run(runner())

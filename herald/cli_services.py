@@ -3,8 +3,8 @@
 Used by `starter.py`. A service that does not answer is one line naming the setting that points at
 it (ServiceUnreachable); a setting that cannot work is refused before anything is connected to.
 The server entry points (receipt server, outbox relay, exporter, retention job, migrations) make
-the same two checks at start (`reach_database`, `connect_temporal`), so a dependency that is down
-reads the same from every command.
+the same two checks at start (`reach_database`, `connect_temporal`; the worker the first), so a
+dependency that is down reads the same from every command.
 """
 
 from __future__ import annotations
@@ -58,14 +58,24 @@ class Services:
     def __init__(self, load_settings: Callable[[], Settings]) -> None:
         self._load_settings = load_settings
         self._settings: Settings | None = None
+        self._keyring: fingerprints.Keyring | None = None
         self._runtime: Runtime | None = None
 
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = self._load_settings()
             if self._settings.fingerprints.keys:  # a command that fingerprints without keys is refused when it does
-                fingerprints.install_from(self._settings)
+                # Made the process's too: the client and the ledger's lookups a command calls still read
+                # that one, and must read the keys these settings name (a stack's stack.env included),
+                # never a keyring of their own from the bare environment.
+                self._keyring = fingerprints.install_from(self._settings)
         return self._settings
+
+    def keyring(self) -> fingerprints.Keyring:
+        """The fingerprint keyring these settings name, for a command that names a recipient by
+        fingerprint; refused in one line naming HERALD_FINGERPRINT_KEYS when they name none."""
+        settings = self.settings()
+        return self._keyring or fingerprints.install_from(settings)  # no key: InvalidSetting, never a plain hash
 
     def check_temporal(self) -> None:
         """Refuse Temporal settings that cannot work (address form, TLS files), without connecting."""

@@ -3,7 +3,8 @@
 The same function serves the worker, the client API, the receipt server and
 the tests, so the converter is set identically everywhere: pydantic for values,
 then, when keys are configured, AES-256-GCM for the bytes (herald/payload_codec.py),
-so recipients and bodies never reach Temporal's history in plaintext.
+so recipients and bodies never reach Temporal's history in plaintext; failure
+messages and stack traces are encoded the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from temporalio.client import Client, Interceptor, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.runtime import Runtime
 
 from herald.payload_codec import EncryptionCodec
@@ -41,11 +42,20 @@ def payload_codec(settings: CodecSettings) -> EncryptionCodec | None:
 
 
 def data_converter(settings: TemporalSettings) -> DataConverter:
-    """The one converter every client, worker and codec server of Herald uses."""
+    """The one converter every client, worker, test environment, replayer and codec server of Herald uses.
+
+    A failure's message and stack trace travel as an encoded payload (the SDK's encoded attributes),
+    through the codec like any other payload: an exception's text can quote what it was given (a
+    template field, a provider's answer), and Temporal's history keeps it. The history's own message
+    field reads "Encoded failure"; the payload opens through the codec as any other does (the codec
+    server's, for the Web UI).
+    """
     codec = payload_codec(settings.codec)
-    if codec is None:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
 
 
 async def connect(

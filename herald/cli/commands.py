@@ -129,6 +129,10 @@ def _field_kinds(template_id: str, version: int | str) -> dict[str, str]:
 
 
 async def cmd_send(args: argparse.Namespace, services: Services) -> int:
+    # Settings first (the stack's stack.env included): the intent is fingerprinted as it is built,
+    # here and again in the client, under the keys they name. A key missing is refused once the
+    # request is found sound, where build_intent fingerprints it.
+    services.settings()
     request = send_request(args)
     herald = await services.herald()  # Temporal first: a send without it can do nothing
     async with services.vault() as vault:  # seals personal fields with the recipient's key (ledger)
@@ -440,10 +444,11 @@ async def cmd_policy_publish(args: argparse.Namespace, services: Services) -> in
 
 
 async def cmd_consent_grant(args: argparse.Namespace, services: Services) -> int:
-    from herald.ledger.policy_store import grant_consent, recipient_fingerprint
+    from herald.ledger.policy_store import grant_consent
     from herald.send_policy import Category
 
-    fingerprint = recipient_fingerprint(cli_input.recipient(args.recipient, "RECIPIENT"))
+    recipient = cli_input.recipient(args.recipient, "RECIPIENT")
+    fingerprint = services.keyring().recipient(recipient)
     url = services.ledger_url(_POLICY_LEDGER)
     async with services.ledger(url) as pool:
         await grant_consent(
@@ -537,9 +542,10 @@ def _describe_executions(done: ExecutionErasure, close_within: int) -> str:
 
 
 async def cmd_suppression_lift(args: argparse.Namespace, services: Services) -> int:
-    from herald.ledger.policy_store import lift_suppression, recipient_fingerprint
+    from herald.ledger.policy_store import lift_suppression
 
-    fingerprint = recipient_fingerprint(cli_input.recipient(args.recipient, "RECIPIENT", args.channel))
+    recipient = cli_input.recipient(args.recipient, "RECIPIENT", args.channel)
+    fingerprint = services.keyring().recipient(recipient)
     url = services.ledger_url(_POLICY_LEDGER)
     async with services.ledger(url) as pool:
         at = await lift_suppression(
@@ -569,14 +575,15 @@ SELECT lifted_at, operator, reason FROM suppression_lifts
 async def cmd_suppression_list(args: argparse.Namespace, services: Services) -> int:
     """What RECIPIENT asked of us and what the providers reported, and whether each suppresses now."""
     from herald import fingerprints
-    from herald.ledger.policy_store import policy_in_force, recipient_fingerprint, standing
+    from herald.ledger.policy_store import policy_in_force, standing
     from herald.ledger.recipient_requests import requests_of
     from herald.send_policy import UNSUBSCRIBE, Category
 
     recipient = cli_input.recipient(args.recipient, "RECIPIENT", args.channel)
     channel = args.channel or ("sms" if recipient.startswith("+") else "email")
-    fingerprint = recipient_fingerprint(recipient)
-    fps = fingerprints.keyring().recipient_candidates(recipient)
+    keyring = services.keyring()
+    fingerprint = keyring.recipient(recipient)
+    fps = keyring.recipient_candidates(recipient)
     now = datetime.now(UTC)
     url = services.ledger_url(_POLICY_LEDGER)
     async with services.ledger(url) as pool, pool.connection() as conn:

