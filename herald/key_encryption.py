@@ -15,7 +15,7 @@ once a row is deleted, the copies the database keeps of it are ciphertext under 
                        32 random bytes each; the active one wraps, every one unwraps.
 
 Rotation: add the new KEK, make it active, keep the old ones: new data keys are wrapped under the
-new KEK, rows wrapped before still unwrap under theirs. ``python -m herald.key_encryption rewrap``
+new KEK, rows wrapped before still unwrap under theirs. ``python -m herald.ledger.rewrap_keys``
 wraps every older row (and every clear key written before migration 020) under the active KEK;
 after it, an old KEK can be removed.
 
