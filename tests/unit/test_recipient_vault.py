@@ -212,3 +212,18 @@ def test_an_altered_token_opens_to_its_own_value_or_is_refused_by_name(position:
             pass
 
     asyncio.run(check())
+
+
+async def test_a_worker_without_a_key_encryption_key_stops_at_start_naming_the_variable() -> None:
+    """worker.py's run_worker, given a ledger and fingerprint keys but no KEK, refuses before connecting
+    to anything, in one InvalidSetting naming HERALD_KEY_ENCRYPTION_KEY_FILES."""
+    from herald.settings import InvalidSetting, load_settings
+    from tests.support import SESSION_FINGERPRINT_KEYS
+    from worker import run_worker
+
+    settings = load_settings({
+        "DATABASE_URL": "postgresql://herald@127.0.0.1:1/herald",
+        "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+    })  # fmt: skip
+    with pytest.raises(InvalidSetting, match="^HERALD_KEY_ENCRYPTION_KEY_FILES: required"):
+        await run_worker(settings, asyncio.Event(), providers=lambda _: {})
