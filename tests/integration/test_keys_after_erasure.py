@@ -65,7 +65,7 @@ async def test_a_returning_person_is_sent_to_and_an_intent_sealed_before_their_e
     assert [sum(ref in body for body in bodies) for ref in ("ord-before", "ord-after", "ord-other", "ord-stale")] == [
         1, 1, 1, 0,
     ]  # fmt: skip
-    assert "InvalidTag" not in caplog.text
+    assert "InvalidTag" not in caplog.text and "SealedValueCorrupt" not in caplog.text
 
 
 async def test_the_returning_persons_new_intent_is_sealed_under_the_key_the_ledger_holds(
