@@ -156,6 +156,27 @@ class FingerprintSettings(Section):
         return _read_keyring(data, "HERALD_FINGERPRINT", "HMAC-SHA-256")
 
 
+class KeyEncryptionSettings(Section):
+    """Key-encryption keys (herald/key_encryption.py): id -> 32-byte AES-256 key; the active one
+    wraps each new recipient data key, every one unwraps.
+
+    A keyring of its own, never a payload or fingerprint key, and never in the ledger: a copy of the
+    database without these opens no recipient's data key.
+    """
+
+    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    active_key: Annotated[
+        str, Rule("must be the id of a key in HERALD_KEY_ENCRYPTION_KEYS or HERALD_KEY_ENCRYPTION_KEY_FILES")
+    ] | None = Field(None, alias="HERALD_KEY_ENCRYPTION_ACTIVE_KEY")
+    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEYS", exclude=True, repr=False)
+    key_files: _KEY_FILES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEY_FILES", exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_keys(cls, data: Any) -> Any:
+        return _read_keyring(data, "HERALD_KEY_ENCRYPTION", "AES-256")
+
+
 def _https(value: str) -> str:
     scheme, _, rest = value.partition("://")
     if scheme.lower() != "https" or not rest.split("/")[0]:
@@ -642,6 +663,7 @@ class Settings(BaseSettings):
     codec_server: CodecServerSettings = CodecServerSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     fingerprints: FingerprintSettings = FingerprintSettings()
+    key_encryption: KeyEncryptionSettings = KeyEncryptionSettings()
     outbox: OutboxSettings = OutboxSettings()
     # None means "start the embedded PostgreSQL under state_dir" (the local launcher).
     database_url: DatabaseUrl | None = Field(None, alias="DATABASE_URL")
