@@ -174,7 +174,8 @@ _UNSUBSCRIBE_URL_RULE = (
 # Unset, the links fall back to the receipt server's public URL, which is held to the same rule.
 _UNSUBSCRIBE_FALLBACK_RULE = (
     "required when HERALD_UNSUBSCRIBE_KEYS are set and HERALD_RECEIPT_PUBLIC_URL, which the links fall back "
-    "to, is not https:// (RFC 8058: mail clients post only to HTTPS); set an https:// URL, e.g. https://hooks.example.com"
+    "to, is not https:// (RFC 8058: mail clients post only to HTTPS); set an https:// URL, "
+    "e.g. https://hooks.example.com"
 )
 
 

@@ -148,5 +148,6 @@ async def test_an_http_receipt_url_is_never_a_link_marketing_is_refused_and_rece
     assert isinstance(outcome.result, Rejected), outcome
     assert outcome.result.reason.startswith("HERALD_UNSUBSCRIBE_URL: the link must be https:// (RFC 8058)")
     assert to not in capture.received
-    assert isinstance((await adapter.submit(message.model_copy(update={"category": Category.TRANSACTIONAL}))).result, Accepted)
+    receipt = message.model_copy(update={"category": Category.TRANSACTIONAL})
+    assert isinstance((await adapter.submit(receipt)).result, Accepted)
     assert len(capture.received[to]) == 1
