@@ -343,7 +343,9 @@ def _media_type(content_type: str | None) -> tuple[str | None, str | None]:
     """The Content-Type's media type (lower case) and its boundary parameter, when it has a usable one."""
     if not content_type:
         return None, None
-    header = Message(policy=email.policy.HTTP)
+    # compat32 reads a parameter as written: the newer header parser takes an apostrophe in an unquoted
+    # boundary (a token character) for RFC 2231's charset'language' mark and reads another boundary.
+    header = Message(policy=email.policy.compat32)
     header["Content-Type"] = content_type
     boundary = header.get_param("boundary")
     if not isinstance(boundary, str) or not _BOUNDARY.fullmatch(boundary):

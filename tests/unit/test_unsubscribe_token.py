@@ -19,6 +19,7 @@ from herald.unsubscribe import (
     TokenRefused,
     TokenRule,
     UnsubscribeLinks,
+    is_one_click,
     issue,
     needs_link,
     read,
@@ -280,3 +281,34 @@ def test_the_settings_read_the_keys_into_both_sections_and_refuse_what_cannot_wo
     )
     assert read(verifier, token.split("/unsubscribe/")[1].rstrip(">"), now=NOW).fingerprint == FINGERPRINT
     assert UnsubscribeLinks.from_settings(UnsubscribeSettings()) is None
+
+
+_PART = b'Content-Disposition: form-data; name="List-Unsubscribe"\r\n\r\nOne-Click\r\n'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "one_click"),
+    [
+        ("application/x-www-form-urlencoded", b"List-Unsubscribe=One-Click", True),
+        ("application/x-www-form-urlencoded; charset=UTF-8", b"List-Unsubscribe=One%2dClick", True),
+        ("multipart/form-data; boundary=b1", b"--b1\r\n" + _PART + b"--b1--\r\n", True),
+        # An apostrophe is a token character: a bare boundary may hold one (the stdlib's newer header
+        # parser read it as RFC 2231's charset'language' mark and lost the boundary).
+        ("multipart/form-data; boundary=o'k", b"--o'k\r\n" + _PART + b"--o'k--\r\n", True),
+        ('multipart/form-data; boundary="a b:c"', b"--a b:c\r\n" + _PART + b"--a b:c--\r\n", True),
+        ("multipart/form-data; boundary=b1", b"--b1\r\n" + _PART, False),  # no closing delimiter
+        ("multipart/form-data; boundary=b2", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("multipart/form-data; boundary*=utf-8''b1", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("multipart/form-data", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("application/x-www-form-urlencoded", b"", False),
+        ("application/x-www-form-urlencoded", b"List-Unsubscribe=Nope", False),
+        ("text/plain", b"List-Unsubscribe=One-Click", False),
+        (None, b"List-Unsubscribe=One-Click", False),
+    ],
+)
+def test_is_one_click_takes_the_pair_in_either_encoding_and_nothing_else(
+    content_type: str | None, body: bytes, one_click: bool
+) -> None:
+    """RFC 8058's body, form-encoded or multipart (any legal boundary, quoted or bare): one-click; an empty body,
+    another value, another media type, a multipart body that is not closed or names another boundary: not."""
+    assert is_one_click(content_type, body) is one_click
