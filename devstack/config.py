@@ -241,14 +241,19 @@ class StackConfig(Frozen):
 
     def unsubscribe_settings(self) -> UnsubscribeSettings:
         """The stack's unsubscribe-link key (HERALD_UNSUBSCRIBE_KEY_FILES), random on first use, 0600,
-        shared by the worker that signs links and the receipt server that verifies them."""
+        shared by the worker that signs links and the receipt server that verifies them; and the links'
+        base (HERALD_UNSUBSCRIBE_URL): https://, as Herald writes every link (RFC 8058), on the receipt
+        server's own host and port. The stack has no TLS in front of that server, so nothing but the demo's
+        mail client (and the tests) follows such a link: it stands where a deployment's TLS proxy would and
+        calls the same host, port and path over plain HTTP on loopback (devstack/demo.py, over_loopback)."""
         path = self.state_path / UNSUBSCRIBE_KEY_FILE
         if path.exists():
             make_private(path)
         else:
             line = f"unsub-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
             create_private_once(path, line.encode())
-        return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None)
+        url = f"https://{self.receipts.host}:{self.receipts.port}"
+        return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None, url=url)
 
     @property
     def codec_endpoint(self) -> str:
