@@ -16,7 +16,8 @@ Refusals after the signature is checked, in this order (the route's table is in 
   towards suppressing (a START to another number then lifts too: Twilio still blocks our sender,
   and its 21610 on the next send suppresses again).
 - ``unusable_reason`` (400): ours, but without what a request needs (a MessageSid to record it
-  once, a From that is a phone number by the rule every door reads numbers by, herald.recipients). Twilio does not retry a 4xx; its debugger shows the rule.
+  once, a From that is a phone number by the rule every door reads numbers by, herald.recipients).
+  Twilio does not retry a 4xx; its debugger shows the rule.
 
 Twilio does not retry an incoming-message webhook that answered 5xx unless told to (a connection
 override or a fallback URL, see the README); a STOP lost that way still reaches the ledger later,

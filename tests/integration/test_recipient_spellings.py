@@ -37,7 +37,9 @@ _FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
 _ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
 
 
-async def _consenting_and_stopped(pool: AsyncConnectionPool, emulator: Emulator, receipts: str, to: str, spelling: str) -> None:
+async def _consenting_and_stopped(
+    pool: AsyncConnectionPool, emulator: Emulator, receipts: str, to: str, spelling: str
+) -> None:
     """The person consented to marketing (as the service's records spell them, and as the number),
     then texted STOP from their handset to our number."""
     for recipient in (to, spelling):

@@ -272,7 +272,8 @@ def test_usage_errors_are_one_line_without_the_value(
     [
         (["consent", "grant", "555-0100", "marketing", "--source", "form"],
          f"RECIPIENT: {NUMBER_RULE}; or an e-mail address (local-part@domain)", "555-0100"),
-        (["erase", "+15551230001\n", "--operator", "al", "--reason", "r"], f"RECIPIENT: {NUMBER_RULE}; or an e-mail address (local-part@domain)", "5551230001"),
+        (["erase", "+15551230001\n", "--operator", "al", "--reason", "r"],
+         f"RECIPIENT: {NUMBER_RULE}; or an e-mail address (local-part@domain)", "5551230001"),
         (["suppression", "lift", PHONE, "--channel", "email", "--operator", "al", "--reason", "r"],
          "RECIPIENT: must be an e-mail address (local-part@domain)", PHONE),
         (["suppression", "lift", "alice@example.com", "--channel", "sms", "--operator", "al", "--reason", "r"],
