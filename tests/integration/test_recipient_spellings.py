@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
@@ -27,8 +28,17 @@ from herald.errors import InvalidIntent
 from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
+from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.recipients import NUMBER_RULE
 from herald.send_policy import Category
+from tests.integration.test_erasure_reach import (  # noqa: F401 - the service database's fixtures, shared
+    _enqueue,
+    _rows,
+    outbox_db,
+    owner_outbox,
+    relay_outbox,
+    sms_notice,
+)
 from tests.integration.test_inbound_sms import PROMOTION, text_us
 from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
 
@@ -136,3 +146,32 @@ async def test_a_spelling_the_rule_normalises_is_the_number_for_stop_fingerprint
     assert await _intents_holding(owner_pool, to) == []
     for workflow_id in ids:
         assert [run async for run in temporal.list_workflows(f'WorkflowId = "{workflow_id}"')] == []
+
+
+async def test_erasing_the_number_reaches_outbox_rows_in_every_spelling_that_holds_it(
+    owner_outbox: AsyncConnectionPool, relay_outbox: AsyncConnectionPool
+) -> None:
+    """As the relay's login: a notice enqueued to "+1 (555) ..." (stored as the number), and rows a
+    service wrote without enqueue to a full-width spelling and to "+1555...\\n" (which the relay
+    refuses, but which holds the number), are erased for the plain number; another person's row,
+    even one quoting the number in its text, is kept."""
+    to, other = fresh_recipient(), fresh_recipient()
+    spaced = f"+{to[1]} ({to[2:5]}) {to[5:8]}-{to[8:]}"
+    enqueued = await _enqueue(owner_outbox, sms_notice(fresh_key(), spaced))
+    assert (await _rows(owner_outbox, [enqueued]))[enqueued]["notice"]["channels"][0]["recipient"] == to
+    by_hand = [sms_notice(fresh_key(), f"＋{to[1:].translate(_FULL_WIDTH)}"), sms_notice(fresh_key(), f" {to}\n")]
+    async with owner_outbox.connection() as conn:
+        cursor = await conn.execute(
+            "INSERT INTO herald_outbox (business_key, notice) VALUES (%s, %s), (%s, %s) RETURNING id",
+            (by_hand[0]["business_key"], Jsonb(by_hand[0]), by_hand[1]["business_key"], Jsonb(by_hand[1])),
+        )
+        written = [row[0] for row in await cursor.fetchall()]
+    kept = [await _enqueue(owner_outbox, sms_notice(fresh_key(), other, merchant=f"Shop, call {spaced}"))]
+    kept_before = await _rows(owner_outbox, kept)
+
+    done = await erase_outbox_notices(relay_outbox, to)
+
+    assert (done.rows_erased, done.never_relayed) == (3, 3)
+    erased = await _rows(owner_outbox, [enqueued, *written])
+    assert [row["notice"] for row in erased.values()] == [ERASED_NOTICE] * 3
+    assert await _rows(owner_outbox, kept) == kept_before
