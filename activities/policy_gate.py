@@ -60,8 +60,8 @@ class PolicyGate:
         """Every fingerprint the recipient's standing may be recorded under, the active key's first:
         of the canonical number or address (herald.fingerprints canonicalises inside, and refuses
         what is neither). A recipient still sealed here could not be opened (erased since it was
-        sealed; the submit refuses it): no one is looked up, as before, under the token's own
-        fingerprint, which no standing is recorded under."""
+        sealed; the submit refuses it): as before, it is looked up under the token's own
+        fingerprint, which no standing is recorded under, so no one's standing is read."""
         if is_sealed(self._recipient):
             return [fingerprints.keyring().of_text(self._recipient)]
         return fingerprints.keyring().recipient_candidates(self._recipient)
