@@ -36,9 +36,10 @@ from devstack.config import (
 )
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald import fingerprints, key_encryption
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
+from herald.fingerprints import Keyring
+from herald.key_encryption import KeyWrapper
 from herald.ledger.store import open_pool
 from herald.receipts.app import POOL_CONNECTIONS_NEEDED, ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
@@ -49,17 +50,26 @@ from tests.support import (
     ADAPTER_READ_TIMEOUT,
     CONTINUE_AS_NEW_AFTER_EVENTS,
     SESSION_FINGERPRINT_KEYS,
+    SESSION_KEKS,
     SESSION_KEY_ENCRYPTION_KEYS,
+    SESSION_KEYRING,
     TEST_POLICY,
     Emulator,
     Esp,
 )
 from worker import build_providers, build_submit_worker, build_worker
 
-# Tests that build intents in-process fingerprint under the session's key (tests/support.py), and
-# wrap recipients' data keys under the session's key-encryption key.
-fingerprints.install_from(load_settings({"HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS)}))
-key_encryption.install_from(load_settings({"HERALD_KEY_ENCRYPTION_KEY_FILES": str(SESSION_KEY_ENCRYPTION_KEYS)}))
+
+@pytest.fixture(scope="session")
+def keyring() -> Keyring:
+    """The session's fingerprint keys (tests/support.py), as every process of the session is given them."""
+    return SESSION_KEYRING
+
+
+@pytest.fixture(scope="session")
+def keks() -> KeyWrapper:
+    """The session's key-encryption keys: a key sealed in-process is unwrapped by the stack's workers."""
+    return SESSION_KEKS
 
 
 # The receipt server's port, held from the start of the session: the stack names it (the worker's
@@ -143,10 +153,12 @@ async def temporal(settings: Any) -> Client:
 
 
 @pytest.fixture(scope="session")
-async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[None]:
-    providers = build_providers(settings)
-    provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool))
-    running = build_worker(temporal, settings, LedgerActivities(pool), provider)
+async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool, keyring: Keyring) -> AsyncIterator[None]:
+    providers = build_providers(settings, keyring)
+    vault = RecipientVault(pool, SESSION_KEKS)
+    provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
+                                  vault=vault, keyring=keyring)  # fmt: skip
+    running = build_worker(temporal, settings, LedgerActivities(pool, vault), provider)
     async with running, build_submit_worker(temporal, settings, provider):
         yield
     for adapter in providers.values():
@@ -154,10 +166,12 @@ async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> 
 
 
 @pytest.fixture(scope="session")
-async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[str]:
+async def receipt_server(
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, keyring: Keyring
+) -> AsyncIterator[str]:
     endpoint = ReceiptEndpoint(
         settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal,
-        twilio=settings.twilio,  # whose replies are ours, as `python -m herald.receipts` is told
+        keyring=keyring, twilio=settings.twilio,  # whose replies are ours, as `python -m herald.receipts` is told
     )  # fmt: skip
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
@@ -173,10 +187,13 @@ async def receipt_server(temporal: Client, settings: Any, pool: AsyncConnectionP
 
 @pytest.fixture(scope="session")
 async def herald(
-    temporal: Client, settings: Any, worker: None, receipt_server: str, pool: AsyncConnectionPool
+    temporal: Client, settings: Any, worker: None, receipt_server: str, pool: AsyncConnectionPool, keyring: Keyring
 ) -> HeraldClient:
     # With the ledger's recipient keys, as services run it: every intent of the suite travels sealed.
-    return HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, vault=RecipientVault(pool))
+    return HeraldClient(
+        temporal, settings.temporal.task_queue, keyring=keyring, policy=TEST_POLICY,
+        vault=RecipientVault(pool, SESSION_KEKS),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")

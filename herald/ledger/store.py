@@ -439,28 +439,3 @@ async def schedule_redeliveries(pool: AsyncConnectionPool, rows: list[tuple[int,
                       last_error = excluded.last_error""",
             rows,
         )
-
-
-async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[str, Any] | None:
-    """The intent with its attempts, transitions and observations, for operators."""
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
-                      intent_fingerprint, created_at, expires_at FROM intents WHERE workflow_id = %s""",
-            (workflow_id,),
-        )
-        intent = await cursor.fetchone()
-        if intent is None:
-            return None
-        queries = {
-            "attempts": "SELECT number, attempt_ref, prepared_at, provider FROM attempts WHERE workflow_id = %s ORDER BY number",
-            "transitions": """SELECT seq, at, from_state, to_state, reason, source, attempt_number
-                                FROM transitions WHERE workflow_id = %s ORDER BY seq""",
-            "observations": """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,
-                                      applied, reason, inbox_id, observed_at
-                                 FROM observations WHERE workflow_id = %s ORDER BY seq""",
-        }
-        for key, sql in queries.items():
-            await cursor.execute(sql, (workflow_id,))
-            intent[key] = await cursor.fetchall()
-    return intent
