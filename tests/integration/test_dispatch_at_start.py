@@ -19,7 +19,7 @@ from herald.intent import Category
 from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.send_policy import PolicyRules
-from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.support import SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
 
 PUBLISHED_PRIORITY = 4  # transactional's built-in is 2
 
@@ -53,7 +53,7 @@ async def test_a_client_with_the_ledger_reads_the_order_at_start_and_the_workflo
 ) -> None:
     with_ledger = fresh_key()
     without_ledger = fresh_key()
-    bare = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY)  # no vault: no ledger
+    bare = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)  # no vault: no ledger
     await herald.send(receipt_request(with_ledger, fresh_recipient()))
     await bare.send(receipt_request(without_ledger, fresh_recipient()))
     finals = await asyncio.wait_for(asyncio.gather(herald.wait(with_ledger), bare.wait(without_ledger)), 60)

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from herald.cli_services import Services
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -28,7 +29,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.cli import commands as starter
-from herald.cli_services import Services
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.notice import NoticeRequest
@@ -37,7 +37,15 @@ from herald.outbox.relay import OutboxRelay
 from herald.payload_codec import decode_in_place
 from herald.temporal_client import payload_codec
 from herald.temporal_erasure import erase_executions
-from tests.support import TEST_POLICY, Emulator, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.support import (
+    SESSION_KEYRING,
+    TEST_POLICY,
+    Emulator,
+    create_database,
+    fresh_address,
+    fresh_key,
+    fresh_recipient,
+)
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
@@ -151,8 +159,8 @@ async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_an
     await emulator.arm(to, "silent")
     # Clients without the ledger's recipient vault, so the histories carry the numbers under the codec
     # key alone (as any client without a vault writes them, and every history from before sealing).
-    several_runs = HeraldClient(temporal, settings.temporal.task_queue, policy=SEVERAL_RUNS)
-    plain = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY)
+    several_runs = HeraldClient(temporal, settings.temporal.task_queue, policy=SEVERAL_RUNS, keyring=SESSION_KEYRING)
+    plain = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
     await several_runs.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
     await plain.send(sms_notice(other_key, other)["channels"][0] | {"business_key": other_key})
     pending = await _enqueue(owner_outbox, sms_notice(fresh_key(), to))
@@ -234,7 +242,7 @@ async def test_a_parked_intent_is_cancelled_through_herald_then_deleted(
     parked = HeraldClient(
         temporal,
         settings.temporal.task_queue,
-        policy=TEST_POLICY.model_copy(update={"retry_after_cap": timedelta(minutes=15)}),
+        policy=TEST_POLICY.model_copy(update={"retry_after_cap": timedelta(minutes=15)}), keyring=SESSION_KEYRING,
     )
     await parked.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
 
@@ -273,7 +281,7 @@ async def test_an_intent_still_tracking_its_message_is_reported_never_terminated
     tracking = HeraldClient(
         temporal,
         settings.temporal.task_queue,
-        policy=SEVERAL_RUNS.model_copy(update={"resolution_horizon": timedelta(seconds=15)}),
+        policy=SEVERAL_RUNS.model_copy(update={"resolution_horizon": timedelta(seconds=15)}), keyring=SESSION_KEYRING,
     )
     await tracking.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
 

@@ -20,12 +20,11 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.receipts.twilio_inbound import EMPTY_TWIML
 from herald.send_policy import Category
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60
 PROMOTION = {
@@ -50,7 +49,7 @@ async def requests_of(pool: AsyncConnectionPool, handset: str) -> list[dict[str,
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
             "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (recipient_fingerprint(handset),),
+            (SESSION_KEYRING.recipient(handset),),
         )
         return await cursor.fetchall()
 
@@ -68,7 +67,7 @@ async def test_stop_suppresses_the_next_marketing_text_and_start_lets_the_one_af
     suppressed with 0 messages at the emulator; START: the one after is delivered."""
     to = fresh_recipient()
     await grant_consent(
-        pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING, source="test signup",
+        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
         granted_at=datetime.now(UTC),
     )  # fmt: skip
     stop = await text_us(emulator, receipt_server, to, "STOP")
@@ -99,7 +98,7 @@ async def test_help_is_recorded_and_the_next_marketing_text_still_goes(
     """HELP is a request on record, not an opt-out: the next promotion is delivered."""
     to = fresh_recipient()
     await grant_consent(
-        pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING, source="test signup",
+        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
         granted_at=datetime.now(UTC),
     )  # fmt: skip
     helped = await text_us(emulator, receipt_server, to, "HELP")
@@ -115,7 +114,7 @@ async def test_stop_please_is_a_conversation_and_suppresses_nothing(
     """'stop please' is a conversation: recorded as other, neither Twilio nor Herald blocks."""
     to = fresh_recipient()
     await grant_consent(
-        pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING, source="test signup",
+        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
         granted_at=datetime.now(UTC),
     )  # fmt: skip
     chat = await text_us(emulator, receipt_server, to, "stop please")

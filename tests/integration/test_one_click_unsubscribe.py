@@ -39,7 +39,7 @@ from devstack.processes import free_port
 from herald import templates
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
-from herald.intent import Channel, recipient_fingerprint
+from herald.intent import Channel
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.providers.smtp import SmtpAdapter
@@ -47,7 +47,7 @@ from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.recipient_vault import RecipientVault
 from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
-from tests.support import TEST_POLICY, Esp, email_request, fresh_address, fresh_key
+from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY, Esp, email_request, fresh_address, fresh_key
 from worker import build_submit_worker, build_worker
 
 WAIT = 90
@@ -93,7 +93,7 @@ async def signing(
         update={"unsubscribe": keys, "port": port, "public_url": f"http://127.0.0.1:{port}"}
     )
     endpoint = ReceiptEndpoint(
-        receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal
+        receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal, keyring=SESSION_KEYRING
     )
     server = build_receipt_server(endpoint, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
@@ -101,15 +101,15 @@ async def signing(
         await asyncio.sleep(0.02)
     task_queue = f"herald-unsubscribe-{secrets.token_hex(4)}"
     local = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
-    adapter = SmtpAdapter(settings.email.model_copy(update={"unsubscribe": keys}))
-    provider = ProviderActivities({Channel.EMAIL: adapter}, receipts.public_url, pool)
+    adapter = SmtpAdapter(settings.email.model_copy(update={"unsubscribe": keys}), keyring=SESSION_KEYRING)
+    provider = ProviderActivities({Channel.EMAIL: adapter}, receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
     try:
         async with (
-            build_worker(temporal, local, LedgerActivities(pool), provider),
+            build_worker(temporal, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider),
             build_submit_worker(temporal, local, provider),
         ):
             yield (
-                HeraldClient(temporal, task_queue, policy=TEST_POLICY, vault=RecipientVault(pool)),
+                HeraldClient(temporal, task_queue, policy=TEST_POLICY, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING),
                 keys.url or "",
             )
     finally:
@@ -122,7 +122,7 @@ async def _subscriber(pool: AsyncConnectionPool) -> str:
     """A fresh address that agreed to marketing (the policy asks consent for it)."""
     to = fresh_address()
     await grant_consent(
-        pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING, source="test signup",
+        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
         granted_at=datetime.now(UTC) - timedelta(seconds=1),
     )  # fmt: skip
     return to
@@ -151,7 +151,7 @@ async def _requests(pool: AsyncConnectionPool, to: str) -> list[dict[str, Any]]:
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
             "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (recipient_fingerprint(to),),
+            (SESSION_KEYRING.recipient(to),),
         )
         return await cursor.fetchall()
 
@@ -201,7 +201,7 @@ async def test_a_one_click_post_stops_marketing_and_receipts_still_go(
 
         base, token = link.rsplit("/", 1)
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        mine, theirs = (bytes.fromhex(recipient_fingerprint(a).split(":")[1]) for a in (to, other))
+        mine, theirs = (bytes.fromhex(SESSION_KEYRING.recipient(a).split(":")[1]) for a in (to, other))
         forged = base64.urlsafe_b64encode(raw.replace(mine, theirs)).rstrip(b"=").decode()
         refused = await http.post(f"{base}/{forged}", data={"List-Unsubscribe": "One-Click"})
         assert refused.status_code == 403 and await _requests(pool, other) == []

@@ -16,16 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from herald.cli_services import Services
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald import fingerprints
 from herald.cli import commands as starter
-from herald.cli_services import Services
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
@@ -40,7 +39,7 @@ from tests.integration.test_erasure_reach import (  # noqa: F401 - the service d
     sms_notice,
 )
 from tests.integration.test_inbound_sms import PROMOTION, text_us
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60
 _FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
@@ -56,7 +55,7 @@ async def _consenting_and_stopped(
         # A spelling no door reads has no fingerprint at all (herald.recipients): nothing to record.
         with contextlib.suppress(ValueError):
             await grant_consent(
-                pool, fingerprint=recipient_fingerprint(recipient), category=Category.MARKETING,
+                pool, fingerprint=SESSION_KEYRING.recipient(recipient), category=Category.MARKETING,
                 source="signup form", granted_at=datetime.now(UTC),
             )  # fmt: skip
     stop = await text_us(emulator, receipts, to, "STOP")
@@ -134,7 +133,7 @@ async def test_a_spelling_the_rule_normalises_is_the_number_for_stop_fingerprint
     for key in (marketing, receipt):
         status = await asyncio.wait_for(herald.wait(key), WAIT)
         assert status.state is IntentState.SUPPRESSED, status.transitions[-1].reason
-        assert status.destination_fingerprint == fingerprints.short(recipient_fingerprint(to))
+        assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(to))
     assert await _messages(emulator, to, spelling) == []
     ids = sorted([f"{marketing}/sms", f"{receipt}/sms"])
     assert sorted(await _intents_holding(owner_pool, to)) == [(workflow_id, to) for workflow_id in ids]

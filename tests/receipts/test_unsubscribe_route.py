@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.store import open_pool
 from herald.receipts.app import MAX_UNSUBSCRIBE_BODY_BYTES
@@ -32,7 +31,7 @@ from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
 from herald.unsubscribe import TokenKeys, issue
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import fresh_address
+from tests.support import SESSION_KEYRING, fresh_address
 
 KEY = secrets.token_bytes(32)
 KEYS = TokenKeys({"u1": KEY}, "u1")
@@ -50,7 +49,7 @@ async def route(pool: AsyncConnectionPool) -> AsyncIterator[tuple[str, Recording
 def link(to: str, *, keys: TokenKeys = KEYS, days: float = 60, category: Category = Category.MARKETING) -> str:
     """A token for `to`, as the SMTP adapter writes it into a marketing e-mail."""
     expires = datetime.now(UTC) + timedelta(days=days)
-    return issue(keys, fingerprint=recipient_fingerprint(to), category=category, expires_at=expires)
+    return issue(keys, fingerprint=SESSION_KEYRING.recipient(to), category=category, expires_at=expires)
 
 
 async def call(base: str, method: str, token: str, **kwargs: Any) -> httpx.Response:
@@ -62,7 +61,7 @@ async def rows(pool: AsyncConnectionPool, to: str) -> list[dict[str, Any]]:
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(
             "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (recipient_fingerprint(to),),
+            (SESSION_KEYRING.recipient(to),),
         )
         return await cursor.fetchall()
 
@@ -80,7 +79,7 @@ def _not_ours(case: str, to: str, other: str) -> str:
     token = link(to)
     raw = _raw(token)
     if case == "another recipient's fingerprint under this signature":
-        mine, theirs = (bytes.fromhex(recipient_fingerprint(a).split(":")[1]) for a in (to, other))
+        mine, theirs = (bytes.fromhex(SESSION_KEYRING.recipient(a).split(":")[1]) for a in (to, other))
         return _spelled(raw.replace(mine, theirs))
     if case == "the category changed to transactional":
         raw[len(raw) - 32 - 16 - 4 - 1] = 0  # the category byte: marketing (2) becomes transactional (0)
@@ -112,7 +111,7 @@ async def test_get_shows_a_button_and_changes_nothing(
     assert (await call(base, "HEAD", token)).status_code == 200
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<form method="post">' in page.text and "marketing e-mail" in page.text
-    assert token not in page.text and to not in page.text and recipient_fingerprint(to) not in page.text
+    assert token not in page.text and to not in page.text and SESSION_KEYRING.recipient(to) not in page.text
     assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert await rows(pool, to) == [] and client.signals == []
@@ -139,10 +138,10 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     later = datetime.now(UTC) + timedelta(seconds=1)
     async with pool.connection() as conn:
         marketing = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.MARKETING, workflow_id="x"
+            conn, at=later, recipient=to, channel="email", category=Category.MARKETING, workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to)
         )
         receipts = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL, workflow_id="x"
+            conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL, workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to)
         )
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"] and receipts.suppressions == []
 
@@ -238,7 +237,7 @@ async def test_a_post_without_the_one_click_pair_is_400_naming_it_and_records_no
 
 def _signed_for(category: Category, to: str) -> str:
     """A token laid out and signed with our key exactly as issue() would, for a category issue() refuses."""
-    key_id, mac = recipient_fingerprint(to).split(":")
+    key_id, mac = SESSION_KEYRING.recipient(to).split(":")
     expiry = int((datetime.now(UTC) + timedelta(days=60)).timestamp())
     code = {Category.TRANSACTIONAL: 0, Category.ACCOUNT: 1}[category]
     signed = b"".join(

@@ -30,7 +30,7 @@ from herald.machine.looks import LookPlan
 from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unknown
 from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, dispatch_order
-from tests.support import TestClock
+from tests.support import SESSION_KEYRING, TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
@@ -41,7 +41,7 @@ ORDER = dispatch_order(PolicyRules(), 1, Category.TRANSACTIONAL, "shared", None)
 def machine(clock: TestClock, **request: object) -> IntentMachine:
     fields = {"business_key": "order_receipt:pay_1", "channel": "sms", "recipient": "+15551230001",
               "template_id": "order_receipt", "template_version": 1, "render_data": DATA, **request}  # fmt: skip
-    intent = build_intent(parse_request(fields), clock.now())
+    intent = build_intent(parse_request(fields), clock.now(), SESSION_KEYRING)
     return IntentMachine(NotificationInput(intent=intent, policy=POLICY), clock, "run-1")
 
 
@@ -257,7 +257,7 @@ def test_the_starting_clients_order_serves_the_first_attempt_only_while_fresh() 
     clock = TestClock(AT)
     fields = {"business_key": "order_receipt:pay_1", "channel": "sms", "recipient": "+15551230001",
               "template_id": "order_receipt", "template_version": 1, "render_data": DATA}  # fmt: skip
-    intent = build_intent(parse_request(fields), clock.now())
+    intent = build_intent(parse_request(fields), clock.now(), SESSION_KEYRING)
     order = dispatch_order(PolicyRules(), 4, Category.TRANSACTIONAL, "shared", 5)
     fresh = IntentMachine(NotificationInput(intent=intent, first_order=order, first_order_at=AT), clock, "run-1")
     assert fresh.known_order() == order

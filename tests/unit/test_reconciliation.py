@@ -14,7 +14,7 @@ from herald.providers.port import Capabilities
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import EmailSettings
-from tests.support import TestClock
+from tests.support import SESSION_KEYRING, TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
@@ -24,7 +24,7 @@ def reconciler(channel: Channel) -> IntentMachine:
     recipient, template = ("+15551230001", "order_receipt") if channel is Channel.SMS else ("a@example.com", "order_receipt_email")
     request = {"business_key": "order_receipt:pay_1", "channel": channel.value, "recipient": recipient,
                "template_id": template, "template_version": 1, "render_data": DATA}  # fmt: skip
-    intent = build_intent(parse_request(request), AT)
+    intent = build_intent(parse_request(request), AT, SESSION_KEYRING)
     return IntentMachine(NotificationInput(intent=intent, policy=DeliveryPolicy()), TestClock(AT), "run-1")
 
 
@@ -36,7 +36,7 @@ def attempt(capabilities: Capabilities | None, provider_id: str | None = None) -
 
 def smtp(events: bool) -> Capabilities:
     config = EmailSettings(host="relay.example.com", from_address="n@example.com", message_id_domain="example.com", delivery_events=events)
-    return SmtpAdapter(config).capabilities
+    return SmtpAdapter(config, keyring=SESSION_KEYRING).capabilities
 
 
 def test_declared_capabilities_win_and_the_channel_fills_in_when_the_submit_never_answered() -> None:
