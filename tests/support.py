@@ -181,14 +181,19 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     from herald.client import HeraldClient
     from herald.intent import Channel
     from herald.providers.smtp import SmtpAdapter
+    from herald.recipient_vault import RecipientVault
     from worker import build_submit_worker, build_worker
 
     task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"
     plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     config = settings.email.model_copy(update={"delivery_events": False})
-    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
-    async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
-        yield HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+    vault = RecipientVault(pool, SESSION_KEKS)
+    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config, keyring=SESSION_KEYRING)},
+                                  settings.receipts.public_url, pool, vault=vault, keyring=SESSION_KEYRING)  # fmt: skip
+    async with build_worker(temporal, plain, LedgerActivities(pool, vault), provider), build_submit_worker(
+        temporal, plain, provider
+    ):
+        yield HeraldClient(temporal, task_queue, keyring=SESSION_KEYRING, policy=TEST_POLICY)
 
 
 async def create_database(server_url: str, prefix: str) -> str:

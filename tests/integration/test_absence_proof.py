@@ -19,8 +19,8 @@ from psycopg_pool import AsyncConnectionPool
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
 from herald.intent import build_intent, parse_request
-from herald.ledger.report import ledger_report
 from herald.ledger.history import intent_history
+from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
 from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request

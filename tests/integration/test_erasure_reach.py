@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from herald.cli_services import Services
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -28,13 +27,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.stack import LocalStack
 from herald import outbox
-from herald.cli import commands as starter
+from herald.cli.erase import cmd_erase
+from herald.cli.parser import parse_args
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.notice import NoticeRequest
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.outbox.relay import OutboxRelay
 from herald.payload_codec import decode_in_place
+from herald.runtime.process import ProcessRuntime
 from herald.temporal_client import payload_codec
 from herald.temporal_erasure import erase_executions
 from tests.support import (
@@ -185,13 +186,13 @@ async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_an
     assert to in others_before[others[1]]["text"]
 
     command = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"database_url": SecretStr(outbox_db[1])})})
-    services = Services(lambda: command)
+    runtime = ProcessRuntime(command, own_temporal_runtime=True)
     try:
-        code = await starter.cmd_erase(
-            starter.parse_args(["erase", to, "--operator", "dpo", "--reason", "erasure request 9"]), services
+        code = await cmd_erase(
+            parse_args(["erase", to, "--operator", "dpo", "--reason", "erasure request 9"]), runtime
         )
     finally:
-        services.close()
+        runtime.close()
     out = capsys.readouterr().out
 
     assert code == 0, out

@@ -12,7 +12,7 @@ template loader at it for its own duration. The workers here sign links (the ses
 unsubscribe key), and the links point at a receipt server here that verifies them; SendGrid's events
 go to the session's receipt server, as in production. The links are https:// (RFC 8058; Herald writes no
 other kind) on that server's loopback host and port; it speaks plain HTTP with no TLS proxy in front, so
-the test, as the mail client, calls the same host, port and path over http (devstack.demo.over_loopback).
+the test, as the mail client, calls the same host, port and path over http (devstack.demo_email.over_loopback).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from temporalio.client import Client
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from devstack.demo import over_loopback
+from devstack.demo_email import over_loopback
 from devstack.processes import free_port
 from herald import templates
 from herald.client import HeraldClient

@@ -16,19 +16,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from herald.cli_services import Services
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald import fingerprints
-from herald.cli import commands as starter
+from herald.cli.erase import cmd_erase
+from herald.cli.parser import parse_args
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.recipients import NUMBER_RULE
+from herald.runtime.process import ProcessRuntime
 from herald.send_policy import Category
 from tests.integration.test_erasure_reach import (  # noqa: F401 - the service database's fixtures, shared
     _enqueue,
@@ -70,13 +71,13 @@ async def _messages(emulator: Emulator, *spellings: str) -> list[dict[str, Any]]
 async def _erase(settings: Any, number: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
     """`starter.py erase NUMBER` in process, against the session's Temporal and ledger (no outbox)."""
     command = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"database_url": None})})
-    services = Services(lambda: command)
+    runtime = ProcessRuntime(command, own_temporal_runtime=True)
     try:
-        code = await starter.cmd_erase(
-            starter.parse_args(["erase", number, "--operator", "dpo", "--reason", "erasure request 29"]), services
+        code = await cmd_erase(
+            parse_args(["erase", number, "--operator", "dpo", "--reason", "erasure request 29"]), runtime
         )
     finally:
-        services.close()
+        runtime.close()
     out = capsys.readouterr().out
     assert code == 0, out
     return out.splitlines()
