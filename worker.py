@@ -30,7 +30,6 @@ from herald.artifacts import PostgresArtifactStore
 from herald.fingerprints import Keyring
 from herald.intent import Channel
 from herald.ledger.store import open_pool
-from herald.logs import configure_logging
 from herald.metrics.runtime import worker_runtime
 from herald.pacing import Pacer
 from herald.providers.port import Provider
@@ -208,7 +207,6 @@ async def _connect_patiently(
 
 
 def main(providers: ProviderFactory = build_providers) -> None:
-    configure_logging()
     stop = asyncio.Event()
 
     async def runner() -> None:

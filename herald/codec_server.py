@@ -56,7 +56,6 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from herald.http_bodies import read_bounded
-from herald.logs import configure_logging
 from herald.payload_codec import CodecError
 from herald.runtime import exits
 from herald.runtime.process import ProcessRuntime
@@ -188,7 +187,6 @@ async def serve() -> None:
 
 
 def main() -> None:
-    configure_logging()
     exits.serve(serve, database=None)
 
 

@@ -6,7 +6,7 @@
                      each command group, reading the ledger through its typed queries (herald.ledger)
     connections .... the client a command sends, reads or cancels with
 
-No SQL, no environment read and no dev tooling here (``tests/unit/test_cli_edge.py``): the
+No SQL, no environment read and no dev tooling here (``tests/unit/test_thin_edge.py``): the
 settings module reads the environment, the ledger's functions hold the statements, and the local
 launcher's demo is ``python -m devstack demo``. ``starter.py`` at the top is the entry point.
 """

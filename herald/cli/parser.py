@@ -85,6 +85,12 @@ def _command(group: Any, name: str, summary: str, *examples: str) -> argparse.Ar
     )  # fmt: skip
 
 
+def _on_the_record(command: argparse.ArgumentParser, who: str, why: str) -> None:
+    """--operator and --reason, both required: who acted and why, as the ledger records them."""
+    command.add_argument("--operator", required=True, type=cli_input.bounded_text(100), help=f"{who} (1-100 characters)")
+    command.add_argument("--reason", required=True, type=cli_input.bounded_text(500), help=f"{why} (1-500 characters)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(
         prog=PROG,
@@ -135,12 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument(
         "--channel", choices=["sms", "email"], default="sms", help="the intent's channel (default: sms)"
     )
-    cancel.add_argument(
-        "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
-    )
-    cancel.add_argument(
-        "--operator", required=True, type=cli_input.bounded_text(100), help="who cancels (1-100 characters)"
-    )
+    _on_the_record(cancel, "who cancels", "why, for the record")
     cancel.set_defaults(run=cmd_cancel)
 
     report = _command(commands, "report", "the numbers Herald keeps about itself, from the ledger", "report")
@@ -215,12 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     lift.add_argument(
         "--channel", choices=["sms", "email"], required=True, help="the channel whose suppression is lifted"
     )
-    lift.add_argument(
-        "--operator", required=True, type=cli_input.bounded_text(100), help="who lifts it (1-100 characters)"
-    )
-    lift.add_argument(
-        "--reason", required=True, type=cli_input.bounded_text(500), help="why, for the record (1-500 characters)"
-    )
+    _on_the_record(lift, "who lifts it", "why, for the record")
     lift.set_defaults(run=cmd_suppression_lift)
     listing = _command(
         suppression_commands,
@@ -242,12 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         "erase",
     )
     erase.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number or e-mail address whose data is erased")
-    erase.add_argument(
-        "--operator", required=True, type=cli_input.bounded_text(100), help="who erases (1-100 characters)"
-    )
-    erase.add_argument(
-        "--reason", required=True, type=cli_input.bounded_text(500), help="the request it answers (1-500 characters)"
-    )
+    _on_the_record(erase, "who erases", "the request it answers")
     erase.add_argument(
         "--close-within", type=cli_input.whole_seconds(3600), default=30, metavar="SECONDS",
         help="how long a running intent, asked to cancel, is given to close before it is reported (default: 30)",

@@ -11,7 +11,6 @@ import logging
 
 import uvicorn
 
-from herald.logs import configure_logging
 from herald.metrics.exporter import build_exporter, ledger_pool
 from herald.route_backlog import route_backlog
 from herald.runtime import exits
@@ -50,7 +49,6 @@ async def serve() -> None:
 
 
 def main() -> None:
-    configure_logging()
     exits.serve(serve)
 
 

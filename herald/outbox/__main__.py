@@ -17,7 +17,6 @@ from contextlib import AsyncExitStack
 from datetime import timedelta
 
 from herald.client import HeraldClient
-from herald.logs import configure_logging
 from herald.outbox import apply_schema
 from herald.outbox.relay import NoticeStarter, OutboxRelay
 from herald.runtime import exits
@@ -80,7 +79,6 @@ def main(starts: StartsFactory = lambda herald: herald) -> None:
         "--apply-schema", action="store_true", help="create herald_outbox in the service database first"
     )
     args = parser.parse_args()
-    configure_logging()
     exits.serve(lambda: serve(args.apply_schema, starts), database=OUTBOX)
 
 

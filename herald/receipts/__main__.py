@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from herald.logs import configure_logging
 from herald.receipts.app import POOL_CONNECTIONS_NEEDED, ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.runtime import exits
@@ -45,7 +44,6 @@ async def serve() -> None:
 
 
 def main() -> None:
-    configure_logging()
     exits.serve(serve)
 
 

@@ -31,6 +31,7 @@ from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
 from herald.errors import HeraldError
+from herald.logs import configure_logging
 from herald.runtime.reach import ServiceUnreachable
 from herald.settings import InvalidSetting
 
@@ -67,8 +68,9 @@ def failure(error: BaseException, database: str | None = None) -> tuple[int, str
 
 
 def serve(main: Callable[[], Coroutine[Any, Any, None]], *, database: str | None = "DATABASE_URL") -> None:
-    """Run a server's `main` until it returns; a setting, a dependency or a database failure it can
-    name ends the process with that one line (exit status 1)."""
+    """Run a server's `main` until it returns, logging as every Herald process logs; a setting, a
+    dependency or a database failure it can name ends the process with that one line (exit status 1)."""
+    configure_logging()
     try:
         asyncio.run(main())
     except NAMED as error:

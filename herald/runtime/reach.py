@@ -5,8 +5,8 @@ log or a traceback at its first call. So each asks once, bounded, before anythin
 (``reach_database``, ``connect_temporal``), and a dependency that does not answer is
 ``ServiceUnreachable``, whose message names the variable that points at it and the operating
 system's or libpq's reason (never a password). A setting that cannot work (a URL PostgreSQL cannot
-parse, a Temporal address without a port, a TLS file that is not there) is refused before anything
-is connected to, as ``InvalidSetting``.
+parse, a Temporal address without a port) is refused before anything is connected to, as
+``InvalidSetting``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from herald.temporal_client import connect
 
 # A database that has not answered in this long is reported as unreachable (libpq's connect_timeout).
 DATABASE_CONNECT_TIMEOUT_SECONDS = 5
-# A TLS file larger than this is no certificate or key (read whole at connect time otherwise).
-MAX_TLS_FILE_BYTES = 1024 * 1024
 
 
 class ServiceUnreachable(Exception):
@@ -62,39 +60,13 @@ async def reach_database(url: str, variable: str = "DATABASE_URL") -> None:
 
 
 def check_temporal(settings: TemporalSettings) -> None:
-    """Refuse Temporal settings that cannot work (address form, TLS files), without connecting:
-    a missing file read at connect time would look like a network failure."""
+    """Refuse a Temporal address that cannot work, without connecting: one from a Temporal profile
+    is not read by Herald's own rule (HERALD_TEMPORAL_ADDRESS's, and the TLS files', are, at load)."""
     host, _, port = settings.address.rpartition(":")
     if not (host and port.isascii() and port.isdigit() and 1 <= int(port) <= 65_535):
         raise InvalidSetting(
             "HERALD_TEMPORAL_ADDRESS", "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:7233"
         )
-    if not (settings.tls or settings.api_key):
-        return  # tls_config() reads no file then
-    for variable, path in (
-        ("HERALD_TEMPORAL_TLS_CA", settings.tls_ca_path),
-        ("HERALD_TEMPORAL_TLS_CERT", settings.tls_cert_path),
-        ("HERALD_TEMPORAL_TLS_KEY", settings.tls_key_path),
-    ):
-        if path is not None:
-            _readable(str(path), variable)
-
-
-def _readable(path: str, variable: str) -> None:
-    """Refuse a file that is missing, unreadable or too large to be a certificate, naming `variable`."""
-    try:
-        with open(path, "rb") as handle:
-            size = len(handle.read(MAX_TLS_FILE_BYTES + 1))  # one byte past the limit is enough to refuse
-    except FileNotFoundError:
-        raise InvalidSetting(variable, "no such file") from None
-    except IsADirectoryError:
-        raise InvalidSetting(variable, "is a directory, not a file") from None
-    except OSError as error:  # permission denied and the like; strerror never includes the path
-        raise InvalidSetting(variable, f"cannot be read ({error.strerror or type(error).__name__})") from None
-    except ValueError:  # a path with a NUL byte in it
-        raise InvalidSetting(variable, "is not a usable file path") from None
-    if size > MAX_TLS_FILE_BYTES:
-        raise InvalidSetting(variable, f"must be at most {MAX_TLS_FILE_BYTES // 1024} KiB")
 
 
 async def connect_temporal(settings: TemporalSettings, **options: Any) -> Client:
