@@ -55,7 +55,9 @@ async def _agent_tools() -> AgentTools:
     global _tools
     if _tools is None:
         if _caller is None or _runtime is None:
-            raise RuntimeError("HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller, runtime)")
+            raise RuntimeError(
+                "HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller, runtime)"
+            )
         caller, runtime = _caller, _runtime
         settings = runtime.settings()
         tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans

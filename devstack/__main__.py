@@ -140,7 +140,9 @@ async def _demo_again(config: StackConfig, emulator_url: str | None) -> str:
     else:
         async with runtime.pool(LEDGER, "required", max_size=2) as pool:
             sealing = herald.with_vault(runtime.vault(pool))
-            rows = await play(sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool)
+            rows = await play(
+                sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool
+            )
     return f"{summary(rows)}\nrefused input, as a caller sees it: {refused_input_example()}"
 
 

@@ -220,8 +220,9 @@ async def urgent_overtakes_batch(
         for n in range(batch_size)
     ]  # fmt: skip
     for row in batch:  # marketing needs consent evidence (the send policy), as a real list has it
-        await grant_consent(ledger, fingerprint=route.herald.keyring.recipient(row.recipient), category=Category.MARKETING,
-                            source="make run demo", granted_at=datetime.now(UTC))  # fmt: skip
+        fingerprint = route.herald.keyring.recipient(row.recipient)
+        await grant_consent(ledger, fingerprint=fingerprint, category=Category.MARKETING, source="make run demo",
+                            granted_at=datetime.now(UTC))  # fmt: skip
     await asyncio.gather(*(
         route.herald.send({"business_key": row.key, "recipient": row.recipient, "template_id": "class_promotion",
                            "template_version": 1, "render_data": _PROMOTION})

@@ -87,7 +87,9 @@ def _command(group: Any, name: str, summary: str, *examples: str) -> argparse.Ar
 
 def _on_the_record(command: argparse.ArgumentParser, who: str, why: str) -> None:
     """--operator and --reason, both required: who acted and why, as the ledger records them."""
-    command.add_argument("--operator", required=True, type=cli_input.bounded_text(100), help=f"{who} (1-100 characters)")
+    command.add_argument(
+        "--operator", required=True, type=cli_input.bounded_text(100), help=f"{who} (1-100 characters)"
+    )
     command.add_argument("--reason", required=True, type=cli_input.bounded_text(500), help=f"{why} (1-500 characters)")
 
 

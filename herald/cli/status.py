@@ -49,7 +49,9 @@ async def cmd_status(args: argparse.Namespace, runtime: ProcessRuntime) -> int:
     return 0
 
 
-async def _recipients_requests(pool: AsyncConnectionPool, history: IntentHistory | None, channel: str) -> list[RecordedRequest]:
+async def _recipients_requests(
+    pool: AsyncConnectionPool, history: IntentHistory | None, channel: str
+) -> list[RecordedRequest]:
     """What the intent's recipient asked of us (STOP, START, unsubscribes), found by the fingerprint
     the intent row carries: the number itself is never looked up."""
     if history is None or history.recipient_fingerprint is None:

@@ -130,7 +130,11 @@ class Standing(Frozen):
         category; None when nothing does."""
         causes = self.rules.suppressing_causes(category)
         return next(
-            (f"{cause} ({detail}) at {seen.isoformat()}" for cause, detail, seen in self.suppressions if cause in causes),
+            (
+                f"{cause} ({detail}) at {seen.isoformat()}"
+                for cause, detail, seen in self.suppressions
+                if cause in causes
+            ),
             None,
         )
 

@@ -48,7 +48,10 @@ def failure(error: BaseException, database: str | None = None) -> tuple[int, str
     if isinstance(error, ServiceUnreachable):
         return 1, str(error)
     if isinstance(error, RPCError):
-        return 1, f"Temporal refused the request ({error.status.name if error.status else 'unknown status'}): {error.message}"
+        return (
+            1,
+            f"Temporal refused the request ({error.status.name if error.status else 'unknown status'}): {error.message}",
+        )
     if isinstance(error, TemporalError):  # e.g. --wait on an intent whose workflow failed
         return 1, f"Temporal reported {type(error).__name__}"
     if isinstance(error, psycopg.OperationalError):

@@ -67,7 +67,9 @@ def fault_stack(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="module")
 async def fault_herald(fault_stack: LocalStack) -> HeraldClient:
     settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
-    return HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
+    return HeraldClient(
+        await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
+    )
 
 
 @pytest.fixture(scope="module")

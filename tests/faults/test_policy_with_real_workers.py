@@ -65,7 +65,11 @@ async def test_an_opt_out_suppresses_later_intents_until_an_operator_lifts_it(
         assert "(policy v" in suppressed.transitions[-1].reason
         assert await fault_emulator.messages(to) == []
         await lift_suppression(
-            fault_pool, fingerprint=SESSION_KEYRING.recipient(to), channel="sms", operator="alice", reason="resubscribed by phone"
+            fault_pool,
+            fingerprint=SESSION_KEYRING.recipient(to),
+            channel="sms",
+            operator="alice",
+            reason="resubscribed by phone",
         )
         third = fresh_key()
         await fault_herald.send(receipt_request(third, to))

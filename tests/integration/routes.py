@@ -45,14 +45,25 @@ async def route_paced_at(
         }
     )
     adapter = TwilioAdapter(limited.twilio)
-    provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool, pacer=submit_pacer(limited), vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
+    provider = ProviderActivities(
+        {Channel.SMS: adapter},
+        limited.receipts.public_url,
+        pool,
+        pacer=submit_pacer(limited),
+        vault=RecipientVault(pool, SESSION_KEKS),
+        keyring=SESSION_KEYRING,
+    )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(adapter.aclose)
-        await stack.enter_async_context(build_worker(temporal, limited, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider))
+        await stack.enter_async_context(
+            build_worker(temporal, limited, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider)
+        )
 
         async def release() -> None:
             await stack.enter_async_context(build_submit_worker(temporal, limited, provider))
 
         if not hold:
             await release()
-        yield Route(HeraldClient(temporal, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING), task_queue, release)
+        yield Route(
+            HeraldClient(temporal, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING), task_queue, release
+        )

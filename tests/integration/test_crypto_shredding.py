@@ -116,7 +116,9 @@ async def test_an_intent_whose_recipient_was_erased_before_it_ran_is_refused_and
     to, key = fresh_recipient(), fresh_key()
     intent = build_intent(parse_request(receipt_request(key, to)), datetime.now(UTC), SESSION_KEYRING)
     sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(intent)
-    assert (await erase_recipient(pool, recipient=to, operator="dpo", reason="before it ran", keyring=SESSION_KEYRING)).keys_destroyed == 1
+    assert (
+        await erase_recipient(pool, recipient=to, operator="dpo", reason="before it ran", keyring=SESSION_KEYRING)
+    ).keys_destroyed == 1
 
     await herald._start(sealed, TEST_POLICY)  # as a client that sealed a moment before the erasure
 

@@ -87,7 +87,9 @@ async def test_the_html_part_is_sealed_in_temporals_copy_and_erasure_shreds_it(
     [html] = set(await _opened_as(RecipientVault(pool, SESSION_KEKS), tokens, "html_body"))
     assert f"&quot;&gt;&lt;img src=x onerror=alert({marker})&gt;" in html and "<img" not in html
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="html shred test", keyring=SESSION_KEYRING)
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="html shred test", keyring=SESSION_KEYRING
+    )
 
     assert erasure.keys_destroyed == 1
     after = RecipientVault(pool, SESSION_KEKS)
@@ -125,7 +127,9 @@ async def test_the_submit_activity_opens_the_sealed_html_part_and_the_relay_gets
     providers = build_providers(settings, SESSION_KEYRING)
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(environment.info, start_to_close_timeout=timedelta(seconds=30))
-    activities = ProviderActivities(providers, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
+    activities = ProviderActivities(
+        providers, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
     try:
         step = await environment.run(activities.submit, _first_attempt(sealed, f"run-{secrets.token_hex(4)}"))
     finally:

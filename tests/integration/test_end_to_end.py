@@ -133,7 +133,12 @@ async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message
 
     def racer() -> None:
         async def go() -> None:
-            client = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
+            client = HeraldClient(
+                await connect(settings.temporal),
+                settings.temporal.task_queue,
+                policy=TEST_POLICY,
+                keyring=SESSION_KEYRING,
+            )
             barrier.wait(timeout=10)
             results.append(await client.send(receipt_request(key, to)))
 

@@ -65,7 +65,9 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     bodies = {row["body"] for row in before}
     assert all(len(body) > 20 for body in bodies)
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="erasure request 42", keyring=SESSION_KEYRING)
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="erasure request 42", keyring=SESSION_KEYRING
+    )
 
     assert erasure.rows_affected == 2
     assert erasure.recipient_fingerprint == SESSION_KEYRING.recipient(to)
@@ -90,7 +92,15 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     )  # fmt: skip
     # The opt-out outlives the erasure: the policy gate still sees it, by fingerprint.
     async with pool.connection() as conn:
-        now = await standing(conn, at=datetime.now(UTC), recipient=to, channel="sms", category=Category.TRANSACTIONAL, workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))
+        now = await standing(
+            conn,
+            at=datetime.now(UTC),
+            recipient=to,
+            channel="sms",
+            category=Category.TRANSACTIONAL,
+            workflow_id="x",
+            fps=SESSION_KEYRING.recipient_candidates(to),
+        )
     assert [cause for cause, _, _ in now.suppressions] == ["opt_out"]
 
 
@@ -170,7 +180,9 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
     assert {row["recipient"].lower() for row in stored} == {address}  # as given, two spellings
     assert len({row["recipient"] for row in stored}) == 2
 
-    erasure = await erase_recipient(pool, recipient=f"{local.title()}@{domain.upper()}", operator="dpo", reason="r 9", keyring=SESSION_KEYRING)
+    erasure = await erase_recipient(
+        pool, recipient=f"{local.title()}@{domain.upper()}", operator="dpo", reason="r 9", keyring=SESSION_KEYRING
+    )
 
     assert erasure.rows_affected == 2
     after = await _rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
@@ -194,7 +206,9 @@ async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipien
     for key, _, _ in sends:
         assert (await asyncio.wait_for(herald.wait(key, "email"), 60)).state.is_terminal
 
-    erasure = await erase_recipient(pool, recipient=erased_person, operator="dpo", reason="r 10", keyring=SESSION_KEYRING)
+    erasure = await erase_recipient(
+        pool, recipient=erased_person, operator="dpo", reason="r 10", keyring=SESSION_KEYRING
+    )
 
     assert (erasure.rows_affected, erasure.artifacts_erased) == (2, 1)
     rows = await _rows(owner_pool, "SELECT sha256, size_bytes, filename, octet_length(content) AS n FROM artifacts "

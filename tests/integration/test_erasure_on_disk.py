@@ -100,12 +100,16 @@ async def test_erasure_on_disk_the_raw_data_key_is_never_in_the_ledgers_files_an
         query = "SELECT recipient_fingerprint, key_id, data_key, wrapped_key, kek_id FROM recipient_keys"
         dumped = await (await owner.execute(query)).fetchall()
         assert all(row[2] is None for row in dumped), "a data key in the clear"
-        another = build_intent(parse_request(receipt_request(fresh_key(), to, render_data=data)), datetime.now(UTC), SESSION_KEYRING)
+        another = build_intent(
+            parse_request(receipt_request(fresh_key(), to, render_data=data)), datetime.now(UTC), SESSION_KEYRING
+        )
         sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(another)
         stranger = LocalKeks({kek_id: os.urandom(32)}, kek_id)
         with pytest.raises(KeyUnavailable):
             await RecipientVault(pool, stranger, rows=_Dumped(dumped)).open(sealed.recipient, "recipient")
-        assert await RecipientVault(pool, SESSION_KEKS, rows=_Dumped(dumped)).open(sealed.recipient, "recipient") == to  # with it
+        assert (
+            await RecipientVault(pool, SESSION_KEKS, rows=_Dumped(dumped)).open(sealed.recipient, "recipient") == to
+        )  # with it
         assert clear is None
         raw_key = await SESSION_KEKS.unwrap(kek_id, bytes(wrapped), wrap_context(fingerprint, key_id))
         needles = {"number": to.encode(), "order ref": ref.encode(), "raw data key": raw_key, "wrapped key": bytes(wrapped)}

@@ -52,10 +52,16 @@ async def test_a_returning_person_is_sent_to_and_an_intent_sealed_before_their_e
     assert (await asyncio.wait_for(herald.wait(before), WAIT)).state is IntentState.DELIVERED
     # The client and the worker now hold this person's key in their caches.
     sealed_before = await RecipientVault(pool, SESSION_KEKS).seal_intent(
-        build_intent(parse_request(receipt_request(stale, to, render_data=_order("ord-stale"))), datetime.now(UTC), SESSION_KEYRING)
+        build_intent(
+            parse_request(receipt_request(stale, to, render_data=_order("ord-stale"))),
+            datetime.now(UTC),
+            SESSION_KEYRING,
+        )
     )
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="returning person", keyring=SESSION_KEYRING)
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="returning person", keyring=SESSION_KEYRING
+    )
     assert erasure.keys_destroyed == 1
 
     # The person comes back at once: the same client, then another client process (nothing cached).
@@ -84,7 +90,9 @@ async def test_the_returning_persons_new_intent_is_sealed_under_the_key_the_ledg
     to = fresh_recipient()
 
     def intent(ref: str) -> Intent:
-        return build_intent(parse_request(receipt_request(fresh_key(), to, render_data=_order(ref))), datetime.now(UTC), SESSION_KEYRING)
+        return build_intent(
+            parse_request(receipt_request(fresh_key(), to, render_data=_order(ref))), datetime.now(UTC), SESSION_KEYRING
+        )
 
     vault = RecipientVault(pool, SESSION_KEKS)  # one client process: its cache holds the key it sealed with
     first = await vault.seal_intent(intent("ord-1"))

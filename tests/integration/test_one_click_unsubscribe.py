@@ -93,7 +93,11 @@ async def signing(
         update={"unsubscribe": keys, "port": port, "public_url": f"http://127.0.0.1:{port}"}
     )
     endpoint = ReceiptEndpoint(
-        receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal, keyring=SESSION_KEYRING
+        receipts,
+        auth_token=settings.twilio.auth_token.get_secret_value(),
+        pool=pool,
+        client=temporal,
+        keyring=SESSION_KEYRING,
     )
     server = build_receipt_server(endpoint, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
@@ -102,14 +106,26 @@ async def signing(
     task_queue = f"herald-unsubscribe-{secrets.token_hex(4)}"
     local = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     adapter = SmtpAdapter(settings.email.model_copy(update={"unsubscribe": keys}), keyring=SESSION_KEYRING)
-    provider = ProviderActivities({Channel.EMAIL: adapter}, receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
+    provider = ProviderActivities(
+        {Channel.EMAIL: adapter},
+        receipts.public_url,
+        pool,
+        vault=RecipientVault(pool, SESSION_KEKS),
+        keyring=SESSION_KEYRING,
+    )
     try:
         async with (
             build_worker(temporal, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider),
             build_submit_worker(temporal, local, provider),
         ):
             yield (
-                HeraldClient(temporal, task_queue, policy=TEST_POLICY, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING),
+                HeraldClient(
+                    temporal,
+                    task_queue,
+                    policy=TEST_POLICY,
+                    vault=RecipientVault(pool, SESSION_KEKS),
+                    keyring=SESSION_KEYRING,
+                ),
                 keys.url or "",
             )
     finally:

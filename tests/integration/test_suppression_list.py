@@ -57,7 +57,9 @@ async def test_the_list_names_each_request_and_report_and_what_suppresses_now(
     key = fresh_key()
     await herald.send(receipt_request(key, to))
     assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.PERMANENT_FAILURE
-    await lift_suppression(pool, fingerprint=SESSION_KEYRING.recipient(to), channel="sms", operator="alice", reason="asked")
+    await lift_suppression(
+        pool, fingerprint=SESSION_KEYRING.recipient(to), channel="sms", operator="alice", reason="asked"
+    )
     await reply(pool, to, "opt_out", "STOP")
     await reply(pool, to, "help", "HELP")
 

@@ -35,10 +35,13 @@ async def test_a_traced_intent_is_one_trace_from_start_to_provider_call(
     traced = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     client = await connect(traced.temporal, interceptors=tracing_interceptors(provider))
     adapters = build_providers(traced, SESSION_KEYRING)
-    activities = ProviderActivities(adapters, traced.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
+    activities = ProviderActivities(
+        adapters, traced.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
     try:
-        async with build_worker(client, traced, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), activities), build_submit_worker(
-            client, traced, activities
+        async with (
+            build_worker(client, traced, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), activities),
+            build_submit_worker(client, traced, activities),
         ):
             herald = HeraldClient(client, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
             key = fresh_key()

@@ -47,8 +47,12 @@ async def test_a_versioned_worker_registers_both_task_queues_under_its_version(
             "worker_version": WorkerVersionSettings(deployment_name=deployment, build_id=build_id),
         }
     )
-    provider = ProviderActivities({}, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING)
-    workflow_worker = build_worker(temporal, versioned, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider)
+    provider = ProviderActivities(
+        {}, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
+    workflow_worker = build_worker(
+        temporal, versioned, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider
+    )
     submit_worker = build_submit_worker(temporal, versioned, provider)
     expected = {
         (task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),

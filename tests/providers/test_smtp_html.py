@@ -74,7 +74,8 @@ async def esp() -> AsyncIterator[EspServer]:
 def adapter(port: int) -> SmtpAdapter:
     return SmtpAdapter(
         EmailSettings(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
-                      message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0), keyring=SESSION_KEYRING
+                      message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0),
+        keyring=SESSION_KEYRING,
     )  # fmt: skip
 
 

@@ -138,10 +138,22 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     later = datetime.now(UTC) + timedelta(seconds=1)
     async with pool.connection() as conn:
         marketing = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.MARKETING, workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to)
+            conn,
+            at=later,
+            recipient=to,
+            channel="email",
+            category=Category.MARKETING,
+            workflow_id="x",
+            fps=SESSION_KEYRING.recipient_candidates(to),
         )
         receipts = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL, workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to)
+            conn,
+            at=later,
+            recipient=to,
+            channel="email",
+            category=Category.TRANSACTIONAL,
+            workflow_id="x",
+            fps=SESSION_KEYRING.recipient_candidates(to),
         )
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"] and receipts.suppressions == []
 

@@ -158,7 +158,9 @@ async def test_the_server_binds_loopback_and_an_allowed_hosts_list_replaces_the_
     server = build_codec_server(ProcessRuntime(load_settings({"HERALD_CODEC_KEYS": keys})))
     assert server.config.host == "127.0.0.1"
     proxied = build_codec_server(
-        ProcessRuntime(load_settings({"HERALD_CODEC_KEYS": keys, "HERALD_CODEC_SERVER_ALLOWED_HOSTS": "codec.example.com"}))
+        ProcessRuntime(
+            load_settings({"HERALD_CODEC_KEYS": keys, "HERALD_CODEC_SERVER_ALLOWED_HOSTS": "codec.example.com"})
+        )
     )
     for built, host, status in [
         (server, "127.0.0.1:8238", 200),

@@ -54,8 +54,13 @@ def test_a_notice_without_them_is_the_shared_tenants_at_the_categorys_priority()
 def test_a_notice_for_another_tenant_is_another_notice() -> None:
     """The tenant is part of every channel's intent fingerprint when named, as for a single request."""
     shared = [build_intent(r, AT, SESSION_KEYRING).intent_fingerprint for r in parse_notice(notice(SMS)).requests()]
-    acme = [build_intent(r, AT, SESSION_KEYRING).intent_fingerprint for r in parse_notice(notice(SMS, tenant="acme")).requests()]
-    single = build_intent(parse_request({"business_key": "order_receipt:pay_1", **SMS, "tenant": "acme"}), AT, SESSION_KEYRING)
+    acme = [
+        build_intent(r, AT, SESSION_KEYRING).intent_fingerprint
+        for r in parse_notice(notice(SMS, tenant="acme")).requests()
+    ]
+    single = build_intent(
+        parse_request({"business_key": "order_receipt:pay_1", **SMS, "tenant": "acme"}), AT, SESSION_KEYRING
+    )
     assert shared != acme == [single.intent_fingerprint]
 
 

@@ -222,7 +222,8 @@ def door_agent_tool(text: str) -> Answer:
     store = demo_store()
     store = replace(store, members={**store.members, "mem_9": replace(store.members["mem_9"], phone=text)})
     temporal = _Temporal()
-    tools = AgentTools(store, HeraldClient(temporal, "q", keyring=SESSION_KEYRING), CALLERS["eu-marketplace-agent"])  # type: ignore[arg-type]
+    herald = HeraldClient(temporal, "q", keyring=SESSION_KEYRING)  # type: ignore[arg-type]
+    tools = AgentTools(store, herald, CALLERS["eu-marketplace-agent"])
     answer = asyncio.run(tools.notify_member("cls_502", "mem_9", MemberAction.CLASS_CANCELLED))
     if isinstance(answer, Refused):
         assert answer.code == "refused_by_herald", answer
@@ -264,7 +265,11 @@ def door_inbound(text: str) -> Answer:
     reason = unusable_reason(fields)
     if reason is not None:
         return "refused", None, reason
-    return "accepted", None, recipient_request(fields, "opt_out", "STOP", datetime.now(UTC), SESSION_KEYRING).fingerprint
+    return (
+        "accepted",
+        None,
+        recipient_request(fields, "opt_out", "STOP", datetime.now(UTC), SESSION_KEYRING).fingerprint,
+    )
 
 
 def door_fingerprint(text: str) -> Answer:

@@ -40,7 +40,7 @@ FINGERPRINT = "fp:0123456789abcdef"
 
 
 class MemoryRows:
-    """recipient_keys in a dict, counting reads; `erase` deletes a row as erase_recipient(, keyring=SESSION_KEYRING) does."""
+    """recipient_keys in a dict, counting reads; `erase` deletes a row as erase_recipient() does."""
 
     def __init__(self) -> None:
         self.rows: dict[str, KeyRow] = {}

@@ -85,7 +85,11 @@ def test_latest_resolves_when_the_intent_is_created_and_is_never_stored() -> Non
     assert latest.template_version == 2
     assert latest.intent_fingerprint == explicit.intent_fingerprint  # one intent, however it was named
     # An intent of v1 still renders v1 after v2 was published: versions never move under it.
-    v1 = build_intent(parse_request(request(template_version=1, render_data={"order_ref": "A-1", "order_total": "EUR 18.00"})), NOW, SESSION_KEYRING)
+    v1 = build_intent(
+        parse_request(request(template_version=1, render_data={"order_ref": "A-1", "order_total": "EUR 18.00"})),
+        NOW,
+        SESSION_KEYRING,
+    )
     assert v1.template_version == 1 and "item(s)" not in v1.body
 
 

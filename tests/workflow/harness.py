@@ -67,7 +67,9 @@ async def server_now(env: WorkflowEnvironment) -> datetime:
 
 def sms_intent(now: datetime, **overrides: Any) -> Intent:
     """An order-receipt SMS intent, rendered at the server's `now`, for a fresh key and number."""
-    return build_intent(parse_request(receipt_request(fresh_key(), fresh_recipient(), **overrides)), now, SESSION_KEYRING)
+    return build_intent(
+        parse_request(receipt_request(fresh_key(), fresh_recipient(), **overrides)), now, SESSION_KEYRING
+    )
 
 
 def email_intent(now: datetime, **overrides: Any) -> Intent:
