@@ -117,7 +117,7 @@ async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClie
     assert len(await emulator.messages(to)) == 1
     history = await intent_history(pool, receipt.workflow_id)
     submit = [o for o in history.observations if o.source == "submit"]
-    assert submit[0]["kind"] == "unknown"  # the timeout was recorded as unknown, not as a failure
+    assert submit[0].kind == "unknown"  # the timeout was recorded as unknown, not as a failure
     assert len(history.attempts) == 1
     assert "retryable_failure" not in [t.to_state for t in history.transitions]
 

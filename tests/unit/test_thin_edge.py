@@ -10,14 +10,19 @@ import base64
 import os
 import re
 import secrets
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devstack.__main__ import parse_args as devstack_args
 from herald import fingerprints, key_encryption
 from herald.cli.main import main as starter_main
+from herald.ledger.policy_store import Standing
 from herald.runtime.process import ProcessRuntime
+from herald.send_policy import UNSUBSCRIBE, Category, PolicyRules
 from herald.settings import InvalidSetting, load_settings
 from herald.variables import ENV_FILE, environment
 
@@ -135,3 +140,26 @@ def test_demo_is_the_launchers_command_not_the_products(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as bad:
         devstack_args(["demo", "--emulator-url", "ftp://host"])
     assert bad.value.code == 2
+
+
+CAUSES = ("opt_out", "hard_bounce", "complaint", UNSUBSCRIBE, "blocked")
+
+
+@given(
+    applies=st.dictionaries(st.sampled_from(CAUSES[:3]), st.lists(st.sampled_from(list(Category)), unique=True)),
+    cause=st.sampled_from(CAUSES),
+    scope=st.sampled_from(list(Category)),
+)
+def test_what_the_command_line_says_a_report_stops_is_what_the_gate_suppresses(
+    applies: dict[str, list[Category]], cause: str, scope: Category
+) -> None:
+    """For any policy and any evidence: `suppression list` names a category as stopped by it (rules.stopped_by)
+    exactly when the gate, reading that evidence (an unsubscribe only where asked from), suppresses it."""
+    rules = PolicyRules(suppression_applies_to=applies)
+    seen = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    stopped = set(rules.stopped_by(cause, scope if cause == UNSUBSCRIBE else None))
+    for category in Category:
+        # The gate's statement returns an unsubscribe only for the category it was asked from.
+        evidence = [(cause, "test", seen)] if cause != UNSUBSCRIBE or category is scope else []
+        found = Standing(version=1, rules=rules, consent=True, suppressions=evidence, last_submit=None)
+        assert (found.suppressed_because(category) is not None) == (category in stopped), (category, stopped)
