@@ -22,6 +22,7 @@ from herald.ledger.records import (
     TransitionRow,
 )
 from herald.lifecycle import IntentState, ObservationKind, Source
+from herald.machine.presumptions import Finding
 
 
 class LedgerBuffer:
@@ -114,6 +115,21 @@ class LedgerBuffer:
                     workflow_id=self._intent.workflow_id,
                 )
             )
+
+    def add_finding(self, finding: Finding) -> None:
+        """One observation row a rule decided (``herald.machine.presumptions``)."""
+        self.add_observation(
+            finding.attempt_number,
+            finding.source,
+            finding.kind,
+            finding.applied,
+            finding.reason,
+            finding.observed_at,
+            provider_id=finding.provider_id,
+            provider_status=finding.provider_status,
+            error_code=finding.error_code,
+            inbox_id=finding.inbox_id,
+        )
 
     def take(self) -> LedgerBatch:
         """Every buffered row (and the intent row, until it is known written), leaving the buffer empty."""
