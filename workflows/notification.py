@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from herald.machine.commands import (
         AwaitHandlers,
         CheckHistory,
+        CheckPatch,
         ContinueAsNew,
         Finish,
         Pause,
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         HandlersFinished,
         HistoryChecked,
         KeyConflictArrived,
+        PatchChecked,
         ReportsArrived,
         Started,
         WaitEnded,
@@ -85,6 +87,8 @@ class NotificationWorkflow:
                         event = WaitEnded()
                     case CheckHistory():
                         event = HistoryChecked(long=workflow.info().is_continue_as_new_suggested())
+                    case CheckPatch(patch_id=patch_id):
+                        event = PatchChecked(patched=workflow.patched(patch_id))
                     case AwaitHandlers():
                         await workflow.wait_condition(workflow.all_handlers_finished)
                         event = HandlersFinished()

@@ -16,6 +16,7 @@ and deadline is in the command.
     WaitUntil ...... the one kept timer, or news first ............... WaitEnded
     Pause .......... a short timer of its own ........................ WaitEnded
     CheckHistory ... asks whether Temporal suggests continue-as-new .. HistoryChecked
+    CheckPatch ..... workflow.patched(patch_id) ...................... PatchChecked
     AwaitHandlers .. waits for every running handler ................. HandlersFinished
     ContinueAsNew .. continues as new with the carried state ......... (the run ends)
     Finish ......... returns the intent's status ..................... (the run ends)
@@ -124,6 +125,15 @@ class CheckHistory(Frozen):
     kind: Literal["check_history"] = "check_history"
 
 
+class CheckPatch(Frozen):
+    """Ask whether this run takes a changed course (``workflow.patched``): a run started before the
+    change replays the old commands. No course asks today (README, "Changing workflow code once
+    deployed"): a change that issues other commands for a running intent asks first."""
+
+    kind: Literal["check_patch"] = "check_patch"
+    patch_id: str
+
+
 class AwaitHandlers(Frozen):
     """Wait until every running signal and update handler has finished."""
 
@@ -162,6 +172,7 @@ Command = Annotated[
     | WaitUntil
     | Pause
     | CheckHistory
+    | CheckPatch
     | AwaitHandlers
     | ContinueAsNew
     | Finish
@@ -180,5 +191,6 @@ ANSWERED_BY: dict[type, tuple[type, ...]] = {
     WaitUntil: (events.WaitEnded,),
     Pause: (events.WaitEnded,),
     CheckHistory: (events.HistoryChecked,),
+    CheckPatch: (events.PatchChecked,),
     AwaitHandlers: (events.HandlersFinished,),
 }

@@ -93,6 +93,13 @@ class HistoryChecked(Frozen):
     long: bool
 
 
+class PatchChecked(Frozen):
+    """Whether this run takes the changed course the machine asked about."""
+
+    kind: Literal["patch_checked"] = "patch_checked"
+    patched: bool
+
+
 class HandlersFinished(Frozen):
     """Every signal and update handler of the run has finished."""
 
@@ -130,6 +137,7 @@ Answer = (
     | RowsWritten
     | WaitEnded
     | HistoryChecked
+    | PatchChecked
     | HandlersFinished
 )
 Arrival = ReportsArrived | KeyConflictArrived | CancelAsked
