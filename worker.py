@@ -26,7 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.artifacts import PostgresArtifactStore
 from herald.cli_services import ServiceUnreachable, reach_database
 from herald.intent import Channel
@@ -137,6 +137,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
     # fail. Unreachable at start is one line naming DATABASE_URL, as from every other Herald process.
     await reach_database(settings.database_url.get_secret_value())
     fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
+    keks = key_encryption.from_settings(settings)  # unwrap recipients' data keys; none: one line, no start
     async with AsyncExitStack() as stack:
         adapters = providers(settings)  # first: a provider setting that cannot work stops the start here
         for adapter in adapters.values():
@@ -153,7 +154,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
         client = await _connect_patiently(settings, stop, runtime=runtime, interceptors=tracing_interceptors(tracing))
         if client is None:
             return
-        vault = RecipientVault(pool)  # one key cache for the ledger's and the provider's activities
+        vault = RecipientVault(pool, keks)  # one key cache for the ledger's and the provider's activities
         provider = ProviderActivities(
             adapters,
             settings.receipts.public_url,

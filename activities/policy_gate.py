@@ -18,7 +18,9 @@ from phonenumbers import timezone as number_zones
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from herald import fingerprints
 from herald.ledger import policy_store
+from herald.recipient_vault import is_sealed
 from herald.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
 
 log = logging.getLogger("herald.activities")
@@ -54,11 +56,22 @@ class PolicyGate:
         # The decision that admitted the attempt (None until evaluated, or when it was held).
         self.admitted: PolicyDecision | None = None
 
+    def _fingerprints(self) -> list[str]:
+        """Every fingerprint the recipient's standing may be recorded under, the active key's first:
+        of the canonical number or address (herald.fingerprints canonicalises inside, and refuses
+        what is neither). A recipient still sealed here could not be opened (erased since it was
+        sealed; the submit refuses it): as before, it is looked up under the token's own
+        fingerprint, which no standing is recorded under, so no one's standing is read."""
+        if is_sealed(self._recipient):
+            return [fingerprints.keyring().of_text(self._recipient)]
+        return fingerprints.keyring().recipient_candidates(self._recipient)
+
     async def __call__(self, cursor: Any) -> PolicyDecision:
-        fingerprint = policy_store.recipient_fingerprint(self._recipient)
+        fps = self._fingerprints()
+        fingerprint = fps[0]
         found = await policy_store.standing(
             cursor.connection, at=self._at, recipient=self._recipient, channel=self._channel,
-            category=self._category, workflow_id=self._workflow_id,
+            category=self._category, workflow_id=self._workflow_id, fps=fps,
         )  # fmt: skip
         version, rules, last_submit = found.version, found.rules, found.last_submit
         causes = rules.suppressing_causes(self._category)
@@ -113,7 +126,7 @@ class PolicyGate:
         try:
             async with asyncio.timeout(within):
                 await policy_store.count_cooldown_from_answer(
-                    pool, fingerprint=policy_store.recipient_fingerprint(self._recipient),
+                    pool, fingerprint=self._fingerprints()[0],
                     channel=self._channel, workflow_id=self._workflow_id,
                 )  # fmt: skip
         except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:

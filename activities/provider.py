@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
 from activities.policy_gate import PolicyGate
+from herald import fingerprints
 from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
 from herald.contracts import (
     AlreadyRecorded,
@@ -30,15 +31,15 @@ from herald.contracts import (
     SubmitInput,
     SubmitStep,
 )
-from herald.intent import Channel
-from herald import fingerprints
 from herald.delivery_policy import DeliveryPolicy
+from herald.intent import Channel
+from herald.key_encryption import KeyUnavailable
 from herald.ledger import claims, store
 from herald.metrics.instruments import ProviderCall, record_queue_age
 from herald.outcomes import Candidates, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
-from herald.recipient_vault import RecipientErased, RecipientVault
+from herald.recipient_vault import UNOPENABLE, Opening, RecipientVault
 from herald.route_backlog import SERVER_DEFAULT_PRIORITY
 
 # The submit's answers that came from the provider (accepted, "not now", a refusal): their time
@@ -78,20 +79,29 @@ class ProviderActivities:
         Temporal action, yet the attempt row is still committed before the provider hears of
         it. Timeouts after sending come back as Unknown, never raised.
         """
-        erased: RecipientErased | None = None
-        try:
-            input = await self._opened(input)
-        except RecipientErased as error:
-            # Erased while the intent ran: nothing can be sent; the rows are written, the attempt refused.
-            erased, input = error, input.model_copy(update={"ledger": await self._vault.open_batch(input.ledger)})
-        provider = self._providers.get(input.channel)
         # A quarter of the activity's budget for the ledger: with the database away the answer
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
         budget = activity.info().start_to_close_timeout
         started = time.monotonic()
+        ledger_seconds = budget.total_seconds() / 4 if budget else None
+        # The recipient's key row is read here, at every submit: a key erased (or replaced, the
+        # person erased and back) since any cache is known before anything is opened or sent.
+        opening = self._vault.opening(timeout=ledger_seconds)
+        refused: Exception | None = None
+        try:
+            try:
+                input = await self._opened(input, opening)
+            except UNOPENABLE as error:
+                # Erased while the intent ran (or unreadable for good): nothing can be sent; the rows
+                # are written, the attempt refused naming the rule.
+                refused, input = error, input.model_copy(update={"ledger": await opening.open_batch(input.ledger)})
+        except KeyUnavailable as error:
+            return NotSent(reason=str(error))  # a KEK missing on this worker: configuration, retried
+        except (DatabaseError, PoolTimeout, OSError) as error:
+            return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
+        provider = self._providers.get(input.channel)
         # The attempt row says which provider and route it was handed to, committed before the call.
         rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
-        ledger_seconds = budget.total_seconds() / 4 if budget else None
         admit = _gate(input)
         try:
             recorded = await store.write_batch(self._ledger, rows, timeout=ledger_seconds, admit=admit)
@@ -102,8 +112,8 @@ class ProviderActivities:
         record = input.ledger.record
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
             return AlreadyRecorded(recorded=recorded)
-        if erased is not None:
-            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(erased))))
+        if refused is not None:
+            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(refused))))
         if provider is None:
             # A deployment without this channel configured: a definite refusal; nothing was sent.
             refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
@@ -150,15 +160,16 @@ class ProviderActivities:
             await admit[1].provider_answered(self._ledger, within=seconds)
         return sent(outcome)
 
-    async def _opened(self, input: SubmitInput) -> SubmitInput:
+    @staticmethod
+    async def _opened(input: SubmitInput, opening: Opening) -> SubmitInput:
         """The input with its sealed fields opened (plaintext ones as they are)."""
         return input.model_copy(
             update={
-                "to": await self._vault.open(input.to, "recipient"),
-                "body": await self._vault.open(input.body, "body"),
-                "subject": await self._vault.open_optional(input.subject, "subject"),
-                "html_body": await self._vault.open_optional(input.html_body, "html_body"),
-                "ledger": await self._vault.open_batch(input.ledger),
+                "to": await opening.open(input.to, "recipient"),
+                "body": await opening.open(input.body, "body"),
+                "subject": await opening.open_optional(input.subject, "subject"),
+                "html_body": await opening.open_optional(input.html_body, "html_body"),
+                "ledger": await opening.open_batch(input.ledger),
             }
         )
 
@@ -190,8 +201,8 @@ class ProviderActivities:
             return outcome
         try:
             to = await self._vault.open(input.to, "recipient")
-        except RecipientErased as erased:
-            return LookupOutcome(result=Unavailable(reason=str(erased)))
+        except (*UNOPENABLE, KeyUnavailable) as unopened:
+            return LookupOutcome(result=Unavailable(reason=str(unopened)))
         bound = input.in_flight_bound or DeliveryPolicy().submit_in_flight_bound
         reference = MessageReference(
             to=to,

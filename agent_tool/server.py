@@ -23,7 +23,7 @@ from agent_tool.tools import (
     PriorityField,
     SellerActionField,
 )
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.recipient_vault import RecipientVault
@@ -66,7 +66,7 @@ async def _agent_tools() -> AgentTools:
         if settings.database_url is not None:  # seal with the recipients' keys, as every service with the ledger does
             pool = open_pool(settings.database_url.get_secret_value(), max_size=2)
             await pool.open()  # lives as long as the tool server
-            vault = RecipientVault(pool)
+            vault = RecipientVault(pool, key_encryption.from_settings(settings))
         herald = HeraldClient(client, settings.temporal.task_queue, vault=vault)
         _tools = AgentTools(demo_store(), herald, caller)
     return _tools

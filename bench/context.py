@@ -12,7 +12,7 @@ from temporalio.client import Client
 from bench.common import Phase
 from bench.measure import CpuMeter, rss_mib
 from bench.stack import BenchStack
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.recipient_vault import RecipientVault
 from herald.settings import Settings, load_settings
@@ -42,7 +42,7 @@ class Bench:
         self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
         await self.pool.open()
         # Sealing with the recipient's key, as a service with the ledger configured does.
-        self.vault = RecipientVault(self.pool)
+        self.vault = RecipientVault(self.pool, key_encryption.from_settings(self.settings))
         self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue, vault=self.vault)
         # The floor uses Temporal's default converter: no Herald code on its path.
         self.floor_temporal = await Client.connect(

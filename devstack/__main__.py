@@ -29,7 +29,7 @@ from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.report import ledger_report
@@ -58,7 +58,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
     client = await connect(settings.temporal)
     started = time.monotonic()
     async with open_pool(stack.database_url, max_size=2) as pool:
-        vault = RecipientVault(pool)  # the demo's intents travel sealed, as a service's do
+        vault = RecipientVault(pool, key_encryption.from_settings(settings))  # the demo's intents travel sealed
         herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
         route_settings = load_settings(config.paced_route_env(stack.database_url))
         async with _paced_route(client, route_settings, config) as paced_route:
@@ -101,7 +101,7 @@ async def _paced_route(client: Client, settings: Settings, config: StackConfig) 
         adapters = build_providers(settings)
         for adapter in adapters.values():
             stack.push_async_callback(adapter.aclose)
-        vault = RecipientVault(pool)
+        vault = RecipientVault(pool, key_encryption.from_settings(settings))
         provider = ProviderActivities(
             adapters, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
             pacer=submit_pacer(settings), vault=vault,

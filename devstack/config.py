@@ -34,6 +34,7 @@ from herald.settings import (
     CodecSettings,
     EmailSettings,
     FingerprintSettings,
+    KeyEncryptionSettings,
     OutboxSettings,
     ReceiptSettings,
     Settings,
@@ -53,6 +54,9 @@ OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
 FINGERPRINT_KEY_FILE = "fingerprint-keys"
 # Under state_dir: the key that signs marketing e-mail's one-click unsubscribe links (0600, first use).
 UNSUBSCRIBE_KEY_FILE = "unsubscribe-keys"
+# Under state_dir: the key-encryption key that wraps recipients' data keys (0600, first use); never
+# in the ledger, so a copy of the stack's database opens no sealed payload without it.
+KEY_ENCRYPTION_KEY_FILE = "key-encryption-keys"
 
 
 # One partition per task queue. Temporal splits a task queue's rate limit evenly across its read
@@ -169,6 +173,8 @@ class StackConfig(Frozen):
     # The fingerprint key file, when several stacks must name recipients alike (a test session's);
     # None: FINGERPRINT_KEY_FILE under state_dir.
     fingerprint_keys: Path | None = None
+    # Likewise the key-encryption key file (a test session's); None: KEY_ENCRYPTION_KEY_FILE under state_dir.
+    key_encryption_keys: Path | None = None
     temporal: TemporalDev = TemporalDev()
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
@@ -222,16 +228,32 @@ class StackConfig(Frozen):
             create_private_once(path, line.encode())
         return path
 
+    def key_encryption_key_file(self) -> Path:
+        """The stack's key-encryption key file (HERALD_KEY_ENCRYPTION_KEY_FILES): random on first use,
+        0600, shared by every process of the stack, kept out of the ledger and the environment."""
+        path = self.key_encryption_keys or self.state_path / KEY_ENCRYPTION_KEY_FILE
+        if path.exists():
+            make_private(path)
+        else:
+            line = f"kek-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+            create_private_once(path, line.encode())
+        return path
+
     def unsubscribe_settings(self) -> UnsubscribeSettings:
         """The stack's unsubscribe-link key (HERALD_UNSUBSCRIBE_KEY_FILES), random on first use, 0600,
-        shared by the worker that signs links and the receipt server that verifies them."""
+        shared by the worker that signs links and the receipt server that verifies them; and the links'
+        base (HERALD_UNSUBSCRIBE_URL): https://, as Herald writes every link (RFC 8058), on the receipt
+        server's own host and port. The stack has no TLS in front of that server, so nothing but the demo's
+        mail client (and the tests) follows such a link: it stands where a deployment's TLS proxy would and
+        calls the same host, port and path over plain HTTP on loopback (devstack/demo.py, over_loopback)."""
         path = self.state_path / UNSUBSCRIBE_KEY_FILE
         if path.exists():
             make_private(path)
         else:
             line = f"unsub-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
             create_private_once(path, line.encode())
-        return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None)
+        url = f"https://{self.receipts.host}:{self.receipts.port}"
+        return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None, url=url)
 
     @property
     def codec_endpoint(self) -> str:
@@ -337,6 +359,9 @@ class StackConfig(Frozen):
             outbox=OutboxSettings(database_url=self.outbox_relay_database_url(database_url)),
             fingerprints=FingerprintSettings(
                 key_files=str(self.fingerprint_key_file()), key_entries=None, active_key=None
+            ),
+            key_encryption=KeyEncryptionSettings(
+                key_files=str(self.key_encryption_key_file()), key_entries=None, active_key=None
             ),
             codec_server=CodecServerSettings(
                 host=self.codec.host,

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -560,9 +561,9 @@ async def a_one_click_unsubscribe_stops_marketing_email(
             first.note = "  no http(s) List-Unsubscribe link on a message the ESP received: the scene stops here"
             _count_at_esp(listed, [first], sent)
             return [first]
-        page = await mail_client.get(link)
+        page = await mail_client.get(over_loopback(link))
         recorded_after_get = await _unsubscribes(ledger, address)
-        answer = await mail_client.post(link, data={"List-Unsubscribe": "One-Click"})
+        answer = await mail_client.post(over_loopback(link), data={"List-Unsubscribe": "One-Click"})
         recorded_after_post = await _unsubscribes(ledger, address)
         first.note = (
             f"  link GET {page.status_code} '{_title(page.text)}' ({len(recorded_after_get)} unsubscribes recorded), "
@@ -594,6 +595,20 @@ async def _esp_messages(relay: httpx.AsyncClient, address: str) -> list[dict[str
     response = await relay.get("/_esp/messages", params={"to": address})
     response.raise_for_status()
     return response.json()["messages"]
+
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def over_loopback(link: str) -> str:
+    """An https:// link to a loopback host as the local stack serves it: the same host, port and path over
+    plain HTTP. Herald writes only https:// unsubscribe links (RFC 8058); the stack's receipt server has no
+    TLS proxy in front of it, so the demo's mail client stands where that proxy would. Any other link is
+    called as it is."""
+    parts = urlsplit(link)
+    if parts.scheme == "https" and parts.hostname in _LOOPBACK_HOSTS:
+        return urlunsplit(parts._replace(scheme="http"))
+    return link
 
 
 def _one_click_link(headers: list[list[str]]) -> str | None:

@@ -5,6 +5,7 @@
     app-login-password ...... herald_service's password (the ledger's services)
     outbox-relay-password ... herald_outbox_relay_login's password (the outbox relay)
     codec-keys .............. the payload encryption key
+    key-encryption-keys ..... the key that wraps recipients' data keys (never in the ledger)
     esp-signing-key.pem ..... the ESP emulator's webhook signing key
 
 Each is created with mode 0600 in the same call that creates it, so there is no moment when

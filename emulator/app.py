@@ -88,8 +88,9 @@ from emulator.ratelimit import SenderRateLimiter
 from emulator.stats import EmulatorStats
 from emulator.twilio_errors import error_response
 
-_E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
-_MESSAGING_SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
+# Matched whole (fullmatch): Python's `$` also matches before a final newline, which Twilio refuses (21211).
+_E164 = re.compile(r"\+[1-9][0-9]{1,14}")
+_MESSAGING_SERVICE_SID = re.compile(r"MG[0-9a-fA-F]{32}")
 _MAX_BODY_CHARS = 1600
 _MAX_CALLBACK_URL_CHARS = 4000
 
@@ -250,12 +251,12 @@ class _TwilioApi:
         to = fields.get("To", "")
         if not to:
             return 21604, None
-        if not _E164.match(to):
+        if not _E164.fullmatch(to):
             return 21211, None
         if not fields.get("From") and not fields.get("MessagingServiceSid"):
             return 21603, None
         service_sid = fields.get("MessagingServiceSid")
-        if service_sid and not _MESSAGING_SERVICE_SID.match(service_sid):
+        if service_sid and not _MESSAGING_SERVICE_SID.fullmatch(service_sid):
             return 20001, "Invalid parameter: MessagingServiceSid must be 'MG' followed by 32 hex digits"
         body = fields.get("Body", "")
         if not body:

@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, NoReturn
 
-from email_validator import EmailNotValidError, validate_email
-
+from herald import recipients
 from herald.errors import HeraldError
-from herald.intent import BUSINESS_KEY_PATTERN, E164_PATTERN
+from herald.intent import BUSINESS_KEY_PATTERN
 from herald.templates import LATEST
 
 # A request or a rule set is a few KiB; the bound keeps `--file /dev/zero` from reading forever.
@@ -37,9 +36,6 @@ _WHOLE_NUMBER = re.compile(rf"-?[0-9]{{1,{_MAX_INT_DIGITS}}}")
 _DIGITS = re.compile(rf"[0-9]{{1,{_MAX_INT_DIGITS}}}")
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _BUSINESS_KEY = re.compile(BUSINESS_KEY_PATTERN)
-_E164 = re.compile(E164_PATTERN)
-_E164_RULE = "must be an E.164 number: '+' then 8 to 15 digits, no spaces"
-_EMAIL_RULE = "must be an e-mail address (local-part@domain)"
 # Parts of a JSON path or an option that may be shown: identifiers and small indexes, nothing a
 # caller could have filled with personal data.
 _SHOWABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}|[0-9]{1,4}")
@@ -189,19 +185,16 @@ def time_with_zone(text: str) -> datetime:
 def recipient(text: str, field: str, channel: str | None = None) -> str:
     """A recipient as intents record it: E.164 for SMS, a normalised e-mail address for e-mail.
 
-    Without a channel, a leading '+' means a phone number and anything else an e-mail address. The
-    normalised form matters: the policy tables name a recipient by the SHA-256 of exactly what the
-    intent carries, and an intent carries the address as email_validator normalises it.
+    Read by the one function every door uses (``herald.recipients.recipient``: its docstring has the
+    rule), so consent, suppression and erasure typed here name the person an intent names. Without
+    a channel, an '@' means an e-mail address and anything else a phone number.
     """
-    if channel == "sms" or (channel is None and text.startswith("+")):
-        if not _E164.fullmatch(text):
-            raise CliInputError(field, _E164_RULE)
-        return text
     try:
-        return validate_email(text, check_deliverability=False).normalized
-    except EmailNotValidError:
-        rule = _EMAIL_RULE if channel else f"{_E164_RULE}, or an e-mail address (local-part@domain)"
-        raise CliInputError(field, rule) from None
+        return recipients.recipient(text, channel)
+    except recipients.RecipientRefused as refused:
+        # Without a channel the operator may have meant either kind: both are named.
+        either = "; or an e-mail address (local-part@domain)" if channel is None and "@" not in text else ""
+        raise CliInputError(field, refused.rule + either) from None
 
 
 def read_bytes(path: str, field: str, *, max_bytes: int) -> bytes:

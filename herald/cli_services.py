@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from herald import cli_input, fingerprints
+from herald import cli_input, fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.recipient_vault import RecipientVault
@@ -115,7 +115,7 @@ class Services:
             yield None
             return
         async with self.ledger(url, max_size=2) as pool:
-            yield RecipientVault(pool)
+            yield RecipientVault(pool, key_encryption.from_settings(self.settings()))
 
     async def herald(self, *, policy: DeliveryPolicy | None = None, vault: RecipientVault | None = None) -> HeraldClient:
         settings = self.settings().temporal

@@ -14,7 +14,10 @@ cooldowns recorded earlier still count.
 
 One person, one fingerprint: an e-mail address is canonicalised (local part lower-cased, domain in
 its ASCII form) so ``Mixed.Case@Example.COM`` and ``mixed.case@example.com`` are one recipient for
-suppression, consent, cooldowns and erasure; the message itself goes to the address as given.
+suppression, consent, cooldowns and erasure; the message itself goes to the address as given. A
+phone number is canonicalised by the doors' own function (``herald.recipients.sms_number``), so
+``+1 (555) 260-0018`` and ``+15552600018`` are one person, and a spelling every door refuses
+(``"+15552600018\\n"``) gets no fingerprint at all.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
+from herald.recipients import sms_number
+
 KEY_BYTES = 32
 # Enough of a fingerprint's HMAC for an operator to tell destinations apart in a status view.
 SHORT_HEX = 16
@@ -35,12 +40,18 @@ SHORT_HEX = 16
 def canonical_recipient(recipient: str) -> str:
     """The one form of a recipient that fingerprints and erasure compare.
 
-    An E.164 number is already canonical. An e-mail address: the local part lower-cased (every
-    mailbox provider Herald sends to treats it without case, and a suppression or an erasure must
-    not miss a person for a capital letter) and the domain in its ASCII (IDNA) form, lower-cased.
+    A phone number (no '@'): canonicalised here, by the same function every door uses
+    (``herald.recipients.sms_number``: E.164), and refused (``RecipientRefused``, a ValueError)
+    where the doors refuse it. Canonicalising inside rather than refusing what is not already E.164:
+    a fingerprint is the person, so it must be the same whichever door, or caller that skipped
+    one, computed it; a spelling no door accepts raises rather than becoming another person.
+
+    An e-mail address: the local part lower-cased (every mailbox provider Herald sends to treats
+    it without case, and a suppression or an erasure must not miss a person for a capital letter)
+    and the domain in its ASCII (IDNA) form, lower-cased.
     """
     if "@" not in recipient:
-        return recipient
+        return sms_number(recipient)
     try:
         address = validate_email(recipient, check_deliverability=False)
     except EmailNotValidError:

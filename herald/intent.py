@@ -14,11 +14,10 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from email_validator import EmailNotValidError, validate_email
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from herald import fingerprints
+from herald import fingerprints, recipients
 from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.outcomes import Frozen
@@ -30,10 +29,6 @@ from herald.templates import LATEST, MAX_TEMPLATE_VERSION, TemplateError, render
 # workflow id, which Temporal stores and shows in plain text, so the alphabet has
 # no room for an e-mail address (`@`) or an E.164 number (`+`).
 BUSINESS_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,63}:[A-Za-z0-9][A-Za-z0-9_.:-]{0,191}$"
-E164_PATTERN = r"^\+[1-9][0-9]{7,14}$"
-_E164 = re.compile(E164_PATTERN)
-_E164_RULE = "must be an E.164 number: '+' then 8 to 15 digits, no spaces"
-_EMAIL_RULE = "must be an e-mail address (local-part@domain)"
 _RENDER_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _MAX_RENDER_VALUE_CHARS = 500
 DEFAULT_LIFETIME = timedelta(hours=24)
@@ -49,7 +44,8 @@ class IntentRequest(Frozen):
 
     business_key: str = Field(pattern=BUSINESS_KEY_PATTERN)
     channel: Channel = Channel.SMS
-    # E.164 for SMS; an e-mail address for e-mail (normalised: the domain lower-cased).
+    # E.164 for SMS; an e-mail address for e-mail (normalised: the domain lower-cased). Read by
+    # herald.recipients, as at every door: one spelling per person (its docstring has the rule).
     recipient: str
     template_id: str
     # A published version, or "latest": resolved to the highest published version when the intent
@@ -97,12 +93,13 @@ class IntentRequest(Frozen):
         channel = info.data.get("channel")
         if channel is Channel.EMAIL:
             try:
-                return validate_email(value, check_deliverability=False).normalized
-            except EmailNotValidError:
-                raise PydanticCustomError("recipient_email", _EMAIL_RULE) from None
-        if not _E164.match(value):
-            raise PydanticCustomError("recipient_e164", _E164_RULE)
-        return value
+                return recipients.email_address(value)
+            except recipients.RecipientRefused as refused:
+                raise PydanticCustomError("recipient_email", refused.rule) from None
+        try:
+            return recipients.sms_number(value)
+        except recipients.RecipientRefused as refused:
+            raise PydanticCustomError("recipient_e164", refused.rule) from None
 
     @model_validator(mode="after")
     def _attachment_only_by_email(self) -> IntentRequest:
@@ -175,7 +172,10 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
 
 def recipient_fingerprint(recipient: str) -> str:
     """How the ledger names a person without naming them: the keyed fingerprint of the canonical
-    recipient under the active key (herald/fingerprints.py)."""
+    recipient under the active key (herald/fingerprints.py).
+
+    Any spelling a door accepts gives the canonical form's fingerprint (the number is canonicalised
+    inside, by the doors' own function); a spelling the doors refuse raises ``RecipientRefused``."""
     return fingerprints.keyring().recipient(recipient)
 
 

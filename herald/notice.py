@@ -15,8 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from herald import recipients
 from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
 from herald.intent import BUSINESS_KEY_PATTERN, Channel, IntentRequest, describe_validation_error, parse_request
@@ -31,6 +33,8 @@ class ChannelEntry(Frozen):
     """What one channel of a notice sends; validated as an ``IntentRequest`` with the notice's key."""
 
     channel: Channel
+    # Canonical here already (herald.recipients, as IntentRequest): the outbox stores the notice as
+    # parsed, and erasing a number finds its rows by the canonical form.
     recipient: str
     template_id: str
     template_version: int
@@ -39,6 +43,18 @@ class ChannelEntry(Frozen):
     attachment: ArtifactRef | None = None
     # This channel's priority key, as IntentRequest.priority (None: the category's).
     priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1], strict=True)
+
+    @field_validator("recipient")
+    @classmethod
+    def _recipient_fits_channel(cls, value: str, info: ValidationInfo) -> str:
+        # The rule only, never the value. Without a valid channel, that field's own refusal says it.
+        channel = info.data.get("channel")
+        if channel is None:
+            return value
+        try:
+            return recipients.recipient(value, channel.value)
+        except recipients.RecipientRefused as refused:
+            raise PydanticCustomError("recipient", refused.rule) from None
 
 
 class NoticeRequest(Frozen):

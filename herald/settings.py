@@ -156,15 +156,47 @@ class FingerprintSettings(Section):
         return _read_keyring(data, "HERALD_FINGERPRINT", "HMAC-SHA-256")
 
 
-def _https(value: str) -> str:
+class KeyEncryptionSettings(Section):
+    """Key-encryption keys (herald/key_encryption.py): id -> 32-byte AES-256 key; the active one
+    wraps each new recipient data key, every one unwraps.
+
+    A keyring of its own, never a payload or fingerprint key, and never in the ledger: a copy of the
+    database without these opens no recipient's data key.
+    """
+
+    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    active_key: Annotated[
+        str, Rule("must be the id of a key in HERALD_KEY_ENCRYPTION_KEYS or HERALD_KEY_ENCRYPTION_KEY_FILES")
+    ] | None = Field(None, alias="HERALD_KEY_ENCRYPTION_ACTIVE_KEY")
+    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEYS", exclude=True, repr=False)
+    key_files: _KEY_FILES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEY_FILES", exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_keys(cls, data: Any) -> Any:
+        return _read_keyring(data, "HERALD_KEY_ENCRYPTION", "AES-256")
+
+
+def is_https_url(value: str) -> bool:
+    """Whether `value` is an https:// URL with a host: the only link RFC 8058 mail clients post to."""
     scheme, _, rest = value.partition("://")
-    if scheme.lower() != "https" or not rest.split("/")[0]:
+    return scheme.lower() == "https" and bool(rest.split("/")[0])
+
+
+def _https(value: str) -> str:
+    if not is_https_url(value):
         raise ValueError("not an https URL")
     return value
 
 
 _UNSUBSCRIBE_URL_RULE = (
     "must be an https:// URL with a host (RFC 8058: mail clients post only to HTTPS), e.g. https://hooks.example.com"
+)
+# Unset, the links fall back to the receipt server's public URL, which is held to the same rule.
+_UNSUBSCRIBE_FALLBACK_RULE = (
+    "required when HERALD_UNSUBSCRIBE_KEYS are set and HERALD_RECEIPT_PUBLIC_URL, which the links fall back "
+    "to, is not https:// (RFC 8058: mail clients post only to HTTPS); set an https:// URL, "
+    "e.g. https://hooks.example.com"
 )
 
 
@@ -193,7 +225,7 @@ class UnsubscribeSettings(Section):
     key_files: _KEY_FILES | None = Field(None, alias="HERALD_UNSUBSCRIBE_KEY_FILES", exclude=True, repr=False)
     # The public base the links are built on, where the receipt server's /unsubscribe/ path is
     # reached from the internet. HTTPS: RFC 8058 clients post only to an https URI. None: the
-    # receipt server's public URL (HERALD_RECEIPT_PUBLIC_URL).
+    # receipt server's public URL (HERALD_RECEIPT_PUBLIC_URL), which must then be https:// (Settings).
     url: Annotated[
         str, AfterValidator(_https), AfterValidator(_no_trailing_slash), Rule(_UNSUBSCRIBE_URL_RULE)
     ] | None = Field(None, alias="HERALD_UNSUBSCRIBE_URL")
@@ -642,6 +674,7 @@ class Settings(BaseSettings):
     codec_server: CodecServerSettings = CodecServerSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     fingerprints: FingerprintSettings = FingerprintSettings()
+    key_encryption: KeyEncryptionSettings = KeyEncryptionSettings()
     outbox: OutboxSettings = OutboxSettings()
     # None means "start the embedded PostgreSQL under state_dir" (the local launcher).
     database_url: DatabaseUrl | None = Field(None, alias="DATABASE_URL")
@@ -651,6 +684,15 @@ class Settings(BaseSettings):
     state_dir: DirectoryPath = Field(REPO_ROOT / ".state", alias="HERALD_STATE_DIR")
     # None: unversioned workers, as before Worker Versioning.
     worker_version: WorkerVersionSettings | None = None
+
+    @model_validator(mode="after")
+    def _unsubscribe_links_over_https(self) -> Settings:
+        """With keys to sign links and no HERALD_UNSUBSCRIBE_URL, the links are built on the receipt server's
+        public URL: refused here, at load, when that is not https://, rather than at the first marketing e-mail."""
+        unsubscribe = self.email.unsubscribe
+        if unsubscribe.keys and unsubscribe.url is None and not is_https_url(self.receipts.public_url):
+            raise refusal(_UNSUBSCRIBE_FALLBACK_RULE, "HERALD_UNSUBSCRIBE_URL")
+        return self
 
     @classmethod
     def settings_customise_sources(

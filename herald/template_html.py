@@ -7,9 +7,21 @@ data inside the text or the quoted attribute value it was put in, and nothing mo
 ``javascript:`` at the start of a URL, code in an event handler or ``<script>``, CSS in a ``style``, or
 a space in an unquoted value starting a new attribute. So ``check_html_part`` refuses, when a
 version is published and again whenever it is loaded, every template that places a placeholder
-where escaped data could still do harm (``HtmlRule``): only text, the content of ``<title>`` and
-``<textarea>``, and quoted values of ordinary attributes (a URL attribute only after fixed text that
-decides its scheme, such as ``https://...``) may hold one.
+where escaped data could still do harm (``HtmlRule``): only text, the content of ``<title>``, and
+quoted values of ordinary attributes (a URL attribute only after fixed text that decides where the
+link goes: ``https://host/...``, right after ``mailto:``, a path) may hold one.
+
+The markup around the placeholders is held to a rule of its own, whoever wrote it: the author of a
+template is not the only one it must be safe from (a template is data in a repository, a marketing
+tool pastes HTML in, an account that can publish can be taken over), and a mail client that runs or
+submits what a template holds turns one bad version into every recipient's problem. So fixed
+markup may hold no ``<script>``, no form or form control (a password form in a receipt is phishing),
+no event-handler attribute, no ``<meta http-equiv="refresh">``, no embedded object or frame, and no
+URL whose scheme is not one of ``SAFE_SCHEMES`` (``javascript:``, ``data:``, ``vbscript:``...).
+A scheme counts only when written plainly: a character reference, a space or a control character
+before a URL's first ``:``, ``/``, ``?`` or ``#`` is refused, so ``JaVaScRiPt:``, ``java&#x09;script:``
+and ``&#106;avascript:`` cannot pass as a path. CSS, tables, inline styles without placeholders,
+images and links over https, mailto and tel stay what e-mail is made of.
 
 How a placeholder's context is found: each is replaced by a letters-and-digits marker and the
 result read with the stdlib ``html.parser.HTMLParser``; every start tag it reports is read again by
@@ -39,6 +51,16 @@ class HtmlRule(str, Enum):
         "(write a literal '$' as '$$'; no {{ }} or {% %} syntax)"
     )
     SCRIPT_OR_STYLE = "no placeholder inside <script> or <style>: escaped data still runs as code or CSS there"
+    SCRIPT = "no <script> element, with or without a placeholder: an e-mail's HTML part runs no code"
+    FORM = (
+        "no form or form control (<form>, <input>, <button>, <textarea>, <select>, <keygen>, <isindex>), with or "
+        "without a placeholder: an e-mail asks nobody to type into it (a password form is phishing)"
+    )
+    META_REFRESH = "no <meta http-equiv=\"refresh\">: it sends the reader to another page unasked"
+    URL_SCHEME = (
+        "a URL's scheme is http, https, mailto, tel, sms or cid, written plainly (no character reference, space "
+        "or control character before its ':'): javascript:, data:, vbscript: and the rest run or embed content"
+    )
     RAW_TEXT_MARKUP = (
         "the content of <script>, <style>, <title> and <textarea> holds no '<' (parsers disagree on where it ends)"
     )
@@ -57,11 +79,16 @@ class HtmlRule(str, Enum):
     TEXT_LT = "a '<' in text is written '&lt;'"
     TAG_NAME = "no placeholder in a tag or attribute name (escaping does not stop a name)"
     UNQUOTED_ATTRIBUTE = "no placeholder in an unquoted attribute value (a space in the data starts a new attribute)"
-    EVENT_HANDLER = "no placeholder in an event-handler attribute (on*=): escaped data still runs as script"
+    EVENT_HANDLER = "no event-handler attribute (on*=), with or without a placeholder: it runs as script"
     STYLE_ATTRIBUTE = "no placeholder in a style attribute: escaped data is still CSS (url(...), expression())"
     URL_START = (
         "a placeholder in a URL attribute (href, src, action, ...) must follow fixed text that decides the "
         "scheme (https://..., mailto:, /path/): escaping does not stop javascript: (srcset and ping take none)"
+    )
+    URL_HOST = (
+        "a placeholder in a URL stands where it cannot move the link elsewhere: after scheme://host and then "
+        "'/', '?' or '#' (https://shop.example/${x}; never https://${x}, https://shop.example${x}, before an "
+        "'@' or a port, nor //${x}); in mailto:, tel: and sms: right after the scheme or in the query"
     )
     HEAD_ATTRIBUTE = "no placeholder in an attribute of <meta> or <link> (a refresh or preload names a URL of its own)"
     UNPLACED = "a placeholder where no rule places it (in a character reference or an end tag)"
@@ -87,6 +114,14 @@ _DISALLOWED = frozenset(
     {"svg", "math", "noscript", "template", "xmp", "plaintext", "noembed", "noframes", "iframe", "frame",
      "frameset", "object", "embed", "applet", "base"}
 )  # fmt: skip
+# Form controls: an e-mail that asks for a password or card number is what phishing looks like.
+_FORM_ELEMENTS = frozenset({"form", "input", "button", "textarea", "select", "keygen", "isindex"})
+# The schemes a link, an image or a background in an e-mail may name (cid: is an image in the message).
+SAFE_SCHEMES = frozenset({"http", "https", "mailto", "tel", "sms", "cid"})
+# Schemes whose URL names a host (WHATWG's "special" schemes among SAFE_SCHEMES), and those that name an
+# address without one.
+_HOST_SCHEMES = frozenset({"http", "https"})
+_ADDRESS_SCHEMES = frozenset({"mailto", "tel", "sms"})
 # Raw text (code, CSS) and escapable raw text (RCDATA: references decoded, tags not read).
 _CODE_ELEMENTS = frozenset({"script", "style"})
 _RAW_TEXT_ELEMENTS = (*sorted(_CODE_ELEMENTS), "textarea", "title")
@@ -99,10 +134,17 @@ _URL_LIST_ATTRIBUTES = frozenset({"srcset", "imagesrcset", "ping"})
 _HEAD_ELEMENTS = frozenset({"meta", "link"})
 # HTML's whitespace (the tokenizer's, not Python's \s: a no-break space is part of a name there).
 _WS = "\t\n\x0c\r "
-# Where a URL's scheme is already decided, whatever the data after it: one of these schemes, or a
-# path, query or fragment mark before any ':' (then no scheme can follow).
-_FIXED_SCHEME = re.compile(r"(?:https?|mailto|tel):", re.IGNORECASE)
+# A URL's scheme as the URL parser reads it, and where the text before a scheme's ':' (or a
+# relative URL's first segment) ends.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _SCHEME_STOP = re.compile(r"[/\\?#:]")
+# After a host scheme's slashes, the authority (userinfo, host, port) runs to the first of these.
+_AUTHORITY_END = re.compile(r"[/\\?#]")
+# What may not stand before a URL's first ':', '/', '?' or '#': a reference (decoded into the URL, so
+# it could spell a scheme), whitespace or a control character (dropped from it by the URL parser).
+_UNPLAIN_HEAD = re.compile(r"[&\x00-\x20\x7f]")
+# C0 controls and space: stripped from both ends of a URL by the URL parser.
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
 # An end tag as both parsers end it at the same '>': the name (ASCII) and optional whitespace only.
 _END_TAG_OPEN = re.compile(r"</")
 _PLAIN_END_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*[\t\n\x0c\r ]*>")
@@ -219,16 +261,47 @@ def _scan_start_tag(raw: str) -> tuple[str, list[_Attribute]] | None:
     return None
 
 
-def _url_start_is_fixed(prefix: str) -> bool:
-    """Whether fixed text `prefix` (as written, before the first placeholder) decides the URL's scheme."""
+def _url_scheme_is_safe(value: str) -> bool:
+    """Whether a URL attribute's value (as written, references undecoded) names one of SAFE_SCHEMES or
+    none (a relative URL), spelled so that this reading and a browser's cannot differ: nothing before
+    its first ':', '/', '?' or '#' is a reference, whitespace or a control character."""
+    head = re.match(r"[^:/\\?#]*", value).group()  # type: ignore[union-attr]  # matches any string
+    if _UNPLAIN_HEAD.search(head):
+        return False
+    if not value.startswith(":", len(head)):
+        return True  # no scheme: a path, a query or a fragment
+    scheme = _SCHEME.fullmatch(head + ":")
+    return scheme is not None and scheme.group(1).lower() in SAFE_SCHEMES
+
+
+def _url_prefix_rule(prefix: str) -> HtmlRule | None:
+    """The rule fixed text `prefix` (as written, before the first placeholder) breaks by letting the data
+    decide where the URL goes (its scheme, URL_START; its host or address, URL_HOST), or None."""
     prefix = re.sub(r"&[^;]*$", "", prefix)  # a reference the data could complete decides nothing
     # As a URL parser reads it: C0 controls and spaces stripped at the start, tabs and newlines anywhere.
-    decoded = re.sub(r"[\t\n\r]", "", html.unescape(prefix)).lstrip("".join(map(chr, range(0x21))))
-    if _FIXED_SCHEME.match(decoded):
-        return True
+    decoded = re.sub(r"[\t\n\r]", "", html.unescape(prefix)).lstrip(_C0_AND_SPACE)
+    if scheme := _SCHEME.match(decoded):
+        name, rest = scheme.group(1).lower(), decoded[scheme.end() :]
+        if name in _HOST_SCHEMES:
+            return None if _host_has_ended(rest) else HtmlRule.URL_HOST
+        if name in _ADDRESS_SCHEMES:
+            # The whole address is the data's (the author's choice), or the query is; never part of a fixed one.
+            return None if rest == "" or "?" in rest else HtmlRule.URL_HOST
+        return HtmlRule.URL_START
+    if decoded[:1] in ("/", "\\") and (len(decoded) == 1 or decoded[1] in "/\\"):
+        # '//host' names a host of its own, and a lone '/' lets the data write the second slash.
+        return None if len(decoded) > 1 and _host_has_ended(decoded) else HtmlRule.URL_HOST
     stop = _SCHEME_STOP.search(decoded)
-    # A lone '/' (or '\') lets the data add another and name a host; ':' first is a scheme of its own.
-    return stop is not None and decoded[stop.start()] != ":" and decoded not in ("/", "\\")
+    # ':' first is a scheme of its own; no stop at all leaves the scheme to the data.
+    return None if stop is not None and decoded[stop.start()] != ":" else HtmlRule.URL_START
+
+
+def _host_has_ended(rest: str) -> bool:
+    """Whether `rest` (after a host scheme's ':', or a '//' reference) holds a non-empty authority and the
+    '/', '\\', '?' or '#' that ends it: the URL parser skips any slashes and backslashes before a host."""
+    authority = rest.lstrip("/\\")
+    end = _AUTHORITY_END.search(authority)
+    return end is not None and end.start() > 0
 
 
 class _ContextReader(HTMLParser):
@@ -270,28 +343,58 @@ class _ContextReader(HTMLParser):
             raise HtmlPartRefused(HtmlRule.AMBIGUOUS_MARKUP, f"tag {self.quote(raw, 0)}")
         if tag in _DISALLOWED:
             raise HtmlPartRefused(HtmlRule.DISALLOWED_ELEMENT, f"<{tag}>")
+        if tag == "script":
+            raise HtmlPartRefused(HtmlRule.SCRIPT, self._at(f"<{tag}>"))
+        if tag in _FORM_ELEMENTS:
+            raise HtmlPartRefused(HtmlRule.FORM, self._at(f"<{tag}>"))
         if slots := self._slots(tag):
             self._refuse(HtmlRule.TAG_NAME, slots)
         for attribute in scanned[1]:
             if slots := self._slots(attribute.name):
                 self._refuse(HtmlRule.TAG_NAME, slots)
-            if not (slots := self._slots(attribute.value)):
-                continue
-            name = attribute.name
-            if not attribute.quoted:
-                self._refuse(HtmlRule.UNQUOTED_ATTRIBUTE, slots)
-            if name.startswith("on"):
-                self._refuse(HtmlRule.EVENT_HANDLER, slots)
-            if name == "style":
-                self._refuse(HtmlRule.STYLE_ATTRIBUTE, slots)
-            if tag in _HEAD_ELEMENTS:
-                self._refuse(HtmlRule.HEAD_ATTRIBUTE, slots)
-            if name in _URL_LIST_ATTRIBUTES:
-                self._refuse(HtmlRule.URL_START, slots)
-            first = self._marker.search(attribute.value or "")
-            if name in _URL_ATTRIBUTES and first and not _url_start_is_fixed((attribute.value or "")[: first.start()]):
-                self._refuse(HtmlRule.URL_START, slots)
+            if slots := self._slots(attribute.value):
+                self._placeholder_in_value(tag, attribute, slots)
+            self._fixed_attribute(tag, attribute)
             self.placed.update(slots)
+
+    def _placeholder_in_value(self, tag: str, attribute: _Attribute, slots: list[int]) -> None:
+        """The rules a placeholder in an attribute's value breaks, named with the placeholder."""
+        name = attribute.name
+        if not attribute.quoted:
+            self._refuse(HtmlRule.UNQUOTED_ATTRIBUTE, slots)
+        if name == "style":
+            self._refuse(HtmlRule.STYLE_ATTRIBUTE, slots)
+        if tag in _HEAD_ELEMENTS:
+            self._refuse(HtmlRule.HEAD_ATTRIBUTE, slots)
+        if name in _URL_LIST_ATTRIBUTES:
+            self._refuse(HtmlRule.URL_START, slots)
+        first = self._marker.search(attribute.value or "")
+        if name in _URL_ATTRIBUTES and first and (rule := _url_prefix_rule((attribute.value or "")[: first.start()])):
+            self._refuse(rule, slots)
+
+    def _fixed_attribute(self, tag: str, attribute: _Attribute) -> None:
+        """The rules an attribute breaks whoever wrote its value: a handler, a refresh, a URL's scheme."""
+        name, value = attribute.name, attribute.value
+        if name.startswith("on"):
+            raise HtmlPartRefused(HtmlRule.EVENT_HANDLER, self._at(f"<{tag} {name}=...>"))
+        if value is None:
+            return
+        if tag == "meta" and name == "http-equiv" and html.unescape(value).strip(_WS).lower() == "refresh":
+            raise HtmlPartRefused(HtmlRule.META_REFRESH, self._at(f"<{tag} {name}=...>"))
+        if name in _URL_ATTRIBUTES:
+            urls = [value]
+        elif name in _URL_LIST_ATTRIBUTES:
+            # Its URLs are among its tokens between whitespace and commas (srcset's descriptors read as
+            # relative URLs, so they pass; a URL holding a comma is read in pieces, each held to the rule).
+            urls = re.split(r"[\t\n\x0c\r ,]+", value)
+        else:
+            return
+        if not all(_url_scheme_is_safe(url) for url in urls):
+            raise HtmlPartRefused(HtmlRule.URL_SCHEME, self._at(f"<{tag} {name}=...>"))
+
+    def _at(self, construct: str) -> str:
+        """A fixed construct and the line of the HTML part it starts on (there is no placeholder to name)."""
+        return f"{construct} on line {self.getpos()[0]}"
 
     def handle_endtag(self, tag: str) -> None:
         if slots := self._slots(tag):

@@ -6,7 +6,11 @@ Every e-mail of a category that is not transactional or account (marketing) carr
     List-Unsubscribe-Post: List-Unsubscribe=One-Click
 
 A mail client's "Unsubscribe" button POSTs ``List-Unsubscribe=One-Click`` to that URL and nothing
-else: RFC 8058 forbids cookies and authorisation on the request, so the URL alone must say who is
+else (RFC 8058 section 3.2: the List-Unsubscribe-Post value as the body, multipart/form-data or
+application/x-www-form-urlencoded; ``is_one_click`` takes exactly that pair in either encoding and
+nothing else, so a scanner's bare or empty POST unsubscribes nobody). The link is HTTPS, always: RFC
+8058 section 3.1 requires it, and a mail client offers no one-click button for any other scheme.
+RFC 8058 forbids cookies and authorisation on the request, so the URL alone must say who is
 unsubscribing from what, must not be forgeable, and must not name the person to whoever reads it
 (a link is logged by proxies, scanners and the recipient's own mail system). The token does that:
 base64url (no padding) of::
@@ -26,8 +30,11 @@ base64url spelling is read, so no two strings are one token.
 
 ``read`` refuses a token by the first rule it breaks (``TokenRule``), in this order: too long, not
 base64url, not this layout, a version this code does not read, a key it does not hold, a signature
-that does not match, expired. Everything up to the key is only the layout; the fields are believed
-only once the signature has matched.
+that does not match, a category that carries no link, expired. Everything up to the key is only the
+layout; the fields are believed only once the signature has matched. No token is ever made for a
+category that carries no link (transactional, account: ``EXEMPT``), and one that names such a
+category is refused even with a good signature (a leaked key, or a bug, must not let anyone turn
+off receipts or security notices).
 
 Keys: a keyring of their own (HERALD_UNSUBSCRIBE_KEYS, or _KEY_FILES; _ACTIVE_KEY signs), not the
 fingerprint keys. The receipt server, which faces the internet, verifies tokens and needs nothing
@@ -42,6 +49,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email
+import email.policy
 import hashlib
 import hmac
 import re
@@ -49,17 +58,21 @@ import secrets
 import struct
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from email.message import Message
 from enum import Enum
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from herald.outcomes import Frozen
 from herald.send_policy import Category
-from herald.settings import UnsubscribeSettings
+from herald.settings import UnsubscribeSettings, is_https_url
 
 VERSION = 1
 # The path on the receipt server: GET shows a confirmation, POST unsubscribes (herald.receipts.app).
 PATH = "/unsubscribe/"
 ONE_CLICK = "List-Unsubscribe=One-Click"
+# The one form field a one-click POST carries (RFC 8058 section 3.2), name and value exactly.
+ONE_CLICK_FIELD = ("List-Unsubscribe", "One-Click")
+URLENCODED, MULTIPART = "application/x-www-form-urlencoded", "multipart/form-data"
 HEADER, POST_HEADER = "List-Unsubscribe", "List-Unsubscribe-Post"
 # RFC 5322's limit for a header line, CRLF excluded.
 _MAX_LINE = 998
@@ -93,6 +106,7 @@ class TokenRule(str, Enum):
     VERSION = "token: a format version this server does not read"
     UNKNOWN_KEY = "token: signed with a key this server does not hold (never ours, or retired)"
     FORGED = "token: the signature does not match (the link was altered or forged)"
+    NO_LINK_CATEGORY = "token: for transactional or account e-mail, which carries no unsubscribe link"
     EXPIRED = "token: expired"
 
     @property
@@ -100,7 +114,7 @@ class TokenRule(str, Enum):
         """The HTTP answer: 400 for what is no token, 403 for what is not ours, 410 for what was."""
         if self is TokenRule.EXPIRED:
             return 410
-        if self in (TokenRule.UNKNOWN_KEY, TokenRule.FORGED):
+        if self in (TokenRule.UNKNOWN_KEY, TokenRule.FORGED, TokenRule.NO_LINK_CATEGORY):
             return 403
         return 400
 
@@ -170,9 +184,11 @@ def issue(
     """A token for the recipient with this keyed fingerprint and this category, signed by the active key.
 
     Raises:
-        ValueError: the fingerprint is not a keyed one (``<key id>:<64 hex>``), or the expiry is
-            outside what four bytes of seconds hold.
+        ValueError: the category carries no link (transactional, account), the fingerprint is not a
+            keyed one (``<key id>:<64 hex>``), or the expiry is outside what four bytes of seconds hold.
     """
+    if not needs_link(category):
+        raise ValueError(f"category: {category.value} e-mail carries no unsubscribe link, so no token is made for it")
     match = _FINGERPRINT.fullmatch(fingerprint)
     if match is None:
         raise ValueError("fingerprint: must be a keyed fingerprint, <key id>:<64 hex>")
@@ -229,6 +245,8 @@ def read(keys: TokenKeys, token: str, *, now: datetime) -> UnsubscribeToken:
     category = _CATEGORIES.get(category_code)
     if category is None:  # signed by us, so never seen; refused rather than guessed
         raise TokenRefused(TokenRule.MALFORMED)
+    if not needs_link(category):  # never issued: whoever signed it, receipts stay on
+        raise TokenRefused(TokenRule.NO_LINK_CATEGORY)
     expires_at = datetime.fromtimestamp(expiry, tz=UTC)
     if now >= expires_at:
         raise TokenRefused(TokenRule.EXPIRED)
@@ -277,11 +295,17 @@ class UnsubscribeLinks:
         (never inside the angle brackets: RFC 2369). Written verbatim, never refolded (the SMTP adapter).
 
         Raises:
-            NoLink: there is no base URL, or one too long for a header line.
+            NoLink: there is no base URL, one that is not https://, or one too long for a header line.
         """
         base = self._base_url or (receipts_url.rstrip("/") if receipts_url else None)
         if base is None:
             raise NoLink("HERALD_UNSUBSCRIBE_URL: required when the receipt server's public URL is unknown")
+        # Settings refuse an http:// base at load; this holds for a base they never saw (a message's own).
+        if not is_https_url(base):
+            raise NoLink(
+                "HERALD_UNSUBSCRIBE_URL: the link must be https:// (RFC 8058), and neither it nor the "
+                "receipt server's public URL it falls back to is"
+            )
         if not _URL_TEXT.fullmatch(base):  # a space, a line break or a bracket would break the header
             raise NoLink("HERALD_UNSUBSCRIBE_URL: must be printable ASCII without spaces, '<', '>' or ','")
         token = issue(self._keys, fingerprint=fingerprint, category=category, expires_at=now + self._ttl)
@@ -295,6 +319,74 @@ class UnsubscribeLinks:
 
 class NoLink(ValueError):
     """No link can be written for this message; the text names the setting and the rule."""
+
+
+def is_one_click(content_type: str | None, body: bytes) -> bool:
+    """Whether a POST body is RFC 8058's one-click request: the one field ``List-Unsubscribe=One-Click``,
+    name and value exactly, form-encoded or multipart/form-data (a charset parameter or a multipart
+    preamble changes nothing). An empty body, another value, a second field, a file part or any other
+    media type is not: it unsubscribes nobody."""
+    media_type, boundary = _media_type(content_type)
+    if media_type == URLENCODED:
+        return _urlencoded_fields(body) == [ONE_CLICK_FIELD]
+    if media_type == MULTIPART and boundary is not None:
+        return _multipart_fields(boundary, body) == [ONE_CLICK_FIELD]
+    return False
+
+
+# RFC 2046's boundary: 1-70 of these characters, not ending in a space.
+_BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]")
+_MAX_FIELDS = 8  # the request has one; a few more are read only to be refused
+
+
+def _media_type(content_type: str | None) -> tuple[str | None, str | None]:
+    """The Content-Type's media type (lower case) and its boundary parameter, when it has a usable one."""
+    if not content_type:
+        return None, None
+    # compat32 reads a parameter as written: the newer header parser takes an apostrophe in an unquoted
+    # boundary (a token character) for RFC 2231's charset'language' mark and reads another boundary.
+    header = Message(policy=email.policy.compat32)
+    header["Content-Type"] = content_type
+    boundary = header.get_param("boundary")
+    if not isinstance(boundary, str) or not _BOUNDARY.fullmatch(boundary):
+        boundary = None
+    return header.get_content_type(), boundary
+
+
+def _urlencoded_fields(body: bytes) -> list[tuple[str, str]] | None:
+    try:
+        return parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, strict_parsing=True, max_num_fields=_MAX_FIELDS,
+            errors="strict",
+        )  # fmt: skip
+    except (UnicodeDecodeError, ValueError):  # not UTF-8, a field without '=', too many fields
+        return None
+
+
+def _multipart_fields(boundary: str, body: bytes) -> list[tuple[str, str]] | None:
+    """The fields of a multipart/form-data body as (name, text); None for anything the stdlib parser
+    reports a defect in, a part that is no plain form field (a file, another type, an encoding), or
+    more parts than a one-click request has reason to hold."""
+    head = f'Content-Type: {MULTIPART}; boundary="{boundary}"\r\n\r\n'.encode("ascii")
+    message = email.message_from_bytes(head + body, policy=email.policy.HTTP)
+    if message.defects or not message.is_multipart():
+        return None
+    parts = message.get_payload()
+    if not isinstance(parts, list) or len(parts) > _MAX_FIELDS:
+        return None
+    fields = []
+    for part in parts:
+        name = part.get_param("name", header="content-disposition")
+        plain = part.get_content_type() == "text/plain" and part.get("Content-Transfer-Encoding") is None
+        if part.defects or part.get_content_disposition() != "form-data" or not isinstance(name, str):
+            return None
+        if not plain or part.get_filename() is not None or part.is_multipart():
+            return None
+        try:
+            fields.append((name, part.get_payload(decode=True).decode("utf-8")))
+        except (AttributeError, UnicodeDecodeError):
+            return None
+    return fields
 
 
 class _Reader:

@@ -27,7 +27,7 @@ import httpx
 from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
@@ -153,7 +153,7 @@ async def run(args: argparse.Namespace) -> int:
         # Intents travel sealed with their recipient's key, as a service with the ledger sends them.
         vault_pool = open_pool(stack.database_url, max_size=2)
         await vault_pool.open()
-        vault = RecipientVault(vault_pool)
+        vault = RecipientVault(vault_pool, key_encryption.from_settings(settings))
         herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=policy, vault=vault)
         emulator_url = f"http://{stack.config.emulator.host}:{stack.config.emulator.port}"
         faults = [rng.choices(mix, weights=[w for _, _, w in mix])[0] for _ in range(args.intents)]

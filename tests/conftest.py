@@ -36,7 +36,7 @@ from devstack.config import (
 )
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
@@ -49,14 +49,17 @@ from tests.support import (
     ADAPTER_READ_TIMEOUT,
     CONTINUE_AS_NEW_AFTER_EVENTS,
     SESSION_FINGERPRINT_KEYS,
+    SESSION_KEY_ENCRYPTION_KEYS,
     TEST_POLICY,
     Emulator,
     Esp,
 )
 from worker import build_providers, build_submit_worker, build_worker
 
-# Tests that build intents in-process fingerprint under the session's key (tests/support.py).
+# Tests that build intents in-process fingerprint under the session's key (tests/support.py), and
+# wrap recipients' data keys under the session's key-encryption key.
 fingerprints.install_from(load_settings({"HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS)}))
+key_encryption.install_from(load_settings({"HERALD_KEY_ENCRYPTION_KEY_FILES": str(SESSION_KEY_ENCRYPTION_KEYS)}))
 
 
 # The receipt server's port, held from the start of the session: the stack names it (the worker's
@@ -77,6 +80,7 @@ def stack() -> Any:
     config = StackConfig(
         state_dir=state,
         fingerprint_keys=SESSION_FINGERPRINT_KEYS,
+        key_encryption_keys=SESSION_KEY_ENCRYPTION_KEYS,
         temporal=TemporalDev(
             port=free_port(),
             ui_port=free_port(),

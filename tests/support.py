@@ -116,6 +116,11 @@ ORDER_DATA: dict[str, str | int] = {"order_ref": "A-1", "amount": "12.50", "curr
 SESSION_FINGERPRINT_KEYS = Path(tempfile.mkdtemp(prefix="herald-fp-")) / "fingerprint-keys"
 SESSION_FINGERPRINT_KEYS.write_text(f"session:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
 SESSION_FINGERPRINT_KEYS.chmod(0o600)
+# Likewise one key-encryption key (herald/key_encryption.py): a key sealed by an in-process client is
+# unwrapped by the stack's workers, and a stack of a test's own shares it.
+SESSION_KEY_ENCRYPTION_KEYS = SESSION_FINGERPRINT_KEYS.parent / "key-encryption-keys"
+SESSION_KEY_ENCRYPTION_KEYS.write_text(f"session-kek:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
+SESSION_KEY_ENCRYPTION_KEYS.chmod(0o600)
 
 
 def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:

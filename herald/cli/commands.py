@@ -261,11 +261,13 @@ async def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     if url is None:
         rows = await play(await services.herald(policy=stack.demo_policy), emulator_url, esp_url=esp_url)
     else:
+        from herald import key_encryption
         from herald.artifacts import PostgresArtifactStore
         from herald.recipient_vault import RecipientVault
 
         async with services.ledger(url, max_size=2) as pool:
-            herald = await services.herald(policy=stack.demo_policy, vault=RecipientVault(pool))
+            vault = RecipientVault(pool, key_encryption.from_settings(services.settings()))
+            herald = await services.herald(policy=stack.demo_policy, vault=vault)
             rows = await play(herald, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool)
     print(summary(rows))
     print(f"refused input, as a caller sees it: {refused_input_example()}")

@@ -143,12 +143,14 @@ SELECT p.version, p.rules,
 
 
 async def standing(
-    conn: AsyncConnection, *, at: datetime, recipient: str, channel: str, category: Category, workflow_id: str
+    conn: AsyncConnection, *, at: datetime, recipient: str, channel: str, category: Category, workflow_id: str,
+    fps: Sequence[str] | None = None,
 ) -> Standing:
-    """The policy in force at `at` and the recipient's standing under it, in one statement."""
+    """The policy in force at `at` and the recipient's standing under it, in one statement; `fps`:
+    the fingerprints to find them by (default: every candidate of `recipient`, canonicalised)."""
     params = {
-        "at": at, "recipient": recipient, "fps": fingerprints.keyring().recipient_candidates(recipient), "channel": channel,
-        "category": category.value, "workflow_id": workflow_id,
+        "at": at, "recipient": recipient, "channel": channel, "category": category.value, "workflow_id": workflow_id,
+        "fps": list(fps) if fps is not None else fingerprints.keyring().recipient_candidates(recipient),
     }  # fmt: skip
     cursor = await conn.execute(_STANDING_SQL, params)
     row = await cursor.fetchone()

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import psycopg
 
-from herald import fingerprints
+from herald import fingerprints, key_encryption
 from herald.cli_services import ServiceUnreachable, connect_temporal, reach_database
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
@@ -58,7 +58,8 @@ async def serve(apply: bool, starts: StartsFactory = lambda herald: herald) -> N
         if settings.database_url is not None:
             ledger_url = settings.database_url.get_secret_value()
             await reach_database(ledger_url, "DATABASE_URL")
-            vault = RecipientVault(await opened.enter_async_context(open_pool(ledger_url, max_size=2)))
+            keks = key_encryption.from_settings(settings)  # refused here, in one line, without a KEK
+            vault = RecipientVault(await opened.enter_async_context(open_pool(ledger_url, max_size=2)), keks)
         if apply:
             async with pool.connection() as conn:
                 await apply_schema(conn)

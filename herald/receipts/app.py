@@ -71,15 +71,17 @@ there too, once per stored post rather than once per try.
 ``GET /unsubscribe/<token>`` and ``POST /unsubscribe/<token>``: the one-click unsubscribe link every
 marketing e-mail carries (``herald.unsubscribe`` reads the token, ``unsubscribe_pages`` is what a
 person sees). GET changes nothing, whatever the token: a mail scanner that fetches every link in a
-message must not unsubscribe anyone. POST is a mail client's RFC 8058 one-click request (body
-``List-Unsubscribe=One-Click``, urlencoded or multipart) or the confirmation page's button; the body
-is bounded and not read further, since the token alone says who and from what. Answered by the
-first rule that applies::
+message must not unsubscribe anyone. POST is a mail client's RFC 8058 one-click request or the
+confirmation page's button, which posts the same pair: the body must be exactly the field
+``List-Unsubscribe=One-Click``, urlencoded or multipart (``herald.unsubscribe.is_one_click``); the
+token alone says who and from what. Answered by the first rule that applies::
 
     POST body larger than MAX_UNSUBSCRIBE_BODY_BYTES (read no further) ......... 413
+    POST body not the one field List-Unsubscribe=One-Click, in either encoding  400
     no unsubscribe key configured (HERALD_UNSUBSCRIBE_KEYS) ..................... 403
     token too long, not base64url, not the layout, or of an unknown version ... 400
     token signed with a key we do not hold, or its signature does not match ... 403
+    token for transactional or account mail (no such link is ever made) ....... 403
     token expired ............................................................... 410
     GET: the confirmation page, a button that POSTs to the same URL ........... 200
     POST not committed within the store deadline, or the database away ........ 503
@@ -179,7 +181,7 @@ from herald.receipts.twilio_inbound import (
 )
 from herald.reply_keywords import classify_reply
 from herald.settings import ReceiptSettings, TwilioSettings
-from herald.unsubscribe import TokenKeys, TokenRefused, UnsubscribeToken
+from herald.unsubscribe import TokenKeys, TokenRefused, UnsubscribeToken, is_one_click
 from herald.unsubscribe import read as read_token
 
 log = logging.getLogger("herald.receipts")
@@ -385,8 +387,13 @@ class ReceiptEndpoint:
 
     async def unsubscribe(self, request: Request) -> Response:
         """POST /unsubscribe/<token>: bound the body, verify the token, record the unsubscribe, answer."""
-        if await read_bounded(request, MAX_UNSUBSCRIBE_BODY_BYTES) is None:
+        body = await read_bounded(request, MAX_UNSUBSCRIBE_BODY_BYTES)
+        if body is None:
             return unsubscribe_pages.refused(f"request body: larger than {MAX_UNSUBSCRIBE_BODY_BYTES} bytes", 413)
+        if not is_one_click(request.headers.get("content-type"), body):
+            # A scanner's or a script's POST: RFC 8058 asks the exact pair, so nobody is unsubscribed by accident.
+            log.info("refused an unsubscribe POST: %s", unsubscribe_pages.NOT_ONE_CLICK)
+            return unsubscribe_pages.not_one_click()
         token = self._unsubscribe_token(request)
         if isinstance(token, Response):
             return token

@@ -16,7 +16,8 @@ Refusals after the signature is checked, in this order (the route's table is in 
   towards suppressing (a START to another number then lifts too: Twilio still blocks our sender,
   and its 21610 on the next send suppresses again).
 - ``unusable_reason`` (400): ours, but without what a request needs (a MessageSid to record it
-  once, a From that is an E.164 number). Twilio does not retry a 4xx; its debugger shows the rule.
+  once, a From that is a phone number by the rule every door reads numbers by, herald.recipients).
+  Twilio does not retry a 4xx; its debugger shows the rule.
 
 Twilio does not retry an incoming-message webhook that answered 5xx unless told to (a connection
 override or a fallback URL, see the README); a STOP lost that way still reaches the ledger later,
@@ -29,7 +30,8 @@ import re
 from datetime import datetime
 from xml.sax.saxutils import escape
 
-from herald.intent import E164_PATTERN, recipient_fingerprint
+from herald import recipients
+from herald.intent import recipient_fingerprint
 from herald.ledger.recipient_requests import RecipientRequest
 from herald.receipts.twilio_form import MAX_SID_CHARS
 from herald.reply_keywords import Request
@@ -40,7 +42,6 @@ from herald.settings import TwilioSettings
 # 32 KiB holds any real incoming message. The status callback's 16 KiB would refuse a long reply.
 MAX_TWILIO_INBOUND_BYTES = 32 * 1024
 
-_E164 = re.compile(E164_PATTERN.removesuffix("$"))  # matched whole (fullmatch): "$" allows a newline
 _SID = re.compile(r"[!-~]{1,%d}" % MAX_SID_CHARS)  # printable ASCII, no space: as the inbox's sids
 
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
@@ -75,13 +76,17 @@ def unusable_reason(fields: dict[str, str]) -> str | None:
     """Which rule a reply of ours breaks, naming the field (never its value); None when it breaks none."""
     if not _SID.fullmatch(fields.get("MessageSid", "")):
         return f"MessageSid: required, 1 to {MAX_SID_CHARS} printable ASCII characters (one request per message)"
-    if not _E164.fullmatch(fields.get("From", "")):
-        return "From: required, an E.164 number ('+' then 8 to 15 digits), as Herald's SMS recipients are"
+    try:
+        # The doors' own reading: the STOP's fingerprint is the one the person's intents carry.
+        recipients.sms_number(fields.get("From", ""))
+    except recipients.RecipientRefused:
+        return f"From: required, {recipients.NUMBER_RULE_TEXT}, as Herald's SMS recipients are"
     return None
 
 
 def recipient_request(fields: dict[str, str], kind: Request, keyword: str | None, at: datetime) -> RecipientRequest:
-    """The ledger's row for a reply that broke no rule: the sender's fingerprint and the classification."""
+    """The ledger's row for a reply that broke no rule: the sender's fingerprint (of the canonical
+    number, as every door reads it) and the classification."""
     return RecipientRequest(
         fingerprint=recipient_fingerprint(fields["From"]),
         channel="sms",

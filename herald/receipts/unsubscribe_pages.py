@@ -51,6 +51,7 @@ def confirmation(category: Category) -> HTMLResponse:
     return _page(
         "Unsubscribe?",
         f"<p>Stop receiving {escape(_what(category))} from us at this address?</p>"
+        # The button posts RFC 8058's pair, urlencoded (the button itself has no name, so it adds no field).
         '<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click">'
         '<button type="submit">Unsubscribe</button></form>',
         200,
@@ -74,6 +75,23 @@ def refused(reason: str, status_code: int) -> HTMLResponse:
         f"<p>{escape(reason)}.</p><p>Nothing was changed. The e-mail it came in may be too old, or "
         "the link was copied incompletely; a newer e-mail from us carries a fresh one.</p>",
         status_code,
+    )
+
+
+# What a POST must carry (RFC 8058 section 3.2); the refusal names the pair and both encodings.
+NOT_ONE_CLICK = (
+    "request body: must be the one form field List-Unsubscribe=One-Click (RFC 8058), "
+    "as application/x-www-form-urlencoded or multipart/form-data"
+)
+
+
+def not_one_click() -> HTMLResponse:
+    """POST without the one-click pair (empty, another value, another encoding): 400, nothing recorded."""
+    return _page(
+        "This request unsubscribes nobody",
+        f"<p>{escape(NOT_ONE_CLICK)}.</p><p>Nothing was changed. Open the link from the e-mail and press "
+        "its Unsubscribe button, or use your mail program's Unsubscribe button.</p>",
+        400,
     )
 
 

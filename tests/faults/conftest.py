@@ -23,7 +23,14 @@ from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.support import ADAPTER_READ_TIMEOUT, SESSION_FINGERPRINT_KEYS, TEST_POLICY, Emulator, Esp
+from tests.support import (
+    ADAPTER_READ_TIMEOUT,
+    SESSION_FINGERPRINT_KEYS,
+    SESSION_KEY_ENCRYPTION_KEYS,
+    TEST_POLICY,
+    Emulator,
+    Esp,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +40,7 @@ def fault_stack(request: pytest.FixtureRequest) -> Any:
     config = StackConfig(
         state_dir=state,
         fingerprint_keys=SESSION_FINGERPRINT_KEYS,
+        key_encryption_keys=SESSION_KEY_ENCRYPTION_KEYS,
         temporal=TemporalDev(
             port=free_port(), ui_port=free_port(), metrics_port=free_port(),
             db_filename="temporal.db" if restarts else None, task_queue="herald-faults",

@@ -29,6 +29,7 @@ from herald.intent import Channel
 from herald.ledger.store import open_pool
 from herald.lifecycle import IntentState
 from herald.outbox.relay import backlog, describe
+from herald.recipients import NUMBER_RULE
 from tests.faults.workers import service, worker
 from tests.support import Emulator, create_database, fresh_key, fresh_recipient
 
@@ -161,7 +162,7 @@ async def test_a_poison_row_is_refused_with_its_errors_and_the_batch_goes_on(
     async with service_pool.connection() as conn:
         cursor = await conn.execute("SELECT last_error FROM herald_outbox WHERE business_key = %s", (poison,))
         (error,) = await cursor.fetchone()  # type: ignore[misc]
-    assert error == "channels.0.recipient: must be an E.164 number: '+' then 8 to 15 digits, no spaces"
+    assert error == f"channels.0.recipient: {NUMBER_RULE}"
     with pytest.raises(InvalidIntent):
         async with service_pool.connection() as conn:
             await outbox.enqueue(conn, bad)

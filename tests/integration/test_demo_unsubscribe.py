@@ -27,7 +27,7 @@ async def test_the_demo_s_one_click_unsubscribe_suppresses_the_next_promotion(
 ) -> None:
     """The rows end delivered, suppressed by the unsubscribe and delivered, with 1, 0 and 1 messages at the ESP;
     the GET recorded nothing and the POST one one-click unsubscribe; the ESP holds the first promotion (with
-    the header pair) and the receipt (without), nothing more."""
+    the header pair, its link https://) and the receipt (without), nothing more."""
     rows = await asyncio.wait_for(
         a_one_click_unsubscribe_stops_marketing_email(herald, esp.base_url, pool, secrets.token_hex(5)), 150
     )
@@ -45,5 +45,6 @@ async def test_the_demo_s_one_click_unsubscribe_suppresses_the_next_promotion(
     promotion, sent_receipt = await esp.messages(first.recipient)
     assert promotion["subject"] == "New at the studio: Spin 18:00"
     assert _header(promotion, "List-Unsubscribe-Post") == "List-Unsubscribe=One-Click"
+    assert (_header(promotion, "List-Unsubscribe") or "").startswith("<https://")  # RFC 8058: never http://
     assert sent_receipt["subject"].startswith("Your receipt for order ")
     assert _header(sent_receipt, "List-Unsubscribe") is None

@@ -10,7 +10,9 @@ A marketing e-mail needs a marketing e-mail template; rather than lean on the sh
 publishes one into a copy of the registry (as ``starter.py template publish`` would) and points the
 template loader at it for its own duration. The workers here sign links (the session's do not hold an
 unsubscribe key), and the links point at a receipt server here that verifies them; SendGrid's events
-go to the session's receipt server, as in production.
+go to the session's receipt server, as in production. The links are https:// (RFC 8058; Herald writes no
+other kind) on that server's loopback host and port; it speaks plain HTTP with no TLS proxy in front, so
+the test, as the mail client, calls the same host, port and path over http (devstack.demo.over_loopback).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from temporalio.client import Client
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from devstack.demo import over_loopback
 from devstack.processes import free_port
 from herald import templates
 from herald.client import HeraldClient
@@ -82,9 +85,10 @@ async def signing(
     temporal: Client, settings: Any, pool: AsyncConnectionPool, receipt_server: str, marketing_template: None
 ) -> AsyncIterator[tuple[HeraldClient, str]]:
     """Workers whose SMTP adapter signs unsubscribe links (their own task queue), and a receipt server
-    that verifies them; yields the client and that server's public URL (the links' default base)."""
-    keys = UnsubscribeSettings(keys={"it": KEY})
+    that verifies them; yields the client and the links' base (HERALD_UNSUBSCRIBE_URL: https:// on that
+    server's host and port)."""
     port = free_port()
+    keys = UnsubscribeSettings(keys={"it": KEY}, url=f"https://127.0.0.1:{port}")
     receipts = settings.receipts.model_copy(
         update={"unsubscribe": keys, "port": port, "public_url": f"http://127.0.0.1:{port}"}
     )
@@ -106,7 +110,7 @@ async def signing(
         ):
             yield (
                 HeraldClient(temporal, task_queue, policy=TEST_POLICY, vault=RecipientVault(pool)),
-                receipts.public_url,
+                keys.url or "",
             )
     finally:
         server.should_exit = True
@@ -155,9 +159,9 @@ async def _requests(pool: AsyncConnectionPool, to: str) -> list[dict[str, Any]]:
 async def test_marketing_carries_the_header_pair_and_a_receipt_carries_neither(
     signing: tuple[HeraldClient, str], esp: Esp, pool: AsyncConnectionPool
 ) -> None:
-    """On the messages the relay received: the marketing e-mail's List-Unsubscribe is the receipt server's
-    /unsubscribe/<token> (its public URL: no HERALD_UNSUBSCRIBE_URL set) with List-Unsubscribe-Post
-    One-Click; the order receipt to the same address has neither header."""
+    """On the messages the relay received: the marketing e-mail's List-Unsubscribe is the https:// link
+    HERALD_UNSUBSCRIBE_URL/unsubscribe/<token> with List-Unsubscribe-Post One-Click; the order receipt to the
+    same address has neither header."""
     herald, url = signing
     to = await _subscriber(pool)
     assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED
@@ -165,7 +169,8 @@ async def test_marketing_carries_the_header_pair_and_a_receipt_carries_neither(
     [news] = await _marketing_at_relay(esp, to)
     [receipt] = [m for m in await esp.messages(to) if m["subject"] != news["subject"]]
     link = _header(news, "List-Unsubscribe")
-    assert link is not None and link.startswith(f"<{url}/unsubscribe/") and link.endswith(">")
+    assert url.startswith("https://") and link is not None
+    assert link.startswith(f"<{url}/unsubscribe/") and link.endswith(">")
     assert _header(news, "List-Unsubscribe-Post") == "List-Unsubscribe=One-Click"
     assert to not in link and to.split("@")[0] not in link
     assert _header(receipt, "List-Unsubscribe") is None and _header(receipt, "List-Unsubscribe-Post") is None
@@ -174,19 +179,25 @@ async def test_marketing_carries_the_header_pair_and_a_receipt_carries_neither(
 async def test_a_one_click_post_stops_marketing_and_receipts_still_go(
     signing: tuple[HeraldClient, str], esp: Esp, pool: AsyncConnectionPool
 ) -> None:
-    """The link from the received message: GET shows the button and changes nothing (the next marketing
-    e-mail is delivered); a forged variant naming another address is refused 403 with nothing stored; the
-    mail client's POST is answered 200 and from then on marketing to that address is suppressed naming the
-    unsubscribe, with nothing at the relay, while the order receipt is delivered."""
+    """The link from the received message: GET shows the button and changes nothing, and a POST with an empty
+    body or List-Unsubscribe=Nope is refused 400 with nothing stored (the next marketing e-mail reaches the
+    relay); a forged variant naming another address is refused 403 with nothing stored; the mail client's
+    POST is answered 200 and from then on marketing to that address is suppressed naming the unsubscribe,
+    with nothing at the relay, while the order receipt is delivered."""
     herald, _ = signing
     to, other = await _subscriber(pool), await _subscriber(pool)
     assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED
     [news] = await _marketing_at_relay(esp, to)
-    link = (_header(news, "List-Unsubscribe") or "").strip("<>")
+    link = over_loopback((_header(news, "List-Unsubscribe") or "").strip("<>"))
     async with httpx.AsyncClient(timeout=20, trust_env=False) as http:
         page = await http.get(link)
         assert page.status_code == 200 and '<form method="post">' in page.text
-        assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED  # a GET is no request
+        empty = await http.post(link, content=b"")
+        nope = await http.post(link, data={"List-Unsubscribe": "Nope"})
+        assert empty.status_code == nope.status_code == 400 and "List-Unsubscribe=One-Click" in nope.text
+        assert await _requests(pool, to) == []
+        # Neither a GET nor a POST without the pair is a request: the next promotion reaches the relay.
+        assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED
 
         base, token = link.rsplit("/", 1)
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))

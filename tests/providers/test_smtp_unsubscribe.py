@@ -132,3 +132,22 @@ async def test_without_keys_marketing_is_refused_naming_the_setting_and_receipts
     assert to not in outcome.model_dump_json() and to not in capture.received
     assert isinstance((await adapter.submit(_message(to, Category.TRANSACTIONAL))).result, Accepted)
     assert len(capture.received[to]) == 1
+
+
+async def test_an_http_receipt_url_is_never_a_link_marketing_is_refused_and_receipts_still_go(
+    relay: tuple[Capture, int],
+) -> None:
+    """No HERALD_UNSUBSCRIBE_URL and a receipt server reached over http:// (the old fallback wrote that link):
+    the marketing e-mail is refused before the relay hears of it, naming the setting and RFC 8058's HTTPS
+    rule, never sent with a link no mail client posts to; a transactional one is sent as before."""
+    capture, port = relay
+    adapter = _adapter(port)
+    to = _fresh()
+    message = _message(to, Category.MARKETING).model_copy(update={"receipts_url": "http://127.0.0.1:8235"})
+    outcome = await adapter.submit(message)
+    assert isinstance(outcome.result, Rejected), outcome
+    assert outcome.result.reason.startswith("HERALD_UNSUBSCRIBE_URL: the link must be https:// (RFC 8058)")
+    assert to not in capture.received
+    receipt = message.model_copy(update={"category": Category.TRANSACTIONAL})
+    assert isinstance((await adapter.submit(receipt)).result, Accepted)
+    assert len(capture.received[to]) == 1

@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
+import struct
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
@@ -36,6 +38,7 @@ KEY = secrets.token_bytes(32)
 KEYS = TokenKeys({"u1": KEY}, "u1")
 SETTINGS = UnsubscribeSettings(keys={"u1": KEY})
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
+URLENCODED = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
 @pytest.fixture(scope="module")
@@ -144,17 +147,126 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"] and receipts.suppressions == []
 
 
-async def test_the_confirmation_pages_post_and_a_multipart_post_are_taken_too(
-    route: tuple[str, RecordingClient], pool: AsyncConnectionPool
-) -> None:
-    """RFC 8058 lets a client post multipart/form-data; a browser's button posts urlencoded; an empty body
-    is a POST all the same: the link, not the body, says who and what. Each link is one row."""
+async def test_a_multipart_post_is_taken_too(route: tuple[str, RecordingClient], pool: AsyncConnectionPool) -> None:
+    """RFC 8058 lets a client post the pair as multipart/form-data (it says it SHOULD): taken like the
+    urlencoded one, one row per link."""
     base, _ = route
     to = fresh_address()
     multipart = await call(base, "POST", link(to), files={"List-Unsubscribe": (None, "One-Click")})
-    empty = await call(base, "POST", link(to))
-    assert multipart.status_code == empty.status_code == 200
+    urlencoded = await call(base, "POST", link(to), data=ONE_CLICK)
+    assert multipart.status_code == urlencoded.status_code == 200
     assert len(await rows(pool, to)) == 2
+
+
+class _Form(HTMLParser):
+    """The confirmation page's form as a browser submits it: its method, its action, its named inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, str | None]] = []
+        self.fields: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "form":
+            self.forms.append(((attributes.get("method") or "get").lower(), attributes.get("action")))
+        elif tag in ("input", "button") and attributes.get("name"):
+            self.fields.append((attributes["name"] or "", attributes.get("value") or ""))
+
+
+async def test_the_confirmation_pages_button_posts_the_one_click_pair(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool
+) -> None:
+    """The page's one form posts back to its own URL with exactly List-Unsubscribe=One-Click (the button adds
+    no field); submitted as a browser would (urlencoded, the named controls), it is recorded."""
+    base, _ = route
+    to = fresh_address()
+    token = link(to)
+    form = _Form()
+    form.feed((await call(base, "GET", token)).text)
+    assert form.forms == [("post", None)] and form.fields == [("List-Unsubscribe", "One-Click")]
+    answer = await call(base, "POST", token, content=urlencode(form.fields).encode(), headers=URLENCODED)
+    assert answer.status_code == 200 and "You are unsubscribed" in answer.text
+    assert len(await rows(pool, to)) == 1
+
+
+NOT_ONE_CLICK = [
+    pytest.param({}, id="empty body, no content type"),
+    pytest.param({"content": b"", "headers": URLENCODED}, id="empty urlencoded body"),
+    pytest.param({"data": {"List-Unsubscribe": "Nope"}}, id="List-Unsubscribe=Nope"),
+    pytest.param({"data": {"List-Unsubscribe": "one-click"}}, id="the value in lower case"),
+    pytest.param({"data": {"list-unsubscribe": "One-Click"}}, id="the name in lower case"),
+    pytest.param({"data": {"List-Unsubscribe": "One-Click", "also": "1"}}, id="a second field"),
+    pytest.param({"content": b"List-Unsubscribe=One-Click&List-Unsubscribe=One-Click", "headers": URLENCODED},
+                 id="the pair twice"),  # fmt: skip
+    pytest.param({"content": b"List-Unsubscribe=One-Click\r\n", "headers": URLENCODED}, id="a line end after it"),
+    pytest.param({"content": b"List-Unsubscribe=One-Click", "headers": {"Content-Type": "text/plain"}},
+                 id="the pair as text/plain"),  # fmt: skip
+    pytest.param({"content": b"List-Unsubscribe=One-Click"}, id="the pair with no content type"),
+    pytest.param({"json": {"List-Unsubscribe": "One-Click"}}, id="the pair as JSON"),
+    pytest.param({"files": {"List-Unsubscribe": ("x.txt", b"One-Click")}}, id="the value as an uploaded file"),
+    pytest.param({"files": {"List-Unsubscribe": (None, "Nope")}}, id="multipart Nope"),
+    pytest.param(
+        {"content": b"List-Unsubscribe=One-Click", "headers": {"Content-Type": "multipart/form-data"}},
+        id="multipart without a boundary",
+    ),
+]
+
+
+@pytest.mark.parametrize("request_kwargs", NOT_ONE_CLICK)
+async def test_a_post_without_the_one_click_pair_is_400_naming_it_and_records_nothing(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool, caplog: pytest.LogCaptureFixture,
+    request_kwargs: dict[str, Any],
+) -> None:  # fmt: skip
+    """A valid link posted with an empty body, another value or name, a second field, the pair twice or in
+    another media type, or a file: 400 with a page naming List-Unsubscribe=One-Click and both encodings,
+    nothing stored, the rule logged; the same link posted properly afterwards is then recorded."""
+    base, _ = route
+    to = fresh_address()
+    token = link(to)
+    caplog.set_level(logging.INFO, logger="herald.receipts")
+    answer = await call(base, "POST", token, **request_kwargs)
+    assert answer.status_code == 400, answer.text
+    assert "List-Unsubscribe=One-Click" in answer.text and "multipart/form-data" in answer.text
+    assert "application/x-www-form-urlencoded" in answer.text and token not in answer.text
+    assert await rows(pool, to) == []
+    assert "refused an unsubscribe POST: request body: must be the one form field" in caplog.text
+    assert token not in caplog.text
+    assert (await call(base, "POST", token, data=ONE_CLICK)).status_code == 200
+    assert len(await rows(pool, to)) == 1
+
+
+def _signed_for(category: Category, to: str) -> str:
+    """A token laid out and signed with our key exactly as issue() would, for a category issue() refuses."""
+    key_id, mac = recipient_fingerprint(to).split(":")
+    expiry = int((datetime.now(UTC) + timedelta(days=60)).timestamp())
+    code = {Category.TRANSACTIONAL: 0, Category.ACCOUNT: 1}[category]
+    signed = b"".join(
+        (bytes([1, 2]), b"u1", bytes([len(key_id)]), key_id.encode(), bytes.fromhex(mac), bytes([code]),
+         struct.pack(">I", expiry), secrets.token_bytes(16))
+    )  # fmt: skip
+    tag = KEYS.tag("u1", signed)
+    assert tag is not None
+    return _spelled(signed + tag)
+
+
+@pytest.mark.parametrize("category", [Category.TRANSACTIONAL, Category.ACCOUNT])
+async def test_a_signed_token_for_mail_without_a_link_is_refused(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool, category: Category
+) -> None:
+    """No link is made for receipts or security notices (issue() refuses), and a token naming such a category,
+    correctly signed with our key, is refused all the same: GET and POST 403, nothing stored."""
+    base, _ = route
+    to = fresh_address()
+    with pytest.raises(ValueError, match="carries no unsubscribe link"):
+        link(to, category=category)
+    token = _signed_for(category, to)
+    assert (await call(base, "POST", link(fresh_address()), data=ONE_CLICK)).status_code == 200  # the key works
+    for method in ("GET", "POST"):
+        answer = await call(base, method, token, data=ONE_CLICK if method == "POST" else None)
+        assert answer.status_code == 403, (method, answer.text)
+        assert "for transactional or account e-mail, which carries no unsubscribe link" in answer.text
+    assert await rows(pool, to) == []
 
 
 @pytest.mark.parametrize(
@@ -231,3 +343,106 @@ async def test_any_path_is_a_page_never_a_server_error(route: tuple[str, Recordi
     base, _ = route
     answer = await call(base, "GET", candidate)
     assert answer.status_code in (307, 400, 403, 404, 410), (candidate, answer.status_code)
+
+
+# ---- search: POST bodies ------------------------------------------------------------------------------
+
+_PAIR = ("List-Unsubscribe", "One-Click")
+_FORM_TYPES = ["application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=UTF-8",
+               "Application/X-WWW-Form-URLencoded"]  # fmt: skip
+_BOUNDARY_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'()+_,-./:=?"
+
+
+@st.composite
+def _percent_spelled(draw: st.DrawFn, text: str) -> str:
+    """`text` form-encoded with any of its characters written as %XX (upper or lower hex): the same field."""
+    spelled = []
+    for char in text:
+        if draw(st.booleans()):
+            code = f"{ord(char):02X}"
+            spelled.append("%" + (code.lower() if draw(st.booleans()) else code))
+        else:
+            spelled.append(char)
+    return "".join(spelled)
+
+
+@st.composite
+def _multipart(draw: st.DrawFn, fields: list[tuple[str, str]], *, close: bool = True) -> tuple[str, bytes]:
+    """A multipart/form-data body for `fields`: a random boundary, maybe a preamble and an epilogue, maybe a
+    text/plain Content-Type on each part; `close` False leaves out the closing delimiter."""
+    boundary = draw(st.text(_BOUNDARY_CHARS, min_size=1, max_size=70))
+    body = draw(st.sampled_from([b"", b"This is a preamble.\r\n"]))
+    for name, value in fields:
+        part_type = draw(st.sampled_from([b"", b"Content-Type: text/plain; charset=utf-8\r\n"]))
+        body += b"--" + boundary.encode() + b"\r\n" + f'Content-Disposition: form-data; name="{name}"\r\n'.encode()
+        body += part_type + b"\r\n" + value.encode() + b"\r\n"
+    if close:
+        body += b"--" + boundary.encode() + b"--\r\n" + draw(st.sampled_from([b"", b"epilogue\r\n"]))
+    # Unquoted only where RFC 2045 lets a parameter be a bare token.
+    quoted = draw(st.booleans()) or any(char in "()<>@,;:/[]?=" for char in boundary)
+    return f'multipart/form-data; boundary={chr(34) + boundary + chr(34) if quoted else boundary}', body
+
+
+def _the_pair() -> st.SearchStrategy[tuple[str | None, bytes, bool]]:
+    """The pair in either encoding RFC 8058 allows, spelled every way the encodings allow: recorded."""
+    urlencoded = st.tuples(
+        st.sampled_from(_FORM_TYPES), _percent_spelled(_PAIR[0]), _percent_spelled(_PAIR[1])
+    ).map(lambda parts: (parts[0], f"{parts[1]}={parts[2]}".encode(), True))
+    multipart = _multipart([_PAIR]).map(lambda typed: (typed[0], typed[1], True))
+    return urlencoded | multipart
+
+
+# Urlencoded bodies one character or one rule away from the pair.
+_NEAR_MISSES = [
+    b"", b"List-Unsubscribe=One-Click&", b"List-Unsubscribe=One-Click ", b"List-Unsubscribe=One-Click\n",
+    b"List-Unsubscribe==One-Click", b"List-Unsubscribe", b"List-Unsubscribe=One+Click", b"=One-Click",
+    b"List-Unsubscribe=One-Click;x=1", b"\xffList-Unsubscribe=One-Click", b"List-Unsubscribe=Nope",
+]  # fmt: skip
+
+
+def _not_the_pair() -> st.SearchStrategy[tuple[str | None, bytes, bool]]:
+    """Anything else: another name or value, more fields, another media type, a broken body: never recorded."""
+    fields = st.tuples(st.text(max_size=30), st.text(max_size=30)).filter(lambda field: field != _PAIR)
+    # Names a part header can hold as written (no quote, backslash or control character).
+    header_text = st.text(st.characters(exclude_categories=("Cc", "Cs"), exclude_characters='"\\'), max_size=30)
+    part_fields = st.tuples(header_text, st.text(max_size=30)).filter(lambda field: field != _PAIR)
+    form_type = st.sampled_from(_FORM_TYPES)
+    other_types = st.sampled_from([None, "text/plain", "application/json", "multipart/form-data"])
+    return st.one_of(
+        st.tuples(form_type, fields.map(lambda field: urlencode([field]).encode())),
+        st.tuples(
+            form_type,
+            st.lists(fields, min_size=1, max_size=3)
+            .flatmap(lambda more: st.permutations([_PAIR, *more]))
+            .map(lambda all_fields: urlencode(all_fields).encode()),
+        ),
+        st.lists(part_fields, min_size=1, max_size=3).flatmap(lambda more: st.permutations([_PAIR, *more])).flatmap(
+            _multipart
+        ),
+        part_fields.map(lambda field: [field]).flatmap(_multipart),
+        _multipart([_PAIR], close=False),
+        st.tuples(other_types, st.just(b"List-Unsubscribe=One-Click")),
+        st.tuples(form_type, st.sampled_from(_NEAR_MISSES)),
+        # Random bytes under any type: without '%' or the value itself, no spelling of the pair.
+        st.tuples(st.one_of(form_type, other_types), st.binary(max_size=200)).filter(
+            lambda typed: b"%" not in typed[1] and b"One-Click" not in typed[1]
+        ),
+    ).map(lambda typed: (typed[0], typed[1], False))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=st.one_of(_the_pair(), _not_the_pair()))
+async def test_only_the_exact_pair_in_either_encoding_records_and_no_body_is_a_server_error(
+    route: tuple[str, RecordingClient], pool: AsyncConnectionPool, case: tuple[str | None, bytes, bool]
+) -> None:
+    """A POST to a valid link records an unsubscribe exactly when its body is List-Unsubscribe=One-Click,
+    urlencoded (any %XX spelling, any charset parameter) or multipart (any boundary, preamble, epilogue);
+    any other body (another name or value, more fields, a truncated multipart, another media type, random
+    bytes) is answered 400 with nothing recorded; never a 500."""
+    base, _ = route
+    content_type, body, recorded = case
+    to = fresh_address()
+    headers = {"Content-Type": content_type} if content_type is not None else {}
+    answer = await call(base, "POST", link(to), content=body, headers=headers)
+    assert answer.status_code == (200 if recorded else 400), (content_type, body, answer.status_code)
+    assert len(await rows(pool, to)) == (1 if recorded else 0), (content_type, body)

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.fingerprints import Keyring, canonical_recipient, keyring_from, short
+from herald.recipients import RecipientRefused
 from herald.variables import InvalidSetting
 
 KEY_A = secrets.token_bytes(32)
@@ -28,8 +29,9 @@ def test_spellings_of_one_address_are_one_recipient() -> None:
     assert len({ring.recipient(s) for s in spellings}) == 1
     # An internationalised domain is compared in its ASCII form.
     assert canonical_recipient("Anna@Bücher.DE") == canonical_recipient("anna@xn--bcher-kva.de")
-    # Numbers are already canonical; two numbers never collide.
+    # Two numbers never collide; two spellings of one number are one (herald.recipients).
     assert ring.recipient("+15551230001") != ring.recipient("+15551230002")
+    assert ring.recipient("+1 (555) 123-0001") == ring.recipient("+15551230001")
 
 
 def test_a_brute_force_over_numbers_without_the_key_finds_nothing() -> None:
@@ -75,7 +77,12 @@ def test_a_keyring_never_prints_its_keys() -> None:
 
 
 @given(st.text(max_size=80))
-def test_canonical_form_never_raises_and_is_stable(value: str) -> None:
-    """Whatever an operator types (erase takes free text), canonicalising answers, and twice is once."""
-    once = canonical_recipient(value)
+def test_canonical_form_answers_or_refuses_and_is_stable(value: str) -> None:
+    """Whatever reaches it, canonicalising answers or refuses by the doors' rule (no spelling the doors
+    refuse gets a fingerprint of its own), and twice is once."""
+    try:
+        once = canonical_recipient(value)
+    except RecipientRefused:
+        assert "@" not in value  # a number's rule; an address that fails validation is still compared
+        return
     assert canonical_recipient(once) == once

@@ -106,6 +106,8 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_CODEC_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES (configured ids: none)"),
     ("HERALD_FINGERPRINT_KEYS", "k1:c2hvcnQtc2VjcmV0", "key k1: must decode to 32 bytes (HMAC-SHA-256), not 12"),
     ("HERALD_FINGERPRINT_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES (configured ids: none)"),
+    ("HERALD_KEY_ENCRYPTION_KEYS", "w1:c2hvcnQtc2VjcmV0", "key w1: must decode to 32 bytes (AES-256), not 12"),
+    ("HERALD_KEY_ENCRYPTION_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_KEY_ENCRYPTION_KEYS or HERALD_KEY_ENCRYPTION_KEY_FILES (configured ids: none)"),
     ("HERALD_UNSUBSCRIBE_KEYS", "u1:c2hvcnQtc2VjcmV0", "key u1: must decode to 32 bytes (HMAC-SHA-256), not 12"),
     ("HERALD_UNSUBSCRIBE_ACTIVE_KEY", "zz-unknown", "must be the id of a key in HERALD_UNSUBSCRIBE_KEYS or HERALD_UNSUBSCRIBE_KEY_FILES (configured ids: none)"),
     ("HERALD_UNSUBSCRIBE_URL", "http://hooks.example.com", "must be an https:// URL with a host (RFC 8058: mail clients post only to HTTPS), e.g. https://hooks.example.com"),
@@ -189,7 +191,8 @@ def test_a_bad_line_of_a_key_file_is_refused_without_the_line(tmp_path: Path) ->
 def test_the_bad_value_table_covers_every_variable_of_the_model() -> None:
     """A variable added to the model without a bad-value case here fails this test."""
     covered = {name for name, _, _ in BAD_VALUES} | {
-        "HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES", "HERALD_UNSUBSCRIBE_KEY_FILES"
+        "HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES", "HERALD_UNSUBSCRIBE_KEY_FILES",
+        "HERALD_KEY_ENCRYPTION_KEY_FILES",
     }
     declared = {name.replace("*", "AUTHORIZATION") for name in RULES}
     assert declared == covered

@@ -15,6 +15,7 @@ import pytest
 from herald import cli_input, cli_services, fingerprints
 from herald.cli import commands as starter
 from herald.cli_input import CliInputError
+from herald.recipients import NUMBER_RULE
 from herald.settings import load_settings
 
 # The command line's own reading of settings, before a test replaces it (use_env).
@@ -273,11 +274,13 @@ def test_usage_errors_are_one_line_without_the_value(
     ("argv", "expected", "hidden"),
     [
         (["consent", "grant", "555-0100", "marketing", "--source", "form"],
-         "RECIPIENT: must be an E.164 number: '+' then 8 to 15 digits, no spaces, or an e-mail address (local-part@domain)", "555-0100"),
+         f"RECIPIENT: {NUMBER_RULE}; or an e-mail address (local-part@domain)", "555-0100"),
+        (["erase", "+15551230001\n", "--operator", "al", "--reason", "r"],
+         f"RECIPIENT: {NUMBER_RULE}; or an e-mail address (local-part@domain)", "5551230001"),
         (["suppression", "lift", PHONE, "--channel", "email", "--operator", "al", "--reason", "r"],
          "RECIPIENT: must be an e-mail address (local-part@domain)", PHONE),
         (["suppression", "lift", "alice@example.com", "--channel", "sms", "--operator", "al", "--reason", "r"],
-         "RECIPIENT: must be an E.164 number: '+' then 8 to 15 digits, no spaces", "alice@example.com"),
+         f"RECIPIENT: {NUMBER_RULE}", "alice@example.com"),
     ],
 )  # fmt: skip
 def test_recipients_are_checked_before_the_ledger(

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from herald.send_policy import Category
-from herald.settings import UnsubscribeSettings, load_settings
+from herald.settings import InvalidSetting, UnsubscribeSettings, load_settings
 from herald.unsubscribe import (
     MAX_TOKEN_CHARS,
     NoLink,
@@ -19,6 +19,7 @@ from herald.unsubscribe import (
     TokenRefused,
     TokenRule,
     UnsubscribeLinks,
+    is_one_click,
     issue,
     needs_link,
     read,
@@ -183,18 +184,131 @@ def test_the_link_defaults_to_the_receipt_servers_url_and_refuses_what_would_bre
             links.header(fingerprint=FINGERPRINT, category=Category.MARKETING, receipts_url=receipts_url, now=NOW)
 
 
+@pytest.mark.parametrize(
+    ("base_url", "receipts_url"),
+    [
+        (None, "http://127.0.0.1:8235"),
+        (None, "HTTP://hooks.example.com"),
+        (None, "ftp://hooks.example.com"),
+        (None, "https://"),
+        (None, "//hooks.example.com"),
+        ("http://u.example.com", "https://r.example"),  # past the settings (a copy, a hand-built section)
+    ],
+)
+def test_a_link_is_https_or_not_written(base_url: str | None, receipts_url: str) -> None:
+    """RFC 8058 clients post only to https: a base that is not https:// with a host (the receipt server's
+    http URL as the fallback, or a configured one that escaped the settings' rule) is NoLink, never a header."""
+    links = UnsubscribeLinks(KEYS, base_url=base_url, mailto=None, ttl=timedelta(days=60))
+    with pytest.raises(NoLink, match=r"^HERALD_UNSUBSCRIBE_URL: the link must be https:// \(RFC 8058\)"):
+        links.header(fingerprint=FINGERPRINT, category=Category.MARKETING, receipts_url=receipts_url, now=NOW)
+
+
+def _keys_env(**more: str) -> dict[str, str]:
+    return {"HERALD_UNSUBSCRIBE_KEYS": f"u1:{base64.b64encode(secrets.token_bytes(32)).decode()}", **more}
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        _keys_env(),  # the receipt server's default public URL: http://127.0.0.1:8235
+        _keys_env(HERALD_RECEIPT_PUBLIC_URL="http://hooks.example.com"),
+        _keys_env(HERALD_RECEIPT_PUBLIC_URL="http://hooks.example.com", HERALD_UNSUBSCRIBE_URL=""),  # blank: unset
+    ],
+)
+def test_settings_refuse_an_http_fallback_for_the_links_at_load(env: dict[str, str]) -> None:
+    """Keys to sign links, no HERALD_UNSUBSCRIBE_URL, and a receipt server URL that is not https://: refused
+    when the settings load, one line naming HERALD_UNSUBSCRIBE_URL and the rule, the key never in it."""
+    with pytest.raises(InvalidSetting) as refused:
+        load_settings(env)
+    assert str(refused.value) == (
+        "HERALD_UNSUBSCRIBE_URL: required when HERALD_UNSUBSCRIBE_KEYS are set and HERALD_RECEIPT_PUBLIC_URL, "
+        "which the links fall back to, is not https:// (RFC 8058: mail clients post only to HTTPS); set an "
+        "https:// URL, e.g. https://hooks.example.com"
+    )
+    assert env["HERALD_UNSUBSCRIBE_KEYS"].split(":")[1] not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        _keys_env(HERALD_UNSUBSCRIBE_URL="https://unsubscribe.example.com"),  # http callbacks, https links
+        _keys_env(HERALD_RECEIPT_PUBLIC_URL="https://hooks.example.com"),  # the fallback is https
+        {"HERALD_RECEIPT_PUBLIC_URL": "http://hooks.example.com"},  # no keys: no link is ever written
+    ],
+)
+def test_settings_take_an_https_link_base_or_no_keys(env: dict[str, str]) -> None:
+    """An https:// HERALD_UNSUBSCRIBE_URL beside an http:// receipt URL, an https:// fallback, or no keys: loaded."""
+    loaded = load_settings(env)
+    links = UnsubscribeLinks.from_settings(loaded.email.unsubscribe)
+    if links is not None:
+        value = links.header(
+            fingerprint=FINGERPRINT, category=Category.MARKETING, receipts_url=loaded.receipts.public_url, now=NOW
+        )
+        assert value.startswith("<https://")
+
+
+@pytest.mark.parametrize("category", [Category.TRANSACTIONAL, Category.ACCOUNT])
+def test_no_token_is_made_or_read_for_mail_that_carries_no_link(category: Category) -> None:
+    """issue() refuses transactional and account tokens; one signed with our key all the same (a leaked key,
+    an older build) reads as NO_LINK_CATEGORY (403), never as a request to stop receipts."""
+    with pytest.raises(ValueError, match=f"^category: {category.value} e-mail carries no unsubscribe link"):
+        _token(category=category)
+    raw = bytearray(_raw(_token()))
+    category_at = len(raw) - 32 - 16 - 4 - 1
+    raw[category_at] = {Category.TRANSACTIONAL: 0, Category.ACCOUNT: 1}[category]
+    signed = bytes(raw[:-32])
+    tag = KEYS.tag("u1", signed)
+    assert tag is not None
+    assert _refused(_spelled(signed + tag)) is TokenRule.NO_LINK_CATEGORY
+    assert TokenRule.NO_LINK_CATEGORY.status_code == 403
+
+
 def test_the_settings_read_the_keys_into_both_sections_and_refuse_what_cannot_work(tmp_path) -> None:
     """One set of variables reaches the e-mail section (signs) and the receipt section (verifies); a bad
     value is one line naming its variable, the key never in it."""
     key = base64.b64encode(secrets.token_bytes(32)).decode()
-    loaded = load_settings({"HERALD_UNSUBSCRIBE_KEYS": f"u1:{key}", "HERALD_UNSUBSCRIBE_TTL_DAYS": "45"})
+    loaded = load_settings(
+        {"HERALD_UNSUBSCRIBE_KEYS": f"u1:{key}", "HERALD_UNSUBSCRIBE_TTL_DAYS": "45",
+         "HERALD_RECEIPT_PUBLIC_URL": "https://r.example"}
+    )  # fmt: skip
     assert loaded.email.unsubscribe == loaded.receipts.unsubscribe
     assert loaded.email.unsubscribe.ttl_days == 45 and loaded.email.unsubscribe.url is None
     signer = UnsubscribeLinks.from_settings(loaded.email.unsubscribe)
     verifier = TokenKeys.from_settings(loaded.receipts.unsubscribe)
     assert signer is not None and verifier is not None and key not in repr(verifier)
     token = signer.header(
-        fingerprint=FINGERPRINT, category=Category.MARKETING, receipts_url="https://r.example", now=NOW
+        fingerprint=FINGERPRINT, category=Category.MARKETING, receipts_url=loaded.receipts.public_url, now=NOW
     )
     assert read(verifier, token.split("/unsubscribe/")[1].rstrip(">"), now=NOW).fingerprint == FINGERPRINT
     assert UnsubscribeLinks.from_settings(UnsubscribeSettings()) is None
+
+
+_PART = b'Content-Disposition: form-data; name="List-Unsubscribe"\r\n\r\nOne-Click\r\n'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "one_click"),
+    [
+        ("application/x-www-form-urlencoded", b"List-Unsubscribe=One-Click", True),
+        ("application/x-www-form-urlencoded; charset=UTF-8", b"List-Unsubscribe=One%2dClick", True),
+        ("multipart/form-data; boundary=b1", b"--b1\r\n" + _PART + b"--b1--\r\n", True),
+        # An apostrophe is a token character: a bare boundary may hold one (the stdlib's newer header
+        # parser read it as RFC 2231's charset'language' mark and lost the boundary).
+        ("multipart/form-data; boundary=o'k", b"--o'k\r\n" + _PART + b"--o'k--\r\n", True),
+        ('multipart/form-data; boundary="a b:c"', b"--a b:c\r\n" + _PART + b"--a b:c--\r\n", True),
+        ("multipart/form-data; boundary=b1", b"--b1\r\n" + _PART, False),  # no closing delimiter
+        ("multipart/form-data; boundary=b2", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("multipart/form-data; boundary*=utf-8''b1", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("multipart/form-data", b"--b1\r\n" + _PART + b"--b1--\r\n", False),
+        ("application/x-www-form-urlencoded", b"", False),
+        ("application/x-www-form-urlencoded", b"List-Unsubscribe=Nope", False),
+        ("text/plain", b"List-Unsubscribe=One-Click", False),
+        (None, b"List-Unsubscribe=One-Click", False),
+    ],
+)
+def test_is_one_click_takes_the_pair_in_either_encoding_and_nothing_else(
+    content_type: str | None, body: bytes, one_click: bool
+) -> None:
+    """RFC 8058's body, form-encoded or multipart (any legal boundary, quoted or bare): one-click; an empty body,
+    another value, another media type, a multipart body that is not closed or names another boundary: not."""
+    assert is_one_click(content_type, body) is one_click
