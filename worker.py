@@ -133,11 +133,12 @@ ProviderFactory = Callable[[Settings], dict[Channel, Provider]]
 async def run_worker(settings: Settings, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:
     if settings.database_url is None:
         raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
-    # Checked once before anything polls: a worker without its ledger would take tasks it can only
-    # fail. Unreachable at start is one line naming DATABASE_URL, as from every other Herald process.
-    await reach_database(settings.database_url.get_secret_value())
     fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
     keks = key_encryption.from_settings(settings)  # unwrap recipients' data keys; none: one line, no start
+    # Checked once before anything polls (after the settings, which need no network): a worker without
+    # its ledger would take tasks it can only fail. Unreachable at start is one line naming
+    # DATABASE_URL, as from every other Herald process.
+    await reach_database(settings.database_url.get_secret_value())
     async with AsyncExitStack() as stack:
         adapters = providers(settings)  # first: a provider setting that cannot work stops the start here
         for adapter in adapters.values():
