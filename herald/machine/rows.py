@@ -3,7 +3,7 @@
 Rows are buffered and written at checkpoints: with each submit (the submit activity writes them
 before it calls the provider), before every wait that may be long, before continue-as-new and at
 the close. Each row carries the workflow time of its decision, not of its write, and a
-deterministic key (the workflow numbers transitions and observations), so a repeated write is the
+deterministic key (the machine numbers transitions and observations), so a repeated write is the
 same rows. Pure: the machine passes the time and the run id.
 """
 
