@@ -137,8 +137,9 @@ async def run_worker(opened: ProcessRuntime, stop: asyncio.Event, providers: Pro
     # fingerprint, and the activities unwrap recipients' data keys; none is one line, no start.
     keyring = opened.keyring()
     opened.keks()
-    # Checked once before anything polls: a worker without its ledger would take tasks it can only
-    # fail. Unreachable at start is one line naming DATABASE_URL, as from every other Herald process.
+    # Checked once before anything polls (after the settings, which need no network): a worker without
+    # its ledger would take tasks it can only fail. Unreachable at start is one line naming
+    # DATABASE_URL, as from every other Herald process.
     url = await opened.reach(LEDGER, "required: the worker needs the ledger (the local launcher sets it)")
     async with AsyncExitStack() as stack:
         adapters = providers(settings, keyring)  # first: a provider setting that cannot work stops the start here

@@ -60,6 +60,7 @@ LEGACY_PREFIX = "sealed:1:"
 # How migration 020 named the key generations already in the ledger: those sealed `sealed:1:` tokens.
 LEGACY_KEY_ID = "v1."
 _NONCE_BYTES = 12
+_TAG_BYTES = 16  # AES-GCM's authentication tag, at the end of every ciphertext
 _KEY_BYTES = 32
 # 48 random bits, 8 base64url characters in every token: ids only tell one person's generations apart.
 _KEY_ID_BYTES = 6
@@ -328,6 +329,9 @@ class Opening:
             raw = base64.urlsafe_b64decode(token.data)
         except ValueError:  # binascii.Error: not a token this vault wrote
             raise SealedValueCorrupt(field) from None
+        if len(raw) < _NONCE_BYTES + _TAG_BYTES:
+            # Shorter than a nonce and a tag: no key could open it (AES-GCM refuses a short nonce outright).
+            raise SealedValueCorrupt(field)
         for again in (False, True):
             row = await self._row(token.fingerprint, again=again)
             if not _current(token, row):

@@ -281,6 +281,8 @@ async def test_a_report_after_the_close_is_recorded_and_counted(
     assert await emulator.release_callbacks(to) == 1
     (conflict,) = await _eventually(lambda: _conflict_observations(pool, workflow_id), "the conflicting observation")
     assert conflict["attempt_number"] == 1 and "after the intent closed" in conflict["reason"]
+    # The rule the machine applies before the close names the later copy after it too.
+    assert "later attempt(s) [2] went to the provider too" in conflict["reason"]
     (row,) = await _contradictions(pool, workflow_id)
     assert (row["cause"], row["copy_went_out"], row["later_copies"], row["after_close"]) == ("lookup_not_found", True, 1, True)
     after = await ledger_report(pool)

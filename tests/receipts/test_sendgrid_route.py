@@ -329,7 +329,7 @@ def test_a_malformed_verification_key_stops_the_endpoint_at_construction() -> No
     with pytest.raises(ValueError, match="public key"):
         ReceiptEndpoint(
             ReceiptSettings(sendgrid_public_key="bm90IGEga2V5"),
-            auth_token="x", pool=None, client=None,  # type: ignore[arg-type], keyring=KEYRING
+            auth_token="x", pool=None, client=None, keyring=KEYRING,  # type: ignore[arg-type]
         )  # fmt: skip
 
 
