@@ -265,9 +265,7 @@ class RecipientVault:
         if is_sealed(intent.recipient):
             return intent
         fingerprint = intent.recipient_fingerprint
-        if (
-            fingerprint is None
-        ):  # build_intent always sets it: only an intent recorded before keyed fingerprints lacks it
+        if fingerprint is None:  # build_intent always sets it; only an intent recorded before keyed ones lacks it
             raise ValueError("recipient_fingerprint: required to seal an intent (build it with build_intent)")
         key_id, key = await self._sealing_key(fingerprint)
 
