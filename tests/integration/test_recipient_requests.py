@@ -61,23 +61,9 @@ async def test_an_unsubscribe_stops_its_own_category_only(pool: AsyncConnectionP
     async with pool.connection() as conn:
         await record_requests(conn, [_request(to, "unsubscribe", category=Category.MARKETING)])
         later = datetime.now(UTC) + timedelta(seconds=1)
-        marketing = await standing(
-            conn,
-            at=later,
-            recipient=to,
-            channel="sms",
-            category=Category.MARKETING,
-            workflow_id="x",
-            fps=SESSION_KEYRING.recipient_candidates(to),
-        )
-        receipts = await standing(
-            conn,
-            at=later,
-            recipient=to,
-            channel="sms",
-            category=Category.TRANSACTIONAL,
-            workflow_id="x",
-            fps=SESSION_KEYRING.recipient_candidates(to),
-        )
+        marketing = await standing(conn, at=later, recipient=to, channel="sms", category=Category.MARKETING,
+                                   workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
+        receipts = await standing(conn, at=later, recipient=to, channel="sms", category=Category.TRANSACTIONAL,
+                                  workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"]
     assert receipts.suppressions == []

@@ -137,24 +137,10 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     assert len(row["source_ref"]) == 32 and row["source_ref"] not in token
     later = datetime.now(UTC) + timedelta(seconds=1)
     async with pool.connection() as conn:
-        marketing = await standing(
-            conn,
-            at=later,
-            recipient=to,
-            channel="email",
-            category=Category.MARKETING,
-            workflow_id="x",
-            fps=SESSION_KEYRING.recipient_candidates(to),
-        )
-        receipts = await standing(
-            conn,
-            at=later,
-            recipient=to,
-            channel="email",
-            category=Category.TRANSACTIONAL,
-            workflow_id="x",
-            fps=SESSION_KEYRING.recipient_candidates(to),
-        )
+        marketing = await standing(conn, at=later, recipient=to, channel="email", category=Category.MARKETING,
+                                   workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
+        receipts = await standing(conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL,
+                                  workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"] and receipts.suppressions == []
 
 
