@@ -124,11 +124,9 @@ async def _paced_route(client: Client, route: ProcessRuntime, config: StackConfi
         yield PacedRoute(herald, config.paced_route.submit_rate_limit, release)
 
 
-async def _demo_again(config: StackConfig, emulator_url: str | None) -> str:
-    """`python -m devstack demo`: the scenario against the stack `make run` started, found through the
-    variables it wrote to `<state folder>/stack.env` (the environment's own win), with the ledger's
+async def _demo_again(config: StackConfig, runtime: ProcessRuntime, emulator_url: str | None) -> str:
+    """`python -m devstack demo`: the scenario against the stack `make run` started, with the ledger's
     scenes when the stack has one."""
-    runtime = ProcessRuntime(load_settings(environment(config.state_path / STACK_ENV)))
     emulator_url = emulator_url or f"http://{config.emulator.host}:{config.emulator.port}"
     esp_url = f"http://{config.esp.host}:{config.esp.admin_port}"
     herald = HeraldClient(
@@ -147,11 +145,19 @@ async def _demo_again(config: StackConfig, emulator_url: str | None) -> str:
 
 
 def demo_again(config: StackConfig, emulator_url: str | None) -> int:
-    """Play the demo again; a failure (the stack not running, say) is one line and an exit code."""
+    """Play the demo again, against the stack found through the variables the launcher wrote to
+    `<state folder>/stack.env` (the environment's own win); a failure (the stack not running, say)
+    is one line and an exit code. Temporal's runtime is this command's own, stopped before the
+    interpreter finalizes, as starter.py's (herald.runtime.process explains why)."""
+    runtime = ProcessRuntime(
+        lambda: load_settings(environment(config.state_path / STACK_ENV)), own_temporal_runtime=True
+    )
     try:
-        print(asyncio.run(_demo_again(config, emulator_url)))
+        print(asyncio.run(_demo_again(config, runtime, emulator_url)))
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 (one line, as the product's entry points)
         return exits.fail(*exits.failure(error))
+    finally:
+        runtime.close()
     return 0
 
 

@@ -163,3 +163,4 @@ def test_what_the_command_line_says_a_report_stops_is_what_the_gate_suppresses(
         evidence = [(cause, "test", seen)] if cause != UNSUBSCRIBE or category is scope else []
         found = Standing(version=1, rules=rules, consent=True, suppressions=evidence, last_submit=None)
         assert (found.suppressed_because(category) is not None) == (category in stopped), (category, stopped)
+
