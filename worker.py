@@ -7,7 +7,7 @@ client, the ledger pool, the artifact store and one provider per configured
 channel (Twilio for SMS; an SMTP relay for e-mail when HERALD_SMTP_HOST is set),
 and its telemetry: a Prometheus endpoint for the SDK's and Herald's worker
 metrics when HERALD_WORKER_METRICS_ADDRESS is set, traces when an OTLP
-endpoint is (herald.tracing).
+endpoint is (herald.temporal.tracing).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald.artifacts import PostgresArtifactStore
-from herald.fingerprints import Keyring
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.store import open_pool
 from herald.metrics.runtime import worker_runtime
-from herald.pacing import Pacer
+from herald.privacy.fingerprints import Keyring
+from herald.providers.pacing import Pacer
 from herald.providers.port import Provider
 from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
@@ -40,8 +40,8 @@ from herald.runtime import exits
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.runtime.reach import ServiceUnreachable
 from herald.settings import Settings, load_settings
-from herald.task_queues import submit_task_queue
-from herald.tracing import tracer_provider, tracing_interceptors
+from herald.temporal.task_queues import submit_task_queue
+from herald.temporal.tracing import tracer_provider, tracing_interceptors
 from workflows.notification import NotificationWorkflow
 
 log = logging.getLogger("herald.worker")
@@ -103,12 +103,12 @@ def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, p
 
 
 def build_submit_worker(client: Client, settings: Settings, provider: ProviderActivities) -> Worker:
-    """The submit worker: provider submits only, on their own task queue (see herald.task_queues).
+    """The submit worker: provider submits only, on their own task queue (see herald.temporal.task_queues).
 
     With HERALD_SUBMIT_RATE_LIMIT set, the Temporal server paces the dispatch of submit tasks
     to that many per second for the whole queue, across every worker on every machine polling
     it: a task waits in the server's queue, not in a worker. The submit activity also spaces its
-    own provider calls at that pace (herald.pacing), which only smooths the server's bursts.
+    own provider calls at that pace (herald.providers.pacing), which only smooths the server's bursts.
     """
     return Worker(
         client,

@@ -5,13 +5,13 @@ from __future__ import annotations
 from psycopg_pool import AsyncConnectionPool
 from temporalio import activity
 
-from herald.contracts import DispatchQuery
+from herald.core.contracts import DispatchQuery
+from herald.core.rows import IntentRecorded, LedgerBatch
+from herald.core.send_policy import DispatchOrder, dispatch_order
+from herald.core.silence import EventStream, EventStreamQuery
 from herald.ledger import event_streams, policy_store, store
 from herald.ledger.group_commit import GroupCommit
-from herald.ledger.records import IntentRecorded, LedgerBatch
-from herald.recipient_vault import RecipientVault
-from herald.send_policy import DispatchOrder, dispatch_order
-from herald.silence import EventStream, EventStreamQuery
+from herald.privacy.recipient_vault import RecipientVault
 
 _ORDER_CONNECT_SECONDS = 1.0
 

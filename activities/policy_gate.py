@@ -18,10 +18,10 @@ from phonenumbers import timezone as number_zones
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from herald.fingerprints import Keyring
+from herald.core.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
 from herald.ledger import policy_store
-from herald.recipient_vault import is_sealed
-from herald.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.recipient_vault import is_sealed
 
 log = logging.getLogger("herald.activities")
 
@@ -59,7 +59,7 @@ class PolicyGate:
 
     def _fingerprints(self) -> list[str]:
         """Every fingerprint the recipient's standing may be recorded under, the active key's first:
-        of the canonical number or address (herald.fingerprints canonicalises inside, and refuses
+        of the canonical number or address (herald.privacy.fingerprints canonicalises inside, and refuses
         what is neither). A recipient still sealed here could not be opened (erased since it was
         sealed; the submit refuses it): as before, it is looked up under the token's own
         fingerprint, which no standing is recorded under, so no one's standing is read."""

@@ -18,8 +18,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
 from activities.policy_gate import PolicyGate
-from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
-from herald.contracts import (
+from herald.core.artifacts import ArtifactMismatch, verify
+from herald.core.contracts import (
     AlreadyRecorded,
     Held,
     LookupInput,
@@ -30,17 +30,18 @@ from herald.contracts import (
     SubmitInput,
     SubmitStep,
 )
-from herald.delivery_policy import DeliveryPolicy
-from herald.fingerprints import Keyring
-from herald.intent import Channel
-from herald.key_encryption import KeyUnavailable
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import Channel
+from herald.core.outcomes import Candidates, LookupOutcome, Rejected, SubmitOutcome, Unavailable
 from herald.ledger import claims, store
+from herald.ledger.artifacts import ArtifactStore
 from herald.metrics.instruments import ProviderCall, record_queue_age
-from herald.outcomes import Candidates, LookupOutcome, Rejected, SubmitOutcome, Unavailable
-from herald.pacing import Pacer
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.key_encryption import KeyUnavailable
+from herald.privacy.recipient_vault import UNOPENABLE, Opening, RecipientVault
+from herald.providers.pacing import Pacer
 from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
-from herald.recipient_vault import UNOPENABLE, Opening, RecipientVault
-from herald.route_backlog import SERVER_DEFAULT_PRIORITY
+from herald.temporal.route_backlog import SERVER_DEFAULT_PRIORITY
 
 # The submit's answers that came from the provider (accepted, "not now", a refusal): their time
 # since the attempt was prepared is the route's queue age. Unknown and unreachable have none.
@@ -66,7 +67,7 @@ class ProviderActivities:
         keyring: Keyring,
     ) -> None:
         self._providers = dict(providers)
-        # Opens the sealed recipient, body and subject (herald/recipient_vault.py) just before use.
+        # Opens the sealed recipient, body and subject (herald/privacy/recipient_vault.py) just before use.
         self._vault = vault
         # Names the recipient as the policy gate and a lookup's claims know them.
         self._keyring = keyring
@@ -136,7 +137,7 @@ class ProviderActivities:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
             return sent(SubmitOutcome(result=Rejected(reason=str(error))))
         if self._pacer is not None:
-            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.pacing).
+            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.providers.pacing).
             await self._pacer.wait()
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
             outcome = await provider.submit(

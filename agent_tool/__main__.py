@@ -17,7 +17,7 @@ from agent_tool.server import json_schema, serve
 from agent_tool.tools import CALLERS, Caller
 from herald.runtime.process import ProcessRuntime
 from herald.settings import InvalidSetting, load_settings
-from herald.variables import given_variables
+from herald.settings.variables import given_variables
 
 CALLER_VARIABLE = "HERALD_AGENT_CALLER"
 

@@ -26,7 +26,7 @@ from agent_tool.tools import (
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.runtime.process import ProcessRuntime
-from herald.tracing import tracer_provider, tracing_interceptors
+from herald.temporal.tracing import tracer_provider, tracing_interceptors
 
 server = MCPServer(
     "herald-notify",

@@ -24,10 +24,10 @@ from pydantic import Field
 
 from agent_tool.store import DemoStore
 from herald.client import HeraldClient
-from herald.errors import HeraldError, IntentNotFound
-from herald.intent import Channel
-from herald.outcomes import Frozen
-from herald.send_policy import PRIORITY_KEYS
+from herald.core.intent import Channel
+from herald.core.outcomes import Frozen
+from herald.core.send_policy import PRIORITY_KEYS
+from herald.intake.errors import HeraldError, IntentNotFound
 
 
 class SellerAction(str, Enum):

@@ -46,7 +46,7 @@ WARMUP_INTENTS = 10
 RUNNERS = {"naive": run_naive, "floor": run_floor, "herald": run_herald}
 # The limited worker's HERALD_SUBMIT_RATE_LIMIT as a fraction of the emulator's limit L. Temporal's
 # matcher lets rate + 1 tasks out at once after a quiet spell (a GCRA with a one-second burst); the
-# emulator's bucket holds L. The submit activity spaces its calls 1/rate apart (herald.pacing), so
+# emulator's bucket holds L. The submit activity spaces its calls 1/rate apart (herald.providers.pacing), so
 # that burst reaches the provider smoothed and 0.97 L costs no 429 (`--submit-rate` tries others).
 SUBMIT_RATE_FRACTION = 0.97
 # The backlog pass's route limit L when the rate-limit pass is skipped (`--rate-limit 0`).

@@ -41,12 +41,12 @@ from bench.common import fresh_recipient, new_tag, offer, wait_until, workflows_
 from bench.context import Bench
 from bench.herald_run import limited_route
 from bench.measure import CpuMeter
-from herald.contracts import attempt_ref
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import workflow_id_for
+from herald.core.contracts import attempt_ref
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import workflow_id_for
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import SHARED_TENANT, Category, PolicyRules
 from herald.ledger.policy_store import grant_consent, publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import SHARED_TENANT, Category, PolicyRules
 
 ARMS = ("on", "off")
 # The classes of intent, in the order the report shows them.
@@ -55,7 +55,7 @@ CLASSES = (URGENT, TENANT_B, TENANT_A)
 # The "off" arm's one priority for every category: Temporal's default key, so the submit queue
 # orders by arrival alone, as it did before priorities existed.
 FLAT_PRIORITY = 3
-# Each class's template (its category decides the built-in priority: herald/send_policy.py
+# Each class's template (its category decides the built-in priority: herald/core/send_policy.py
 # BUILT_IN_PRIORITY) and tenant in the "on" arm.
 CLASS_DATA = {"class_name": "Morning yoga", "starts_at": "Mon 09:00"}
 TEMPLATES: dict[str, tuple[str, Category, dict[str, str | int], str]] = {
@@ -88,7 +88,7 @@ class ClassFigures:
     # Per attempt, seconds: prepared -> the attempt row written by the submit activity (taken off the route queue).
     route_waits: list[float] = field(default_factory=list)
     # Per accepted message, seconds: its attempt row written -> created at the emulator: the submit
-    # activity's pacer (herald.pacing, first come first served in the worker) and the provider call.
+    # activity's pacer (herald.providers.pacing, first come first served in the worker) and the provider call.
     row_to_accepted: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> the attempt prepared (first attempt).
     start_to_prepared: list[float] = field(default_factory=list)

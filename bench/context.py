@@ -13,10 +13,10 @@ from bench.common import Phase
 from bench.measure import CpuMeter, rss_mib
 from bench.stack import BenchStack
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
+from herald.core.delivery_policy import DeliveryPolicy
 from herald.runtime.process import ProcessRuntime
 from herald.settings import Settings, load_settings
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 
 # Display columns, and which process plays each part in each variant (absent = not involved).
 COLUMNS = ("temporal", "worker", "receipts", "postgres", "emulator", "driver")

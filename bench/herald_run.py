@@ -41,10 +41,10 @@ from bench.context import ROLES, Bench
 from bench.measure import CpuMeter, rss_mib
 from devstack.processes import free_port, wait_for_port
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import workflow_id_for
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import workflow_id_for
 from herald.providers.twilio_signature import compute_signature
-from herald.task_queues import submit_task_queue
+from herald.temporal.task_queues import submit_task_queue
 
 # Parked and report-path intents wait for a report with their first status poll an hour away,
 # so the figures isolate what they measure (memory of open intents; the report path) from

@@ -30,7 +30,7 @@ from bench.backlog import (
 from bench.common import UNLIMITED_CONCURRENCY, Phase, percentile
 from bench.context import COLUMNS
 from bench.herald_run import CALLBACK_CONCURRENCY, ParkedResult, RateLimitResult, ReceiptsResult
-from herald.send_policy import BUILT_IN_PRIORITY
+from herald.core.send_policy import BUILT_IN_PRIORITY
 
 # RESULTS.md is regenerated above this line; what a person wrote below it is kept.
 HAND_WRITTEN_MARKER = (
@@ -370,7 +370,7 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             " start), the workflow task queue (where tenant A's batch queues too, at `start_priority`), and the"
             " intent's first workflow task on the worker with its local activities. prepared → row written: until"
             " the submit activity wrote the attempt row (`attempts.recorded_at`); row written → accepted: the submit's"
-            " pacer (herald/pacing.py, first come first served within the worker) and the provider call."
+            " pacer (herald/providers/pacing.py, first come first served within the worker) and the provider call."
         ),
         (
             "- the queue age split, per submit from the workflow's history (the server's event times): prepared →"

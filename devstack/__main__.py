@@ -31,17 +31,17 @@ from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
-from herald import cli_input
-from herald.artifacts import PostgresArtifactStore
+from herald.cli import input as cli_input
 from herald.client import HeraldClient
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
 from herald.runtime import exits
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.settings import load_settings
-from herald.variables import environment
-from herald.workflow_api import not_delivered_query
+from herald.settings.variables import environment
+from herald.temporal.workflow_api import not_delivered_query
 from worker import build_providers, build_submit_worker, build_worker, submit_pacer
 
 # How often the launcher looks for a child that died (and restarts it).

@@ -18,9 +18,9 @@ from psycopg.conninfo import make_conninfo
 from pydantic import Field, model_validator
 
 from devstack.private_files import create_private_once, make_private
-from herald.delivery_policy import DeliveryPolicy
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.outcomes import Frozen
 from herald.ledger.roles import app_database_url
-from herald.outcomes import Frozen
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
 from herald.settings import (
     CODEC_SERVER_PORT,
@@ -44,7 +44,7 @@ from herald.settings import (
     UnsubscribeSettings,
     as_variables,
 )
-from herald.temporal_profile import TEMPORAL_VARIABLES
+from herald.settings.temporal_profile import TEMPORAL_VARIABLES
 
 DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
 # The outbox relay's login on the demo service's database; its grants come from its group role,
@@ -376,7 +376,7 @@ class StackConfig(Frozen):
             **as_variables(temporal),
             **as_variables(settings),
             # Blank is unset: a Temporal Cloud profile or API key in the caller's shell must not
-            # reach this stack's processes (they inherit the shell; herald/temporal_profile.py).
+            # reach this stack's processes (they inherit the shell; herald/settings/temporal_profile.py).
             **{name: "" for name in TEMPORAL_VARIABLES},
         }
 

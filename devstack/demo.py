@@ -28,14 +28,15 @@ from agent_tool.store import demo_store
 from devstack.demo_email import a_one_click_unsubscribe_stops_marketing_email
 from devstack.demo_rows import CLASS, DemoRow, count_messages, notes, phone, settle
 from herald import outbox
-from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
-from herald.errors import HeraldError, InvalidIntent
-from herald.intent import Channel, parse_request
+from herald.core.contracts import IntentStatus
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category, PolicyRules
+from herald.intake.errors import HeraldError, InvalidIntent
+from herald.intake.requests import parse_request
+from herald.ledger.artifacts import ArtifactStore
 from herald.ledger.policy_store import grant_consent, policy_in_force, publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import Category, PolicyRules
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
 SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
@@ -211,7 +212,7 @@ async def urgent_overtakes_batch(
     as a 4/s route takes to send them, and there would be little queue left to overtake. Promotions
     the server had let out before the reminder's submit was queued still go first: those already at
     the emulator, and about a second's worth that the submit worker holds for its pacer
-    (herald/pacing.py smooths the server's bursts).
+    (herald/providers/pacing.py smooths the server's bursts).
 
     The first rows are the batch (left out of the table), the last is the reminder."""
     batch = [

@@ -13,13 +13,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from devstack.demo_rows import CLASS, DemoRow, notes, settle
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
-from herald.intent import Channel
+from herald.core.contracts import IntentStatus
+from herald.core.intent import Channel
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import grant_consent
 from herald.ledger.recipient_requests import requests_of
+from herald.privacy.unsubscribe import HEADER as LIST_UNSUBSCRIBE
 from herald.providers.smtp import REFERENCE_ARG
-from herald.send_policy import Category
-from herald.unsubscribe import HEADER as LIST_UNSUBSCRIBE
 
 # The one-click scene's promotion and receipt: e-mail templates (the promotion is marketing, so the
 # SMTP adapter gives it the List-Unsubscribe pair; the receipt is transactional and has none).

@@ -10,9 +10,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
-from herald.intent import Channel
-from herald.lifecycle import IntentState
+from herald.core.contracts import IntentStatus
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
 
 # A message that ended in one of these was never delivered; a retry after it is not a duplicate.
 _DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})

@@ -21,10 +21,11 @@ from enum import Enum
 from pathlib import Path
 
 from herald.client import HeraldClient, NoticeReceipt
-from herald.intent import Channel
-from herald.notice import NoticeRequest
-from herald.outcomes import Accepted, LookupOutcome, SubmitOutcome
-from herald.providers.port import CancelOutcome, Capabilities, MessageReference, OutboundMessage, Provider
+from herald.core.capabilities import Capabilities
+from herald.core.intent import Channel
+from herald.core.outcomes import Accepted, LookupOutcome, SubmitOutcome
+from herald.intake.notice import NoticeRequest
+from herald.providers.port import CancelOutcome, MessageReference, OutboundMessage, Provider
 
 
 class FaultPoint(str, Enum):

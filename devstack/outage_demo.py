@@ -18,8 +18,8 @@ from psycopg_pool import AsyncConnectionPool
 from devstack.demo import DemoRow, settle
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import Channel
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import Channel
 from herald.ledger.report import ledger_report
 
 # Long enough for the dropped e-mail's evidence window to close on a silent stream (the demo policy's

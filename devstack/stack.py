@@ -18,7 +18,7 @@ from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_p
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.roles import ensure_app_login
 from herald.outbox import schema_sql
-from herald.workflow_api import SEARCH_ATTRIBUTES
+from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
 
 log = logging.getLogger("devstack")
 
@@ -142,8 +142,8 @@ class LocalStack:
         return process
 
     def start_codec_server(self) -> ManagedProcess:
-        """The codec server the Web UI decrypts payloads through (herald/codec_server.py)."""
-        process = self._spawn("codec-server", [sys.executable, "-m", "herald.codec_server"], service=True)
+        """The codec server the Web UI decrypts payloads through (herald/codec/server.py)."""
+        process = self._spawn("codec-server", [sys.executable, "-m", "herald.codec"], service=True)
         wait_for_port(self.config.codec.host, self.config.codec.port, START_TIMEOUT_SECONDS, process.process)
         return process
 

@@ -20,17 +20,18 @@ from temporalio.common import Priority, WorkflowIDConflictPolicy, WorkflowIDReus
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
-from herald.delivery_policy import DeliveryPolicy
-from herald.errors import IntentConflict, IntentNotFound
-from herald.fingerprints import Keyring
-from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, same_intent, workflow_id_for
+from herald.core.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import Channel, Intent, workflow_id_for
+from herald.core.outcomes import Frozen
+from herald.core.send_policy import DispatchOrder, built_in_order
+from herald.intake.errors import IntentConflict, IntentNotFound
+from herald.intake.notice import NoticeRequest, parse_notice
+from herald.intake.requests import IntentRequest, build_intent, parse_request, same_intent
 from herald.ledger.policy_store import orders_at_start
-from herald.notice import NoticeRequest, parse_notice
-from herald.outcomes import Frozen
-from herald.recipient_vault import RecipientVault
-from herald.send_policy import DispatchOrder, built_in_order
-from herald.workflow_api import (
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.recipient_vault import RecipientVault
+from herald.temporal.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
     UPDATE_CANCEL,
@@ -64,7 +65,7 @@ class HeraldClient:
         policy: DeliveryPolicy | None = None,
         vault: RecipientVault | None = None,
     ) -> None:
-        """`keyring` (the fingerprint keys, herald/fingerprints.py) names each intent's recipient and
+        """`keyring` (the fingerprint keys, herald/privacy/fingerprints.py) names each intent's recipient and
         payload as the ledger and the policy gate know them. `vault` (the ledger's recipient keys)
         seals each intent's personal fields before they reach Temporal, so an erasure makes them
         unreadable there too; without one they travel under the deployment's codec key only,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from itertools import zip_longest
 
-from herald.contracts import IntentStatus
+from herald.core.contracts import IntentStatus
 
 _LABEL = 14
 _COLUMN = 58

@@ -28,8 +28,8 @@ from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, T
 from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import workflow_id_for
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import workflow_id_for
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.runtime.process import ProcessRuntime

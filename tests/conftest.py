@@ -36,16 +36,16 @@ from devstack.config import (
 )
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
-from herald.fingerprints import Keyring
-from herald.key_encryption import KeyWrapper
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.store import open_pool
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.key_encryption import KeyWrapper
+from herald.privacy.recipient_vault import RecipientVault
 from herald.receipts.app import POOL_CONNECTIONS_NEEDED, ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
-from herald.recipient_vault import RecipientVault
 from herald.settings import load_settings
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 from tests.support import (
     ADAPTER_READ_TIMEOUT,
     CONTINUE_AS_NEW_AFTER_EVENTS,

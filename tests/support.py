@@ -15,9 +15,9 @@ import httpx
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from herald.delivery_policy import DeliveryPolicy
-from herald.fingerprints import Keyring
-from herald.key_encryption import KeyWrapper
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.key_encryption import KeyWrapper
 from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
 
@@ -36,7 +36,7 @@ TEST_POLICY = DeliveryPolicy(
     poll_max=timedelta(seconds=3),
     resolution_horizon=timedelta(seconds=20),
     # E-mail: an unknown submit's silence is read from 4 s on, and counts only once the event stream
-    # has passed it for 4 s more (herald.silence). The emulators post events within a second: a post
+    # has passed it for 4 s more (herald.core.silence). The emulators post events within a second: a post
     # 5 s late was redelivered, and the ESP emulator gives up redelivering after about a minute.
     event_evidence_window=timedelta(seconds=4),
     event_stream_lag=timedelta(seconds=5),
@@ -120,7 +120,7 @@ ORDER_DATA: dict[str, str | int] = {"order_ref": "A-1", "amount": "12.50", "curr
 SESSION_FINGERPRINT_KEYS = Path(tempfile.mkdtemp(prefix="herald-fp-")) / "fingerprint-keys"
 SESSION_FINGERPRINT_KEYS.write_text(f"session:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
 SESSION_FINGERPRINT_KEYS.chmod(0o600)
-# Likewise one key-encryption key (herald/key_encryption.py): a key sealed by an in-process client is
+# Likewise one key-encryption key (herald/privacy/key_encryption.py): a key sealed by an in-process client is
 # unwrapped by the stack's workers, and a stack of a test's own shares it.
 SESSION_KEY_ENCRYPTION_KEYS = SESSION_FINGERPRINT_KEYS.parent / "key-encryption-keys"
 SESSION_KEY_ENCRYPTION_KEYS.write_text(f"session-kek:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
@@ -179,9 +179,9 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     from activities.ledger import LedgerActivities
     from activities.provider import ProviderActivities
     from herald.client import HeraldClient
-    from herald.intent import Channel
+    from herald.core.intent import Channel
+    from herald.privacy.recipient_vault import RecipientVault
     from herald.providers.smtp import SmtpAdapter
-    from herald.recipient_vault import RecipientVault
     from worker import build_submit_worker, build_worker
 
     task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"

@@ -33,7 +33,7 @@ class DurableClock:
 
 
 class WorkflowClock:
-    """The machine's clock (``herald.machine.clock.Clock``): the workflow's replayed time and seeded randomness."""
+    """The machine's clock (``herald.core.machine.clock.Clock``): the workflow's replayed time and seeded randomness."""
 
     def now(self) -> datetime:
         return workflow.now()

@@ -1,4 +1,4 @@
-"""NotificationWorkflow: runs one intent's machine (``herald.machine``) on Temporal.
+"""NotificationWorkflow: runs one intent's machine (``herald.core.machine``) on Temporal.
 
 It decides nothing and changes nothing itself. The machine is stepped with an event and answers
 with commands; the workflow runs each (an activity or local activity through
@@ -13,9 +13,16 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput, ReportBatch
-    from herald.machine import IntentMachine
-    from herald.machine.commands import (
+    from herald.core.contracts import (
+        CancelAnswer,
+        CancelRequest,
+        IntentStatus,
+        KeyConflict,
+        NotificationInput,
+        ReportBatch,
+    )
+    from herald.core.machine import IntentMachine
+    from herald.core.machine.commands import (
         AwaitHandlers,
         CheckHistory,
         CheckPatch,
@@ -26,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Reply,
         WaitUntil,
     )
-    from herald.machine.events import (
+    from herald.core.machine.events import (
         CancelAsked,
         Event,
         HandlersFinished,
@@ -38,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         WaitEnded,
     )
     from herald.metrics.instruments import count_finished
-    from herald.workflow_api import (
+    from herald.temporal.workflow_api import (
         ATTEMPTS_KEY,
         QUERY_STATUS,
         SIGNAL_DELIVERY_REPORTS,

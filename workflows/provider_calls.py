@@ -14,8 +14,8 @@ from temporalio.exceptions import ActivityError, FailureError, TimeoutError, Tim
 with workflow.unsafe.imports_passed_through():
     from activities.ledger import LedgerActivities
     from activities.provider import ProviderActivities
-    from herald.machine.commands import AskToCancel, Command, Look, ReadOrder, ReadStream, Submit, WriteRows
-    from herald.machine.events import (
+    from herald.core.machine.commands import AskToCancel, Command, Look, ReadOrder, ReadStream, Submit, WriteRows
+    from herald.core.machine.events import (
         Answer,
         LookAnswered,
         OrderRead,
@@ -25,8 +25,8 @@ with workflow.unsafe.imports_passed_through():
         SubmitAnswered,
         SubmitFailed,
     )
-    from herald.outcomes import LookupOutcome, Unavailable
-    from herald.task_queues import submit_task_queue
+    from herald.core.outcomes import LookupOutcome, Unavailable
+    from herald.temporal.task_queues import submit_task_queue
 
 # Ledger writes are idempotent, so they may retry for as long as the database is away; the
 # workflow waits rather than submit before its attempt row is committed.

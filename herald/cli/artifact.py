@@ -6,9 +6,10 @@ import argparse
 import mimetypes
 from pathlib import Path
 
-from herald import cli_input
-from herald.artifacts import MAX_ARTIFACT_BYTES, ArtifactRefused, PostgresArtifactStore, artifact_ref
-from herald.cli_input import CliInputError
+from herald.cli import input as cli_input
+from herald.cli.input import CliInputError
+from herald.core.artifacts import MAX_ARTIFACT_BYTES, ArtifactRefused, artifact_ref
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.runtime.process import LEDGER, ProcessRuntime
 
 # The field names of ArtifactRefused, as the caller of `artifact put` spells them.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from herald.client import HeraldClient
-from herald.delivery_policy import DeliveryPolicy
-from herald.recipient_vault import RecipientVault
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.privacy.recipient_vault import RecipientVault
 from herald.runtime.process import ProcessRuntime
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from herald import cli_input
+from herald.cli import input as cli_input
 from herald.cli.policy import POLICY_LEDGER
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import grant_consent
 from herald.runtime.process import LEDGER, ProcessRuntime
-from herald.send_policy import Category
 
 
 async def cmd_consent_grant(args: argparse.Namespace, runtime: ProcessRuntime) -> int:

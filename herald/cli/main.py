@@ -33,7 +33,7 @@ from herald.cli.parser import parse_args
 from herald.runtime import exits
 from herald.runtime.process import ProcessRuntime
 from herald.settings import Settings, load_settings
-from herald.variables import environment
+from herald.settings.variables import environment
 
 
 def read_settings(env_file: Path | None) -> Settings:

@@ -10,18 +10,18 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from herald import cli_input
+from herald.cli import input as cli_input
 from herald.cli.artifact import cmd_artifact_put
 from herald.cli.cancel import cmd_cancel
 from herald.cli.consent import cmd_consent_grant
 from herald.cli.erase import cmd_erase
+from herald.cli.input import OneLineArgumentParser
 from herald.cli.policy import cmd_policy_list, cmd_policy_publish, cmd_policy_show
 from herald.cli.report import cmd_report
 from herald.cli.send import cmd_send
 from herald.cli.status import cmd_status
 from herald.cli.suppression import cmd_suppression_lift, cmd_suppression_list
 from herald.cli.template import cmd_template_preview, cmd_template_publish
-from herald.cli_input import OneLineArgumentParser
 
 PROG = "python starter.py"
 
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         policy_commands, "publish", "publish FILE (JSON rules) as the next version", "policy publish"
     )
     publish_policy_cmd.add_argument(
-        "file", metavar="FILE", help="a JSON file of rules (herald.send_policy.PolicyRules)"
+        "file", metavar="FILE", help="a JSON file of rules (herald.core.send_policy.PolicyRules)"
     )
     publish_policy_cmd.add_argument(
         "--owner", required=True, type=cli_input.bounded_text(100), help="who owns this version (a team or a person)"

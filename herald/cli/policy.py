@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from herald import cli_input
-from herald.cli_input import CliInputError
-from herald.errors import HeraldError
-from herald.intent import describe_validation_error
+from herald.cli import input as cli_input
+from herald.cli.input import CliInputError
+from herald.core.send_policy import PolicyRules
+from herald.intake.errors import HeraldError
+from herald.intake.requests import describe_validation_error
 from herald.ledger.policy_store import policy_version, policy_versions, publish_policy
 from herald.runtime.process import LEDGER, ProcessRuntime
-from herald.send_policy import PolicyRules
 
 # Why a policy command needs DATABASE_URL; consent and suppression live beside the policy.
 POLICY_LEDGER = "required (the send policy lives in the ledger's database)"

@@ -9,9 +9,9 @@ from temporalio.service import RPCError
 
 from herald.ledger.report import ledger_report
 from herald.outbox.relay import backlog, describe
-from herald.route_backlog import route_backlog
 from herald.runtime.process import LEDGER, OUTBOX, ProcessRuntime
 from herald.runtime.reach import ServiceUnreachable
+from herald.temporal.route_backlog import route_backlog
 
 
 async def cmd_report(args: argparse.Namespace, runtime: ProcessRuntime) -> int:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from herald import cli_input
+from herald.cli import input as cli_input
 from herald.cli.connections import herald_client
-from herald.cli_input import CliInputError
+from herald.cli.input import CliInputError
 from herald.client import HeraldClient
-from herald.errors import InvalidIntent
-from herald.fingerprints import Keyring
-from herald.intent import IntentRequest, build_intent, parse_request
-from herald.notice import NoticeRequest, parse_notice
+from herald.intake.errors import InvalidIntent
+from herald.intake.notice import NoticeRequest, parse_notice
+from herald.intake.requests import IntentRequest, build_intent, parse_request
+from herald.intake.template_registry import TemplateError, load_template, resolve_version
+from herald.privacy.fingerprints import Keyring
 from herald.runtime.process import ProcessRuntime
-from herald.templates import TemplateError, load_template, resolve_version
 
 # The options that build a request on the command line, which --file replaces as a whole.
 _REQUEST_OPTIONS = (("key", "--key"), ("to", "--to"), ("template", "--template"), ("version", "--version"),

@@ -7,8 +7,8 @@ import argparse
 from psycopg_pool import AsyncConnectionPool
 
 from herald.cli.connections import herald_client
-from herald.errors import HeraldError
-from herald.intent import workflow_id_for
+from herald.core.intent import workflow_id_for
+from herald.intake.errors import HeraldError
 from herald.ledger.history import IntentHistory, intent_history
 from herald.ledger.recipient_requests import RecordedRequest, requests_of
 from herald.notice_view import render_notice

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from herald import cli_input
+from herald.cli import input as cli_input
 from herald.cli.policy import POLICY_LEDGER
-from herald.fingerprints import short
+from herald.core.recipients import short
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import (
     Standing,
     lift_suppression,
@@ -22,7 +23,6 @@ from herald.ledger.policy_store import (
 )
 from herald.ledger.recipient_requests import requests_of
 from herald.runtime.process import LEDGER, ProcessRuntime
-from herald.send_policy import Category
 
 # What a recipient's own request does, beside what it stops (an opt-in lifts, others are recorded).
 _OPT_OUTS = ("opt_out", "unsubscribe")

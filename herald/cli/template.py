@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from herald import cli_input
-from herald.errors import HeraldError
+from herald.cli import input as cli_input
+from herald.intake.errors import HeraldError
+from herald.intake.template_registry import (
+    PublishRefused,
+    TemplateError,
+    load_template,
+    publish,
+    render_message,
+    resolve_version,
+)
 from herald.runtime.process import ProcessRuntime
-from herald.templates import PublishRefused, TemplateError, load_template, publish, render_message, resolve_version
 
 # Where `template publish` adds a version: the checkout's own templates.
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"

@@ -4,7 +4,7 @@ Three writers, one constraint (one holder per provider message):
 * ``claim_observed``: the workflow's observations that name a provider id (a submit's answer, a poll,
   a report it applied), in the transaction that writes them;
 * the receipt inbox, for a report whose callback names our attempt (``store.store_reports``);
-* ``settle_search``: a lookup by recipient and content, by the rule of ``herald.claims``.
+* ``settle_search``: a lookup by recipient and content, by the rule of ``herald.core.claims``.
 A claim on a message another intent's attempt holds is refused and recorded in ``refused_claims``.
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.claims import CLOCK_SKEW, ClaimDecision, Rival, judge
-from herald.ledger.records import ObservationRow
-from herald.lifecycle import ObservationKind, Source
-from herald.outcomes import Candidates, Unavailable
+from herald.core.claims import CLOCK_SKEW, ClaimDecision, Rival, judge
+from herald.core.lifecycle import ObservationKind, Source
+from herald.core.outcomes import Candidates, Unavailable
+from herald.core.rows import ObservationRow
 
 # Observations that say which provider message an attempt is, and the basis each claims on.
 _CLAIMING_KINDS = (ObservationKind.ACCEPTED, ObservationKind.FOUND, ObservationKind.STATUS)
@@ -118,7 +118,7 @@ async def settle_search(
     search: Candidates,
     in_flight_bound: timedelta,
 ) -> ClaimDecision:
-    """What a search's candidates mean for the attempt (``herald.claims.judge``), with the claim it
+    """What a search's candidates mean for the attempt (``herald.core.claims.judge``), with the claim it
     allows written in the same transaction as the reads it rests on.
 
     An advisory lock per provider and content serialises two lookups that could claim the same

@@ -20,9 +20,9 @@ from datetime import datetime
 from psycopg import AsyncConnection
 from pydantic import Field
 
+from herald.core.outcomes import Frozen
+from herald.core.send_policy import Category
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
-from herald.outcomes import Frozen
-from herald.send_policy import Category
 
 
 class EventUnsubscribe(Frozen):

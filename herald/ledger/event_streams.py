@@ -2,7 +2,7 @@
 
 The receipt server writes a mark in the transaction that stores a post's events; the workflow reads
 the marks through a local activity when an unknown e-mail's evidence window closes, and
-``herald.silence`` decides from what it read. Parameterised SQL only.
+``herald.core.silence`` decides from what it read. Parameterised SQL only.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from herald.silence import EventStream, EventStreamQuery
+from herald.core.silence import EventStream, EventStreamQuery
 
 _RECORD_MARK = """
 INSERT INTO event_stream_marks (provider, oldest_event_at, newest_event_at, newest_submission_at, events)

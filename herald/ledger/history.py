@@ -11,7 +11,7 @@ from datetime import datetime
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 
-from herald.outcomes import Frozen
+from herald.core.outcomes import Frozen
 
 
 class RecordedAttempt(Frozen):

@@ -14,9 +14,9 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from herald.intent import Intent
-from herald.outcomes import Frozen
-from herald.send_policy import Category, DispatchOrder, PolicyRules, dispatch_order
+from herald.core.intent import Intent
+from herald.core.outcomes import Frozen
+from herald.core.send_policy import Category, DispatchOrder, PolicyRules, dispatch_order
 
 log = logging.getLogger("herald.policy")
 

@@ -10,8 +10,8 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.fingerprints import Keyring, canonical_recipient
-from herald.outcomes import Frozen
+from herald.core.outcomes import Frozen
+from herald.privacy.fingerprints import Keyring, canonical_recipient
 
 
 class Purge(Frozen):
@@ -24,7 +24,7 @@ class Erasure(Purge):
     recipient_fingerprint: str
     # Attachments only their intents named, whose content and filename were erased with them.
     artifacts_erased: int = 0
-    # Data keys deleted (herald/recipient_vault.py): their sealed Temporal payloads no longer decode.
+    # Data keys deleted (herald/privacy/recipient_vault.py): their sealed Temporal payloads no longer decode.
     keys_destroyed: int = 0
 
 

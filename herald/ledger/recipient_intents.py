@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.fingerprints import Keyring, canonical_recipient
+from herald.privacy.fingerprints import Keyring, canonical_recipient
 
 
 async def intents_addressed_to(pool: AsyncConnectionPool, recipient: str, keyring: Keyring) -> list[str]:

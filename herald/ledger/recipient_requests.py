@@ -15,8 +15,8 @@ from typing import Literal
 from psycopg import AsyncConnection
 from pydantic import Field, model_validator
 
-from herald.outcomes import Frozen
-from herald.send_policy import Category
+from herald.core.outcomes import Frozen
+from herald.core.send_policy import Category
 
 RequestKind = Literal["opt_out", "opt_in", "help", "unsubscribe", "other"]
 RequestSource = Literal["inbound_keyword", "one_click", "esp_event"]

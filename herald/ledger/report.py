@@ -12,9 +12,9 @@ from typing import Literal
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.delivery_policy import DeliveryPolicy
-from herald.lifecycle import EXPIRED_IN_QUEUE_MARK
-from herald.outcomes import Frozen
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.lifecycle import EXPIRED_IN_QUEUE_MARK
+from herald.core.outcomes import Frozen
 
 
 class ProviderOutage(Frozen):
@@ -34,7 +34,7 @@ class EventStreamState(Frozen):
     # Posts that arrived later than the stream's normal lag after their events: redeliveries after
     # an interruption, in the last 24 hours.
     redelivered_posts_24h: int
-    # Unknown e-mail submits waiting because the stream is not flowing past them (herald.silence).
+    # Unknown e-mail submits waiting because the stream is not flowing past them (herald.core.silence).
     waiting_intents: int
     waiting_since: datetime | None
 

@@ -1,5 +1,5 @@
-"""Re-wrapping recipients' data keys under the active key-encryption key:
-`python -m herald.ledger.rewrap_keys`.
+"""Re-wrapping recipients' data keys under the active key-encryption key (the job:
+`python -m herald.jobs.rewrap_keys`).
 
 Run it once after migration 020 (rows written before it hold their data key in the clear; until
 re-wrapped, a copy of the ledger opens every sealed payload of those people), and after each KEK
@@ -15,18 +15,11 @@ its retention ends): README, "PostgreSQL: ... retention and erasure".
 
 from __future__ import annotations
 
-import argparse
-import sys
-
 import psycopg
 
-from herald.key_encryption import KeyUnavailable, KeyWrapper
-from herald.outcomes import Frozen
-from herald.recipient_vault import KeyRow, wrap_context
-from herald.runtime import exits
-from herald.runtime.process import ProcessRuntime
-from herald.runtime.reach import reach_database
-from herald.settings import load_settings
+from herald.core.outcomes import Frozen
+from herald.privacy.key_encryption import KeyUnavailable, KeyWrapper
+from herald.privacy.recipient_vault import KeyRow, wrap_context
 
 _BATCH = 500
 
@@ -73,33 +66,3 @@ async def rewrap_keys(conn: psycopg.AsyncConnection, keks: KeyWrapper) -> Rewrap
             break
         after = rows[-1][0]
     return Rewrapped(active_kek=keks.active_id, from_clear=clear, from_other_keks=other, unopened=unopened)
-
-
-async def run() -> str:
-    runtime = ProcessRuntime(load_settings())
-    variable, url = runtime.owner_database()
-    keks = runtime.keks()
-    await reach_database(url, variable)
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        done = await rewrap_keys(conn, keks)
-    line = (
-        f"re-wrapped {done.from_clear} data key(s) held in the clear and {done.from_other_keks} wrapped under "
-        f"an older key-encryption key, under {done.active_kek}"
-    )
-    if done.unopened:
-        held = ", ".join(f"{kek_id} ({count})" for kek_id, count in sorted(done.unopened.items()))
-        line += f"; left as they are, their KEK not configured here: {held}"
-    return line
-
-
-def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(
-        prog="python -m herald.ledger.rewrap_keys",
-        description="Wrap every recipient data key under the active key-encryption key (after migration 020, "
-        "after a KEK rotation). Runs as the ledger's owner.",
-    ).parse_args(argv)
-    return exits.run_job(run, database=None)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,13 +10,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import Intent
+from herald.core.intent import Intent
+from herald.core.lifecycle import IntentState, ObservationKind
+from herald.core.machine.presumptions import LateReport, Standing, late_report_rows
+from herald.core.rows import InboxReport, IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
+from herald.core.send_policy import Decision, PolicyDecision
 from herald.ledger import claims
 from herald.ledger.lending import CheckIfIdle
-from herald.ledger.records import InboxReport, IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
-from herald.lifecycle import IntentState, ObservationKind
-from herald.machine.presumptions import LateReport, Standing, late_report_rows
-from herald.send_policy import Decision, PolicyDecision
 
 
 def open_pool(conninfo: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 5.0) -> AsyncConnectionPool:
@@ -315,7 +315,7 @@ async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> s
 
 async def record_report_for_closed_intent(pool: AsyncConnectionPool, *, workflow_id: str, report: LateReport) -> None:
     """Record a report whose intent's workflow has closed, with the rows the machine's own rule
-    decides for it (``herald.machine.presumptions``): the report, not applied, and the
+    decides for it (``herald.core.machine.presumptions``): the report, not applied, and the
     contradiction when it shows an attempt presumed absent. The ledger reads the rule's inputs
     (the attempt's standing) and stores what it decided.
 

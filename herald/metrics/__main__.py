@@ -12,10 +12,10 @@ import logging
 import uvicorn
 
 from herald.metrics.exporter import build_exporter, ledger_pool
-from herald.route_backlog import route_backlog
 from herald.runtime import exits
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.settings import load_settings
+from herald.temporal.route_backlog import route_backlog
 
 log = logging.getLogger("herald.metrics")
 

@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from herald.ledger.store import open_pool
 from herald.metrics.ledger import LedgerCollector, LedgerNumbers, read_ledger_numbers
 from herald.metrics.route import RouteBacklogCollector
-from herald.route_backlog import RouteBacklog
+from herald.temporal.route_backlog import RouteBacklog
 
 log = logging.getLogger("herald.metrics")
 

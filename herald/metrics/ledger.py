@@ -21,10 +21,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.core.lifecycle import TERMINAL_STATES, IntentState
+from herald.core.outcomes import Frozen
 from herald.ledger.report import QUEUE_WINDOW, LedgerReport, ledger_report
-from herald.lifecycle import TERMINAL_STATES, IntentState
-from herald.outcomes import Frozen
 
 _INTENTS_SQL = "SELECT state, channel, count(*) FROM intent_current_state GROUP BY state, channel"
 

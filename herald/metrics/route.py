@@ -1,6 +1,6 @@
 """The route's backlog now, as the Temporal server counts it, for the exporter's scrape.
 
-Read from the server on every scrape (herald.route_backlog), beside the ledger's numbers: the
+Read from the server on every scrape (herald.temporal.route_backlog), beside the ledger's numbers: the
 ledger only learns of a submit when the activity takes it, so what is still queued is the server's
 to count. ``herald_route_backlog_up 0`` says the server did not answer this scrape.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from herald.route_backlog import RouteBacklog
+from herald.temporal.route_backlog import RouteBacklog
 
 
 class RouteBacklogCollector(Collector):

@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from herald.notice import NoticeRequest, parse_notice
+from herald.intake.notice import NoticeRequest, parse_notice
 
 CHANNEL = "herald_outbox"  # the LISTEN/NOTIFY channel the insert trigger notifies
 

@@ -22,7 +22,7 @@ from herald.outbox.relay import NoticeStarter, OutboxRelay
 from herald.runtime import exits
 from herald.runtime.process import OUTBOX, ProcessRuntime
 from herald.settings import load_settings
-from herald.tracing import tracer_provider, tracing_interceptors
+from herald.temporal.tracing import tracer_provider, tracing_interceptors
 
 log = logging.getLogger("herald.outbox")
 

@@ -5,8 +5,8 @@ row lives, relayed or not. Erasure replaces the notice of every row addressed to
 fixed marker, and a row not yet relayed is refused so that no relay ever starts it
 (``herald_outbox_erase`` in ``schema.sql``, which also says why it is a function and not a grant).
 
-Who "the person" is: every spelling whose canonical form (``herald.fingerprints.canonical_recipient``:
-a number as every door reads it, ``herald.recipients.sms_number``; an e-mail address with its local
+Who "the person" is: every spelling whose canonical form (``herald.privacy.fingerprints.canonical_recipient``:
+a number as every door reads it, ``herald.core.recipients.sms_number``; an e-mail address with its local
 part lower-cased and its domain in lower-case ASCII) is the erased recipient's. Notices keep an
 address as the service wrote it, and a number as written by a row inserted without ``enqueue`` (or
 before notices were canonicalised), so the spellings are found here, in Python, where the canonical
@@ -20,9 +20,10 @@ import re
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.fingerprints import canonical_recipient
-from herald.intent import BUSINESS_KEY_PATTERN, Channel, workflow_id_for
-from herald.outcomes import Frozen
+from herald.core.intent import Channel, workflow_id_for
+from herald.core.outcomes import Frozen
+from herald.intake.requests import BUSINESS_KEY_PATTERN
+from herald.privacy.fingerprints import canonical_recipient
 
 _CHANNELS = frozenset(channel.value for channel in Channel)
 # What an erased row's notice becomes (the function writes it; kept here for readers and tests).

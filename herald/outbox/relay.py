@@ -32,8 +32,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import NoticeReceipt
-from herald.errors import IntentConflict, InvalidIntent
-from herald.notice import NoticeRequest, parse_notice
+from herald.intake.errors import IntentConflict, InvalidIntent
+from herald.intake.notice import NoticeRequest, parse_notice
 from herald.outbox import CHANNEL
 from herald.settings import OUTBOX_LEASE_SECONDS
 

@@ -1,1 +1,1 @@
-"""Provider adapters: each maps one provider API onto the typed outcomes in herald.outcomes."""
+"""Provider adapters: each maps one provider API onto the typed outcomes in herald.core.outcomes."""

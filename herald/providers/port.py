@@ -1,7 +1,7 @@
 """The provider port: what every adapter implements, whatever its channel and vendor.
 
 The activities and the composition root speak only to ``Provider``; the workflow sees only the
-channel-neutral outcomes of ``herald.outcomes`` and the declared ``Capabilities``. A provider's
+channel-neutral outcomes of ``herald.core.outcomes`` and the declared ``Capabilities``. A provider's
 vocabulary (Twilio's error codes and statuses, an ESP's event names, SMTP reply codes) is turned
 into those outcomes inside its adapter and its receipt route, never further in.
 
@@ -9,7 +9,7 @@ Capabilities decide the reconciliation path (``DESIGN.md``): with a status looku
 attempt up; with a lookup by reference that sees every state and a bounded queue, "not found" can
 prove absence, as can a lookup whose listing lags by a known bound (an ESP's activity feed);
 without either, wait for a report that carries our reference, and only the silence rule may allow
-a new attempt, while the provider's event stream is demonstrably flowing (``herald.silence``).
+a new attempt, while the provider's event stream is demonstrably flowing (``herald.core.silence``).
 
 Adding a provider is an adapter implementing ``Provider``, its settings, its receipt route and its
 report vocabulary (``herald/providers/report_vocabularies.py``); nothing in the workflow changes.
@@ -22,23 +22,9 @@ from typing import Protocol
 
 from pydantic import Field
 
-from herald.outcomes import Frozen, LookupOutcome, ReferenceSearch, SubmitOutcome
-from herald.send_policy import Category
-
-
-class Capabilities(Frozen):
-    """What a provider can do, so the workflow picks a strategy without knowing the provider."""
-
-    status_lookup: bool  # a message can be fetched by its provider id
-    lookup_by_reference: bool  # a message can be found without its provider id, in every state it can be in
-    # A submit can bound the provider's own queue time (Twilio: ValidityPeriod): once the bound has
-    # passed, a message still unsent is dropped, so one that was never listed can no longer appear.
-    # Without it, "not found" by reference never proves absence.
-    bounded_queue: bool
-    cancel_accepted: bool  # an accepted (not just scheduled) message can be canceled
-    # The provider reports on messages at all (an SMTP relay without an event webhook does not):
-    # without reports or lookups, acceptance is the last thing Herald can ever know.
-    delivery_reports: bool = True
+from herald.core.capabilities import Capabilities
+from herald.core.outcomes import Frozen, LookupOutcome, ReferenceSearch, SubmitOutcome
+from herald.core.send_policy import Category
 
 
 class CancelOutcome(Frozen):
@@ -74,7 +60,7 @@ class OutboundMessage(Frozen):
     # The longest the provider may queue the message, for adapters with a bounded queue.
     validity_seconds: int | None = None
     # What the message is for (the intent's category): e-mail of a category a person may leave
-    # (marketing) carries a one-click unsubscribe link (herald.unsubscribe).
+    # (marketing) carries a one-click unsubscribe link (herald.privacy.unsubscribe).
     category: Category = Category.TRANSACTIONAL
 
 
@@ -122,7 +108,7 @@ class Provider(Protocol):
         """The attempt's message without its provider id (Unavailable without ``lookup_by_reference``):
         Found or NotFound where the provider indexes our reference (an ESP's activity feed); where it
         matches by recipient and content only (Twilio), every fitting message as Candidates, for the
-        ledger to decide which, if any, is the attempt's (``herald.claims``)."""
+        ledger to decide which, if any, is the attempt's (``herald.core.claims``)."""
         ...
 
     async def cancel(self, provider_id: str) -> CancelOutcome:

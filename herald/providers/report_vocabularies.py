@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Protocol
 
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 from herald.providers import sendgrid_events, twilio_codes
 
 

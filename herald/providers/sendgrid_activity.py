@@ -23,7 +23,7 @@ DATA) is looked up like an SMS: by our attempt reference, which every message ca
 
 Unavailable says nothing about the message: the workflow waits and looks again, never guesses.
 NotFound proves absence only once the feed's lag has passed since the attempt could last have been
-accepted (``herald.delivery_policy.absence_proven`` with ``listed_within_seconds``). SendGrid
+accepted (``herald.core.delivery_policy.absence_proven`` with ``listed_within_seconds``). SendGrid
 documents no bound for how soon a message appears in the feed; users report about a minute. Herald
 assumes ten minutes (``lag_seconds``), ten times that, and equal to the event evidence window.
 
@@ -41,8 +41,8 @@ from typing import Any
 
 import httpx
 
-from herald.outcomes import Found, ReferenceSearch, NotFound, ProviderStatus, Unavailable
-from herald.pacing import Pacer
+from herald.core.outcomes import Found, NotFound, ProviderStatus, ReferenceSearch, Unavailable
+from herald.providers.pacing import Pacer
 from herald.providers.smtp import REFERENCE_ARG
 from herald.settings import InvalidSetting, SendGridActivitySettings
 

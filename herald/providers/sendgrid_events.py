@@ -80,8 +80,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+from herald.core.outcomes import Frozen, ProviderStatus
 from herald.ledger.esp_unsubscribes import EventUnsubscribe
-from herald.outcomes import Frozen, ProviderStatus
 from herald.providers.smtp import REFERENCE_ARG
 
 # SendGrid posts once a batch reaches 768 kilobytes, so a real batch of its smallest events

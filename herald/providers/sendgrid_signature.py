@@ -19,27 +19,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from herald.settings.rules import load_public_key as load_public_key  # where the settings check it
+
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
-
-
-def load_public_key(value: str) -> ec.EllipticCurvePublicKey:
-    """The verification key from SendGrid's console: base64 DER SubjectPublicKeyInfo, or PEM.
-
-    Raises:
-        ValueError: the value is not a P-256 public key.
-    """
-    value = value.strip()
-    try:
-        if value.startswith("-----BEGIN"):
-            key = serialization.load_pem_public_key(value.encode("ascii"))
-        else:
-            key = serialization.load_der_public_key(base64.b64decode(value, validate=True))
-    except (ValueError, TypeError, binascii.Error, UnicodeEncodeError) as error:
-        raise ValueError("not a base64 DER or PEM public key") from error
-    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
-        raise ValueError("not an ECDSA P-256 public key")
-    return key
 
 
 def is_valid_signature(public_key: ec.EllipticCurvePublicKey, payload: bytes, signature: str, timestamp: str) -> bool:

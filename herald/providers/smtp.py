@@ -54,8 +54,8 @@ import aiosmtplib
 from email_validator import validate_email
 from pydantic import ConfigDict, EmailStr, Field, ValidationError
 
-from herald.fingerprints import Keyring
-from herald.outcomes import (
+from herald.core.capabilities import Capabilities
+from herald.core.outcomes import (
     Accepted,
     Frozen,
     LookupOutcome,
@@ -68,9 +68,10 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import Attachment, CancelOutcome, Capabilities, MessageReference, OutboundMessage
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.unsubscribe import HEADER, ONE_CLICK, POST_HEADER, NoLink, UnsubscribeLinks, needs_link
+from herald.providers.port import Attachment, CancelOutcome, MessageReference, OutboundMessage
 from herald.settings import EmailSettings, InvalidSetting
-from herald.unsubscribe import HEADER, ONE_CLICK, POST_HEADER, NoLink, UnsubscribeLinks, needs_link
 
 if TYPE_CHECKING:
     from herald.providers.sendgrid_activity import SendGridActivity
@@ -102,7 +103,7 @@ class EmailSubmission(Frozen):
     attachments: list[Attachment] = []
     # The attempt whose Message-ID this copy carries (its own when None).
     message_id_of: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    # The List-Unsubscribe value (herald.unsubscribe): set, the message offers one-click unsubscribe
+    # The List-Unsubscribe value (herald.privacy.unsubscribe): set, the message offers one-click unsubscribe
     # (RFC 8058) and carries List-Unsubscribe-Post too; None (transactional, account mail): neither.
     list_unsubscribe: str | None = None
 

@@ -43,7 +43,7 @@ request becomes an outcome:
       │                                                   sending count too); which one, if any, is
       │                                                   the attempt's is the ledger's call: the
       │                                                   same body to the same number from another
-      │                                                   intent fits as well (herald.claims)
+      │                                                   intent fits as well (herald.core.claims)
       ├── none, read down to a message sent before
       │   the attempt (or to the end of the list) ...... NotFound(searched_at, queue_bounded)
       └── a page failed, a next page outside this
@@ -81,7 +81,8 @@ from typing import Any, ClassVar, Literal
 
 import httpx
 
-from herald.outcomes import (
+from herald.core.capabilities import Capabilities
+from herald.core.outcomes import (
     Accepted,
     Candidate,
     Candidates,
@@ -96,7 +97,7 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import CancelOutcome, Capabilities, MessageReference, OutboundMessage
+from herald.providers.port import CancelOutcome, MessageReference, OutboundMessage
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
@@ -110,7 +111,7 @@ logger = logging.getLogger(__name__)
 
 API_VERSION = "2010-04-01"
 # SID shapes as the spec declares them; checking them keeps anything but a SID out of the URL path
-# (the account's and the Messaging Service's are checked with the settings, herald/setting_rules.py).
+# (the account's and the Messaging Service's are checked with the settings, herald/settings/rules.py).
 MESSAGE_SID_PATTERN = r"^(SM|MM)[0-9a-fA-F]{32}$"
 _MESSAGE_SID = re.compile(MESSAGE_SID_PATTERN)
 
@@ -291,7 +292,7 @@ class TwilioAdapter:
         from ``since`` to ``created_by`` (2 s of clock skew either side). A fit by number and body
         is not proof: two intents that send the same text to the same number moments apart each
         fit the other's message, so the fitting messages come back as Candidates and the ledger
-        decides which, if any, the attempt may claim (``herald.claims``).
+        decides which, if any, the attempt may claim (``herald.core.claims``).
 
         No ``DateSent`` filter: Twilio sets ``date_sent`` only when a message leaves its queue, so
         a message still ``queued``, ``accepted``, ``scheduled`` or ``sending`` would never match
@@ -306,7 +307,7 @@ class TwilioAdapter:
         NotFound alone proves nothing: it proves absence only once the provider's queue bound
         (``ValidityPeriod``) has passed for any message the attempt could have created, so that
         such a message has either been sent (and would be listed above the stop) or dropped. The
-        workflow makes that call (``herald.delivery_policy.absence_proven``) from ``searched_at``
+        workflow makes that call (``herald.core.delivery_policy.absence_proven``) from ``searched_at``
         and ``queue_bounded``.
 
         Args:

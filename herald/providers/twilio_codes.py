@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from herald.outcomes import Frozen, ProviderStatus
+from herald.core.outcomes import Frozen, ProviderStatus
 
 # How long a config fix plausibly takes; only a hint, the workflow's retry policy caps it.
 CONFIG_RETRY_DELAY_SECONDS = 300.0

@@ -9,7 +9,7 @@ from herald.receipts.drainer import run_drainer
 from herald.runtime import exits
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.settings import load_settings
-from herald.tracing import tracer_provider, tracing_interceptors
+from herald.temporal.tracing import tracer_provider, tracing_interceptors
 
 DRAIN_INTERVAL_SECONDS = 1.0
 

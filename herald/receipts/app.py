@@ -69,11 +69,11 @@ is committed, as the silence rule assumes; rejections (events the ledger cannot 
 there too, once per stored post rather than once per try.
 
 ``GET /unsubscribe/<token>`` and ``POST /unsubscribe/<token>``: the one-click unsubscribe link every
-marketing e-mail carries (``herald.unsubscribe`` reads the token, ``unsubscribe_pages`` is what a
+marketing e-mail carries (``herald.privacy.unsubscribe`` reads the token, ``unsubscribe_pages`` is what a
 person sees). GET changes nothing, whatever the token: a mail scanner that fetches every link in a
 message must not unsubscribe anyone. POST is a mail client's RFC 8058 one-click request or the
 confirmation page's button, which posts the same pair: the body must be exactly the field
-``List-Unsubscribe=One-Click``, urlencoded or multipart (``herald.unsubscribe.is_one_click``); the
+``List-Unsubscribe=One-Click``, urlencoded or multipart (``herald.privacy.unsubscribe.is_one_click``); the
 token alone says who and from what. Answered by the first rule that applies::
 
     POST body larger than MAX_UNSUBSCRIBE_BODY_BYTES (read no further) ......... 413
@@ -142,13 +142,15 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from herald.fingerprints import Keyring
-from herald.http_bodies import read_bounded
+from herald.core.reply_keywords import classify_reply
+from herald.core.rows import InboxReport
 from herald.ledger import event_streams, store
 from herald.ledger.esp_unsubscribes import record_event_unsubscribes
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
-from herald.ledger.records import InboxReport
+from herald.privacy.fingerprints import Keyring
+from herald.privacy.unsubscribe import TokenKeys, TokenRefused, UnsubscribeToken, is_one_click
+from herald.privacy.unsubscribe import read as read_token
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import MAX_EVENTS, EventBatch, EventBodyError, unsubscribes
 from herald.providers.twilio_signature import is_valid_signature
@@ -179,10 +181,8 @@ from herald.receipts.twilio_inbound import (
     twiml_answer,
     unusable_reason,
 )
-from herald.reply_keywords import classify_reply
+from herald.runtime.http_bodies import read_bounded
 from herald.settings import ReceiptSettings, TwilioSettings
-from herald.unsubscribe import TokenKeys, TokenRefused, UnsubscribeToken, is_one_click
-from herald.unsubscribe import read as read_token
 
 log = logging.getLogger("herald.receipts")
 _T = TypeVar("_T")
@@ -506,7 +506,7 @@ class ReceiptEndpoint:
             )  # fmt: skip
         # What people asked through SendGrid's own unsubscribe links, committed with the events.
         await record_event_unsubscribes(conn, unsubscribes(batch.events, datetime.now(UTC)))
-        # The stream's liveness: what the silence rule reads (herald.silence).
+        # The stream's liveness: what the silence rule reads (herald.core.silence).
         await event_streams.record_mark(
             conn,
             provider=SENDGRID_PROVIDER,

@@ -16,11 +16,11 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
+from herald.core.contracts import DeliveryReport, ReportBatch, attempt_number_of
+from herald.core.machine.presumptions import LateReport
 from herald.ledger import store
-from herald.machine.presumptions import LateReport
 from herald.providers.report_vocabularies import ReportVocabulary, vocabulary_for
-from herald.workflow_api import SIGNAL_DELIVERY_REPORTS
+from herald.temporal.workflow_api import SIGNAL_DELIVERY_REPORTS
 
 log = logging.getLogger("herald.receipts")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
 
-from herald.ledger.records import InboxReport
+from herald.core.rows import InboxReport
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import EventBatch, map_status, parse_events
 

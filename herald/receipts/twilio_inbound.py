@@ -2,7 +2,7 @@
 
 Twilio posts every text a handset sends to our number to the number's (or its Messaging Service's)
 "A message comes in" webhook, signed like a status callback. What Herald takes from it is a
-request (``herald.reply_keywords``: STOP, START, HELP or none), recorded by keyed fingerprint and
+request (``herald.core.reply_keywords``: STOP, START, HELP or none), recorded by keyed fingerprint and
 classification (``herald.ledger.recipient_requests``); the person's words and number go no
 further than this module: not to the ledger, not to a log, not to an answer.
 
@@ -16,7 +16,7 @@ Refusals after the signature is checked, in this order (the route's table is in 
   towards suppressing (a START to another number then lifts too: Twilio still blocks our sender,
   and its 21610 on the next send suppresses again).
 - ``unusable_reason`` (400): ours, but without what a request needs (a MessageSid to record it
-  once, a From that is a phone number by the rule every door reads numbers by, herald.recipients).
+  once, a From that is a phone number by the rule every door reads numbers by, herald.core.recipients).
   Twilio does not retry a 4xx; its debugger shows the rule.
 
 Twilio does not retry an incoming-message webhook that answered 5xx unless told to (a connection
@@ -30,11 +30,11 @@ import re
 from datetime import datetime
 from xml.sax.saxutils import escape
 
-from herald import recipients
-from herald.fingerprints import Keyring
+from herald.core import recipients
+from herald.core.reply_keywords import Request
 from herald.ledger.recipient_requests import RecipientRequest
+from herald.privacy.fingerprints import Keyring
 from herald.receipts.twilio_form import MAX_SID_CHARS
-from herald.reply_keywords import Request
 from herald.settings import TwilioSettings
 
 # A reply's body is up to 1,600 characters; at 4 UTF-8 bytes each, percent-encoded, that is

@@ -16,7 +16,7 @@ from html import escape
 
 from starlette.responses import HTMLResponse
 
-from herald.send_policy import Category
+from herald.core.send_policy import Category
 
 PAGE_HEADERS = {
     "Cache-Control": "no-store",

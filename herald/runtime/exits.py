@@ -30,8 +30,8 @@ import psycopg
 from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError
 
-from herald.errors import HeraldError
-from herald.logs import configure_logging
+from herald.intake.errors import HeraldError
+from herald.runtime.logs import configure_logging
 from herald.runtime.reach import ServiceUnreachable
 from herald.settings import InvalidSetting
 

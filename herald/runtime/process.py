@@ -22,15 +22,15 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from herald import key_encryption
-from herald.fingerprints import Keyring, keyring_from
-from herald.key_encryption import KeyWrapper
 from herald.ledger.store import open_pool
-from herald.payload_codec import EncryptionCodec
-from herald.recipient_vault import RecipientVault
+from herald.privacy import key_encryption
+from herald.privacy.fingerprints import Keyring, keyring_from
+from herald.privacy.key_encryption import KeyWrapper
+from herald.privacy.payload_codec import EncryptionCodec
+from herald.privacy.recipient_vault import RecipientVault
 from herald.runtime.reach import check_temporal, connect_temporal, database_url, reach_database
 from herald.settings import InvalidSetting, Settings
-from herald.temporal_client import payload_codec
+from herald.temporal.client import payload_codec
 
 # The variables that name a database, and which of the settings each sets.
 LEDGER = "DATABASE_URL"
@@ -153,7 +153,7 @@ class ProcessRuntime:
             yield self.vault(pool)
 
     async def temporal(self, **options: Any) -> Client:
-        """A Temporal client (`options` as ``herald.temporal_client.connect`` takes them), after the
+        """A Temporal client (`options` as ``herald.temporal.client.connect`` takes them), after the
         settings were checked for form; a server that does not answer is ServiceUnreachable."""
         settings = self.settings().temporal
         check_temporal(settings)

@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from temporalio.client import Client
 
 from herald.settings import InvalidSetting, TemporalSettings
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 
 # A database that has not answered in this long is reported as unreachable (libpq's connect_timeout).
 DATABASE_CONNECT_TIMEOUT_SECONDS = 5
@@ -70,7 +70,7 @@ def check_temporal(settings: TemporalSettings) -> None:
 
 
 async def connect_temporal(settings: TemporalSettings, **options: Any) -> Client:
-    """A client (`options` as `herald.temporal_client.connect` takes them); a server that does not
+    """A client (`options` as `herald.temporal.client.connect` takes them); a server that does not
     answer is ServiceUnreachable naming HERALD_TEMPORAL_ADDRESS, with the operating system's reason."""
     try:
         return await connect(settings, **options)

@@ -22,7 +22,7 @@ from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 from tests.support import (
     ADAPTER_READ_TIMEOUT,
     SESSION_FINGERPRINT_KEYS,

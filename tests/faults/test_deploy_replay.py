@@ -18,12 +18,12 @@ from temporalio.worker import Replayer
 
 with workflow.unsafe.imports_passed_through():
     # The sandbox re-imports this module; the models must be the very classes the workflow uses.
-    from herald.contracts import IntentStatus, NotificationInput
-    from herald.machine.commands import CheckPatch, Pause
-    from herald.machine.course import Course, Steps
-    from herald.machine.events import PatchChecked
+    from herald.core.contracts import IntentStatus, NotificationInput
+    from herald.core.machine.commands import CheckPatch, Pause
+    from herald.core.machine.course import Course, Steps
+    from herald.core.machine.events import PatchChecked
     from herald.settings import TemporalSettings
-    from herald.temporal_client import data_converter
+    from herald.temporal.client import data_converter
     from workflows.notification import NotificationWorkflow
 
 HISTORIES = sorted((Path(__file__).parents[1] / "replay" / "histories").glob("*.json"))

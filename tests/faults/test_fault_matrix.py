@@ -20,13 +20,13 @@ from devstack.fault_points import FaultPoint
 from devstack.processes import ManagedProcess, free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.contracts import attempt_ref
-from herald.errors import IntentConflict
-from herald.intent import workflow_id_for
-from herald.lifecycle import IntentState
+from herald.core.contracts import attempt_ref
+from herald.core.intent import workflow_id_for
+from herald.core.lifecycle import IntentState
+from herald.intake.errors import IntentConflict
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.workers import worker
 from tests.support import SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request

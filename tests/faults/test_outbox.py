@@ -24,12 +24,12 @@ from devstack.processes import ManagedProcess
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
-from herald.errors import InvalidIntent
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.recipients import NUMBER_RULE
+from herald.intake.errors import InvalidIntent
 from herald.ledger.store import open_pool
-from herald.lifecycle import IntentState
 from herald.outbox.relay import backlog, describe
-from herald.recipients import NUMBER_RULE
 from tests.faults.workers import service, worker
 from tests.support import Emulator, create_database, fresh_key, fresh_recipient
 

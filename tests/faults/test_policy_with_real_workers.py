@@ -15,10 +15,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.intent import Channel, workflow_id_for
+from herald.core.intent import Channel, workflow_id_for
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category, PolicyRules
 from herald.ledger.policy_store import grant_consent, lift_suppression, publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import Category, PolicyRules
 from tests.faults.workers import worker
 from tests.support import (
     SESSION_KEYRING,

@@ -14,9 +14,9 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.twilio import TwilioAdapter
-from herald.recipient_vault import RecipientVault
 from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY
 from worker import build_submit_worker, build_worker, submit_pacer
 

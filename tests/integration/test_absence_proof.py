@@ -17,12 +17,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
-from herald.intent import build_intent, parse_request
+from herald.core.contracts import IntentStatus
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.outcomes import ProviderStatus
+from herald.intake.requests import build_intent, parse_request
 from herald.ledger.history import intent_history
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState, SubmitResult
-from herald.outcomes import ProviderStatus
 from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 90

@@ -16,7 +16,8 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from herald.artifacts import ArtifactMismatch, ArtifactRef, PostgresArtifactStore, verify
+from herald.core.artifacts import ArtifactMismatch, ArtifactRef, verify
+from herald.ledger.artifacts import PostgresArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

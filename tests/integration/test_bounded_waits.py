@@ -29,7 +29,7 @@ from temporalio.client import Client
 from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.metrics.exporter import build_exporter, ledger_pool
-from herald.task_queues import submit_task_queue
+from herald.temporal.task_queues import submit_task_queue
 from tests.receipts.freezing_proxy import FreezingProxy
 
 SECRET = "s3cret-never-printed"
@@ -42,9 +42,9 @@ RUN_SECONDS = 20
 RECEIPTS = ["-m", "herald.receipts"]
 RELAY = ["-m", "herald.outbox"]
 APPLY_SCHEMA = ["-m", "herald.outbox", "--apply-schema"]
-RETENTION = ["-m", "herald.ledger.retention", "--inbox-days", "30"]
+RETENTION = ["-m", "herald.jobs.retention", "--inbox-days", "30"]
 EXPORTER = ["-m", "herald.metrics"]
-MIGRATE = ["-m", "herald.ledger.migrate"]
+MIGRATE = ["-m", "herald.jobs.migrate"]
 WORKER = [str(Path(__file__).resolve().parents[2] / "worker.py")]
 
 

@@ -16,10 +16,10 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.intent import Category
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import PolicyRules
+from herald.intake.requests import Category
 from herald.ledger.policy_store import publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import PolicyRules
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
 VALIDITY = 5  # seconds: the transactional category's provider queue validity in the published policy

@@ -1,4 +1,4 @@
-"""Crypto-shredding (herald/recipient_vault.py): the codec key opens a history, but not a person.
+"""Crypto-shredding (herald/privacy/recipient_vault.py): the codec key opens a history, but not a person.
 
 The review decoded an erased recipient's number from two Temporal payloads with the codec key.
 Now the client seals the recipient, body, subject and render data under the recipient's own key
@@ -20,12 +20,12 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald.client import HeraldClient
-from herald.intent import build_intent, parse_request
+from herald.core.lifecycle import IntentState
+from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.lifecycle import IntentState
-from herald.payload_codec import decode_in_place, payloads_in
-from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
-from herald.temporal_client import payload_codec
+from herald.privacy.payload_codec import decode_in_place, payloads_in
+from herald.privacy.recipient_vault import PREFIX, RecipientErased, RecipientVault
+from herald.temporal.client import payload_codec
 from tests.support import (
     ORDER_DATA,
     SESSION_KEKS,

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from devstack.config import DEV_SERVER_MATCHING, PacedRouteDev, load_stack_config
 from devstack.demo import Overtaking, PacedRoute, overtaking, urgent_overtakes_batch
-from herald.lifecycle import IntentState
+from herald.core.lifecycle import IntentState
 from tests.integration.routes import route_paced_at
 from tests.support import Emulator
 

@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from devstack.demo import a_stop_reply_suppresses_marketing, settle
 from herald.client import HeraldClient
-from herald.lifecycle import IntentState
+from herald.core.lifecycle import IntentState
 from tests.support import Emulator
 
 

@@ -26,8 +26,8 @@ from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
 from devstack.private_files import replace_private
 from devstack.stack import LocalStack
 from herald import outbox
+from herald.intake.notice import NoticeRequest
 from herald.ledger.store import open_pool
-from herald.notice import NoticeRequest
 from herald.outbox.relay import OutboxRelay, backlog
 from tests.support import fresh_key, fresh_recipient
 

@@ -15,10 +15,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from herald.client import HeraldClient
-from herald.intent import Category
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import PolicyRules
+from herald.intake.requests import Category
 from herald.ledger.policy_store import publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import PolicyRules
 from tests.support import SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
 
 PUBLISHED_PRIORITY = 4  # transactional's built-in is 2

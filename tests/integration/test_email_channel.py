@@ -17,15 +17,16 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from bench.actions import billable_actions
-from herald.artifacts import ArtifactRef, PostgresArtifactStore
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus, attempt_ref
-from herald.intent import Channel
-from herald.lifecycle import IntentState, SubmitResult
+from herald.core.artifacts import ArtifactRef
+from herald.core.contracts import IntentStatus, attempt_ref
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.outcomes import ProviderStatus
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.notice_view import render_notice
-from herald.outcomes import ProviderStatus
-from herald.payload_codec import decode_in_place
-from herald.workflow_api import ATTEMPTS_KEY, STATE_KEY
+from herald.privacy.payload_codec import decode_in_place
+from herald.temporal.workflow_api import ATTEMPTS_KEY, STATE_KEY
 from tests.support import (
     ORDER_DATA,
     TEST_POLICY,

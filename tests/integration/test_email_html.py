@@ -23,15 +23,16 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.contracts import SubmitInput, attempt_ref
-from herald.intent import Channel, Intent, build_intent, parse_request
+from herald.core.contracts import SubmitInput, attempt_ref
+from herald.core.intent import Channel, Intent
+from herald.core.outcomes import Accepted
+from herald.core.rows import AttemptRow, LedgerBatch, RecordIntentInput
+from herald.core.send_policy import Category
+from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.ledger.records import AttemptRow, LedgerBatch, RecordIntentInput
-from herald.outcomes import Accepted
-from herald.payload_codec import decode_in_place, payloads_in
-from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
-from herald.send_policy import Category
-from herald.temporal_client import payload_codec
+from herald.privacy.payload_codec import decode_in_place, payloads_in
+from herald.privacy.recipient_vault import PREFIX, RecipientErased, RecipientVault
+from herald.temporal.client import payload_codec
 from tests.support import ORDER_DATA, SESSION_KEKS, SESSION_KEYRING, Esp, email_request, fresh_address, fresh_key
 from worker import build_providers
 

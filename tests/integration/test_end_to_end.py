@@ -16,12 +16,12 @@ from temporalio.service import RPCError
 from bench.actions import billable_actions
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.errors import IntentConflict, InvalidIntent
-from herald.intent import workflow_id_for
+from herald.core.intent import workflow_id_for
+from herald.core.lifecycle import IntentState
+from herald.intake.errors import IntentConflict, InvalidIntent
 from herald.ledger.history import intent_history
-from herald.lifecycle import IntentState
 from herald.providers.twilio_signature import compute_signature
-from herald.temporal_client import connect
+from herald.temporal.client import connect
 from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60

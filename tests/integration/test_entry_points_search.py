@@ -41,12 +41,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
-from herald.errors import IntentConflict, InvalidIntent
-from herald.intent import BUSINESS_KEY_PATTERN, Channel
+from herald.core.intent import Channel
+from herald.core.send_policy import TENANT_PATTERN
+from herald.intake.errors import IntentConflict, InvalidIntent
+from herald.intake.requests import BUSINESS_KEY_PATTERN
+from herald.intake.template_registry import PublishRefused, TemplateError, publish, render_message
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
-from herald.send_policy import TENANT_PATTERN
-from herald.templates import PublishRefused, TemplateError, publish, render_message
 from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,11 +27,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.intent import build_intent, parse_request
-from herald.key_encryption import KeyUnavailable, LocalKeks
+from herald.core.lifecycle import IntentState
+from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.lifecycle import IntentState
-from herald.recipient_vault import KeyRow, RecipientVault, wrap_context
+from herald.privacy.key_encryption import KeyUnavailable, LocalKeks
+from herald.privacy.recipient_vault import KeyRow, RecipientVault, wrap_context
 from tests.support import SESSION_KEKS, SESSION_KEYRING, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60

@@ -30,14 +30,14 @@ from herald import outbox
 from herald.cli.erase import cmd_erase
 from herald.cli.parser import parse_args
 from herald.client import HeraldClient
+from herald.intake.notice import NoticeRequest
 from herald.ledger.store import open_pool
-from herald.notice import NoticeRequest
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.outbox.relay import OutboxRelay
-from herald.payload_codec import decode_in_place
+from herald.privacy.payload_codec import decode_in_place
+from herald.privacy.temporal_erasure import erase_executions
 from herald.runtime.process import ProcessRuntime
-from herald.temporal_client import payload_codec
-from herald.temporal_erasure import erase_executions
+from herald.temporal.client import payload_codec
 from tests.support import (
     SESSION_KEYRING,
     TEST_POLICY,

@@ -20,10 +20,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import grant_consent
-from herald.lifecycle import IntentState
 from herald.receipts.twilio_inbound import EMPTY_TWIML
-from herald.send_policy import Category
 from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60

@@ -2,7 +2,7 @@
 in the clear by the services (herald/ledger/rewrap_keys.py, migration 020).
 
 A database of the test's own, migrated to 018 with data keys in the clear as the old release wrote
-them, then to 020: those rows keep opening their `sealed:1:` tokens, `python -m herald.ledger.rewrap_keys`
+them, then to 020: those rows keep opening their `sealed:1:` tokens, `python -m herald.jobs.rewrap_keys`
 wraps them under the active KEK (and rows under an older KEK too), and afterwards the clear key is
 gone from the row while every token still opens.
 """
@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from devstack.stack import LocalStack
-from herald.key_encryption import LocalKeks
 from herald.ledger.migrate import apply_migrations, migration_files
 from herald.ledger.store import open_pool
-from herald.recipient_vault import LEGACY_PREFIX, RecipientVault
+from herald.privacy.key_encryption import LocalKeks
+from herald.privacy.recipient_vault import LEGACY_PREFIX, RecipientVault
 from herald.settings import REPO_ROOT
 from tests.support import create_database
 
@@ -84,7 +84,7 @@ async def test_keys_from_before_020_open_then_are_rewrapped_and_a_kek_rotation_m
         files.write_text(f"kek-old:{base64.b64encode(OLD_KEK).decode()}\nkek-new:{base64.b64encode(NEW_KEK).decode()}\n")
         env = {**os.environ, "HERALD_MIGRATION_DATABASE_URL": url, "DATABASE_URL": url,
                "HERALD_KEY_ENCRYPTION_KEY_FILES": str(files), "HERALD_KEY_ENCRYPTION_ACTIVE_KEY": "kek-new"}  # fmt: skip
-        ran = subprocess.run([sys.executable, "-m", "herald.ledger.rewrap_keys"], cwd=REPO_ROOT, env=env,
+        ran = subprocess.run([sys.executable, "-m", "herald.jobs.rewrap_keys"], cwd=REPO_ROOT, env=env,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.startswith("re-wrapped 2 data key(s) held in the clear and 1 wrapped under an older")

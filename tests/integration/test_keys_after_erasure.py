@@ -18,10 +18,11 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.intent import Intent, build_intent, parse_request
+from herald.core.intent import Intent
+from herald.core.lifecycle import IntentState
+from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.lifecycle import IntentState
-from herald.recipient_vault import RecipientVault
+from herald.privacy.recipient_vault import RecipientVault
 from tests.support import (
     SESSION_KEKS,
     SESSION_KEYRING,

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from herald.core.rows import InboxReport
 from herald.ledger import store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.lending import CheckIfIdle
-from herald.ledger.records import InboxReport
 from tests.support import fresh_key
 
 

@@ -9,8 +9,8 @@ import httpx
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
+from herald.core.lifecycle import IntentState, SubmitResult
 from herald.ledger.history import IntentHistory, intent_history
-from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.twilio_signature import compute_signature
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 

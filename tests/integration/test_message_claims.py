@@ -16,12 +16,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
+from herald.core.contracts import IntentStatus
+from herald.core.lifecycle import IntentState, ObservationKind, Source
+from herald.core.rows import InboxReport, ObservationRow
 from herald.ledger.claims import claim_observed
-from herald.ledger.records import InboxReport, ObservationRow
 from herald.ledger.report import ledger_report
 from herald.ledger.store import store_reports
-from herald.lifecycle import IntentState, ObservationKind, Source
 from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 90

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.lifecycle import IntentState
+from herald.core.lifecycle import IntentState
 from herald.metrics.exporter import build_exporter, ledger_pool
 from tests.faults.workers import service, worker
 from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request

@@ -36,16 +36,16 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.demo_email import over_loopback
 from devstack.processes import free_port
-from herald import templates
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus
-from herald.intent import Channel
+from herald.core.contracts import IntentStatus
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category
+from herald.intake import template_registry as templates
 from herald.ledger.policy_store import grant_consent
-from herald.lifecycle import IntentState
+from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.smtp import SmtpAdapter
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
-from herald.recipient_vault import RecipientVault
-from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
 from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY, Esp, email_request, fresh_address, fresh_key
 from worker import build_submit_worker, build_worker

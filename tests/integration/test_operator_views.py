@@ -9,10 +9,10 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.errors import IntentConflict
+from herald.core.lifecycle import IntentState
+from herald.intake.errors import IntentConflict
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState
-from herald.workflow_api import not_delivered_query
+from herald.temporal.workflow_api import not_delivered_query
 from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
 
 
@@ -163,7 +163,7 @@ async def test_the_migrate_command_runs_as_the_owner_and_is_idempotent(stack) ->
 
     env = {**os.environ, "HERALD_MIGRATION_DATABASE_URL": stack.database_url}
     ran = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "herald.ledger.migrate"], env=env, capture_output=True, text=True, timeout=60
+        subprocess.run, [sys.executable, "-m", "herald.jobs.migrate"], env=env, capture_output=True, text=True, timeout=60
     )
     assert (ran.returncode, ran.stdout) == (0, "applied: none (up to date)\n"), ran.stderr
 

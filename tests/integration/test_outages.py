@@ -30,16 +30,16 @@ from devstack.stack import LocalStack
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer, load_private_key
 from herald.client import HeraldClient
-from herald.contracts import IntentStatus, attempt_ref
-from herald.intent import Channel
+from herald.core.contracts import IntentStatus, attempt_ref
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.send_policy import Category, CategoryRules, PolicyRules
 from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState, SubmitResult
+from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
-from herald.recipient_vault import RecipientVault
-from herald.send_policy import Category, CategoryRules, PolicyRules
 from herald.settings import SendGridActivitySettings
 from tests.refusing_proxy import RefusingProxy
 from tests.support import (

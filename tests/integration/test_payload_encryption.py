@@ -32,11 +32,11 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from devstack.processes import BIN_DIR, wait_for_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.codec_server import create_codec_app
-from herald.intent import Channel
-from herald.lifecycle import IntentState
-from herald.payload_codec import ENCODING, decode_in_place, payloads_in
-from herald.temporal_client import payload_codec
+from herald.codec.server import create_codec_app
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.privacy.payload_codec import ENCODING, decode_in_place, payloads_in
+from herald.temporal.client import payload_codec
 from tests.support import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 90
@@ -226,7 +226,7 @@ async def test_a_failures_message_is_encrypted_in_history_and_opens_with_the_cod
     reads "Encoded failure" and the text is an encrypted payload; through the codec, it is the exception's text."""
     marker = f"enc_{secrets.token_hex(8)}"
     task_queue = f"herald-failure-{secrets.token_hex(4)}"
-    # The session's client, made by herald.temporal_client.connect; the worker takes its converter.
+    # The session's client, made by herald.temporal.client.connect; the worker takes its converter.
     worker = Worker(
         temporal, task_queue=task_queue, workflows=[Refusal], activities=[refuse],
         workflow_runner=UnsandboxedWorkflowRunner(),

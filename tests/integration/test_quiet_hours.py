@@ -22,15 +22,15 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.processes import BIN_DIR
 from herald.client import HeraldClient
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.ledger.policy_store import publish_policy
-from herald.lifecycle import IntentState
+from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.twilio import TwilioAdapter
-from herald.recipient_vault import RecipientVault
-from herald.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.settings import TemporalSettings
-from herald.temporal_client import data_converter
-from herald.workflow_api import SEARCH_ATTRIBUTES
+from herald.temporal.client import data_converter
+from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
 from tests.support import (
     SESSION_KEKS,
     SESSION_KEYRING,

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import standing
 from herald.ledger.recipient_requests import RecipientRequest, record_requests, requests_of
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState
-from herald.send_policy import Category
 from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
 
 

@@ -20,17 +20,17 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from herald import fingerprints
 from herald.cli.erase import cmd_erase
 from herald.cli.parser import parse_args
 from herald.client import HeraldClient
-from herald.errors import InvalidIntent
+from herald.core.lifecycle import IntentState
+from herald.core.recipients import NUMBER_RULE
+from herald.core.send_policy import Category
+from herald.intake.errors import InvalidIntent
 from herald.ledger.policy_store import grant_consent
-from herald.lifecycle import IntentState
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
-from herald.recipients import NUMBER_RULE
+from herald.privacy import fingerprints
 from herald.runtime.process import ProcessRuntime
-from herald.send_policy import Category
 from tests.integration.test_erasure_reach import (  # noqa: F401 - the service database's fixtures, shared
     _enqueue,
     _rows,
@@ -53,7 +53,7 @@ async def _consenting_and_stopped(
     """The person consented to marketing (as the service's records spell them, and as the number),
     then texted STOP from their handset to our number."""
     for recipient in (to, spelling):
-        # A spelling no door reads has no fingerprint at all (herald.recipients): nothing to record.
+        # A spelling no door reads has no fingerprint at all (herald.core.recipients): nothing to record.
         with contextlib.suppress(ValueError):
             await grant_consent(
                 pool, fingerprint=SESSION_KEYRING.recipient(recipient), category=Category.MARKETING,

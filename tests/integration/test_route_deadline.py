@@ -10,7 +10,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from herald.lifecycle import IntentState, SubmitResult
+from herald.core.lifecycle import IntentState, SubmitResult
 from tests.integration.routes import route_paced_at
 from tests.integration.test_route_priority import _accepted_order
 from tests.support import fresh_key, fresh_recipient, receipt_request

@@ -11,9 +11,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import PolicyRules
 from herald.ledger.policy_store import publish_policy
-from herald.lifecycle import IntentState
-from herald.send_policy import PolicyRules
 from tests.integration.routes import route_paced_at
 from tests.integration.test_route_priority import _accepted_order
 from tests.support import fresh_key, fresh_recipient, receipt_request

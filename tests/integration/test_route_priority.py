@@ -11,7 +11,7 @@ import httpx
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from herald.lifecycle import IntentState
+from herald.core.lifecycle import IntentState
 from tests.integration.routes import route_paced_at
 from tests.support import fresh_key, fresh_recipient, receipt_request
 

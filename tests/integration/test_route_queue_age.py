@@ -15,10 +15,10 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from devstack.processes import free_port
+from herald.core.lifecycle import IntentState
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState
 from herald.metrics.exporter import build_exporter, ledger_pool
-from herald.route_backlog import route_backlog
+from herald.temporal.route_backlog import route_backlog
 from tests.integration.routes import route_paced_at
 from tests.integration.test_starter_cli import run_starter, stack_env
 from tests.support import fresh_key, fresh_recipient, receipt_request

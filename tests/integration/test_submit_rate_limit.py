@@ -16,17 +16,17 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from herald.intent import Channel, workflow_id_for
+from herald.core.intent import Channel, workflow_id_for
+from herald.core.lifecycle import IntentState
 from herald.ledger.report import ledger_report
-from herald.lifecycle import IntentState
-from herald.task_queues import submit_task_queue
+from herald.temporal.task_queues import submit_task_queue
 from tests.integration.routes import LIMIT, route_paced_at
 from tests.support import fresh_key, fresh_recipient, receipt_request
 
 # The submit queue's server-side limit, as the bench runs it. Temporal's matcher lets PACE + 1
 # tasks out at once after a quiet spell (a GCRA with a one-second burst), more than the emulator's
 # bucket of LIMIT takes with the refill of that second; the submit activity's own pacer
-# (herald.pacing) lets half the pace go at once and spaces the rest 1/PACE apart, so the
+# (herald.providers.pacing) lets half the pace go at once and spaces the rest 1/PACE apart, so the
 # provider's bucket never empties.
 PACE = 0.97 * LIMIT
 INTENTS = 30  # offered at once: three times what the emulator takes in a burst
@@ -83,7 +83,7 @@ async def test_two_hundred_intents_at_the_route_limit_all_delivered_with_queue_a
     dropped, at most 1 % of submits answered 429 (each retried after its Retry-After), all
     delivered, and the report gives the queue age apart from delivery latency.
 
-    Before the submit activity paced itself (herald.pacing) this ran at 9/s: the server lets
+    Before the submit activity paced itself (herald.providers.pacing) this ran at 9/s: the server lets
     pace + 1 out at once after a quiet spell, and near the provider's rate every jitter met an
     empty bucket (measured 2 of 202 and 3 of 203 submits answered 429 at 10/s)."""
     intents = 200

@@ -14,11 +14,11 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald import fingerprints
 from herald.client import HeraldClient
+from herald.core.lifecycle import IntentState
 from herald.ledger.policy_store import lift_suppression
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
-from herald.lifecycle import IntentState
+from herald.privacy import fingerprints
 from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

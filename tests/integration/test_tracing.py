@@ -15,10 +15,10 @@ from psycopg_pool import AsyncConnectionPool
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.lifecycle import IntentState
-from herald.recipient_vault import RecipientVault
-from herald.temporal_client import connect
-from herald.tracing import tracing_interceptors
+from herald.core.lifecycle import IntentState
+from herald.privacy.recipient_vault import RecipientVault
+from herald.temporal.client import connect
+from herald.temporal.tracing import tracing_interceptors
 from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
 from worker import build_providers, build_submit_worker, build_worker
 

@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald.recipient_vault import RecipientVault
+from herald.privacy.recipient_vault import RecipientVault
 from herald.settings import WorkerVersionSettings
 from tests.support import SESSION_KEKS, SESSION_KEYRING
 from worker import build_submit_worker, build_worker

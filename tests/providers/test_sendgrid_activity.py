@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
-from herald.delivery_policy import DeliveryPolicy, absence_proven
-from herald.outcomes import Found, NotFound, ProviderStatus, Unavailable
+from herald.core.delivery_policy import DeliveryPolicy, absence_proven
+from herald.core.outcomes import Found, NotFound, ProviderStatus, Unavailable
 from herald.providers.port import MessageReference
 from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
@@ -283,7 +283,7 @@ async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> No
 
 
 def test_without_a_feed_the_relay_declares_no_lookup() -> None:
-    """No Email Activity key: no lookup by reference, so an unknown submit waits for events (herald.silence)."""
+    """No Email Activity key: no lookup by reference, so an unknown submit waits for events (herald.core.silence)."""
     config = EmailSettings(
         host="relay.example", from_address="receipts@herald.example", message_id_domain="mail.herald.example"
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 from herald.providers import twilio_codes
 from herald.providers.report_vocabularies import (
     REPORT_VOCABULARIES,

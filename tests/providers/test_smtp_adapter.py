@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
-from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown, Unreachable
+from herald.core.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unknown, Unreachable
 from herald.providers.port import Attachment
 from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings

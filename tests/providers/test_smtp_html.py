@@ -26,11 +26,11 @@ from aiosmtpd.smtp import Envelope, Session
 from emulator.esp.admin import PAGE_CSP
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
-from herald.outcomes import Accepted
+from herald.core.outcomes import Accepted
+from herald.intake.template_registry import render_message
 from herald.providers.port import Attachment, OutboundMessage
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings
-from herald.templates import render_message
 from tests.support import SESSION_KEYRING
 
 SCRIPT = "<script>alert(1)</script>"

@@ -14,12 +14,12 @@ from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
 from devstack.processes import free_port
-from herald.outcomes import Accepted, Rejected
+from herald.core.outcomes import Accepted, Rejected
+from herald.core.send_policy import Category
+from herald.privacy.unsubscribe import TokenKeys, read
 from herald.providers.port import OutboundMessage
 from herald.providers.smtp import SmtpAdapter
-from herald.send_policy import Category
 from herald.settings import EmailSettings, UnsubscribeSettings
-from herald.unsubscribe import TokenKeys, read
 from tests.support import SESSION_KEYRING
 
 KEY = secrets.token_bytes(32)

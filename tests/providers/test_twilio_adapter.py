@@ -15,9 +15,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from herald.outcomes import (
-    Candidates,
+from herald.core.outcomes import (
     Accepted,
+    Candidates,
     Found,
     NotFound,
     ProviderStatus,

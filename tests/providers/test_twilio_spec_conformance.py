@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 
-from herald.outcomes import Accepted, Candidates, Found, ProviderStatus, Unavailable
+from herald.core.outcomes import Accepted, Candidates, Found, ProviderStatus, Unavailable
 from herald.providers.port import MessageReference, OutboundMessage
 from herald.providers.twilio import TwilioAdapter
 from herald.providers.twilio_codes import STATUS_LABELS

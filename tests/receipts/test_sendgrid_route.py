@@ -26,11 +26,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
-from herald.contracts import ReportBatch
+from herald.core.contracts import ReportBatch
+from herald.core.outcomes import ProviderStatus
+from herald.core.rows import InboxReport
 from herald.ledger import store
-from herald.ledger.records import InboxReport
 from herald.ledger.store import open_pool
-from herald.outcomes import ProviderStatus
 from herald.providers.sendgrid_signature import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from herald.core.reply_keywords import classify_reply
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import standing
 from herald.ledger.store import open_pool
 from herald.providers.twilio_signature import compute_signature
 from herald.receipts.twilio_inbound import EMPTY_TWIML, MAX_TWILIO_INBOUND_BYTES, REPLY_TEXTS
-from herald.reply_keywords import classify_reply
-from herald.send_policy import Category
 from herald.settings import TwilioSettings
 from tests.receipts.served import RecordingClient, receipt_app
 from tests.support import SESSION_KEYRING, fresh_recipient

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from herald.core.send_policy import Category
 from herald.ledger.policy_store import standing
 from herald.ledger.store import open_pool
+from herald.privacy.unsubscribe import TokenKeys, issue
 from herald.receipts.app import MAX_UNSUBSCRIBE_BODY_BYTES
-from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
-from herald.unsubscribe import TokenKeys, issue
 from tests.receipts.served import RecordingClient, receipt_app
 from tests.support import SESSION_KEYRING, fresh_address
 

@@ -24,13 +24,13 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
-from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
-from herald.intent import Channel
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.send_policy import PolicyRules
+from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import publish_policy
-from herald.lifecycle import IntentState
-from herald.payload_codec import decode_in_place
-from herald.send_policy import PolicyRules
+from herald.privacy.payload_codec import decode_in_place
 from tests.support import (
     TEST_POLICY,
     Emulator,

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from herald.settings import TemporalSettings
-from herald.temporal_client import data_converter
+from herald.temporal.client import data_converter
 from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
 

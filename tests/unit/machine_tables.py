@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from herald.contracts import (
+from herald.core.capabilities import Capabilities
+from herald.core.contracts import (
     CancelRequest,
     DeliveryReport,
     NotificationInput,
@@ -20,11 +21,10 @@ from herald.contracts import (
     attempt_number_of,
     attempt_ref,
 )
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import Channel, build_intent, parse_request, workflow_id_for
-from herald.ledger.records import LedgerBatch
-from herald.machine import IntentMachine
-from herald.machine.commands import (
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import Channel, workflow_id_for
+from herald.core.machine import IntentMachine
+from herald.core.machine.commands import (
     AskToCancel,
     AwaitHandlers,
     CheckHistory,
@@ -41,7 +41,7 @@ from herald.machine.commands import (
     WaitUntil,
     WriteRows,
 )
-from herald.machine.events import (
+from herald.core.machine.events import (
     CancelAsked,
     Event,
     HandlersFinished,
@@ -56,13 +56,14 @@ from herald.machine.events import (
     SubmitFailed,
     WaitEnded,
 )
-from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unavailable
-from herald.providers.port import Capabilities
+from herald.core.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unavailable
+from herald.core.rows import LedgerBatch
+from herald.core.send_policy import Category, PolicyRules, dispatch_order
+from herald.core.silence import EventStream
+from herald.intake.requests import build_intent, parse_request
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Category, PolicyRules, dispatch_order
 from herald.settings import EmailSettings
-from herald.silence import EventStream
 from tests.support import SESSION_KEYRING, TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

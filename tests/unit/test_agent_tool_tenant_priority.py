@@ -11,8 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 from agent_tool.store import demo_store
 from agent_tool.tools import CALLERS, AgentTools, MemberAction, PriorityField, SellerAction, Started
 from herald.client import SendReceipt
-from herald.errors import IntentNotFound, InvalidIntent
-from herald.intent import parse_request
+from herald.intake.errors import IntentNotFound, InvalidIntent
+from herald.intake.requests import parse_request
 
 
 class _Herald:

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from pydantic import ValidationError
 
-from herald.artifacts import (
+from herald.core.artifacts import (
     MAX_ARTIFACT_BYTES,
     ArtifactMismatch,
     ArtifactRef,

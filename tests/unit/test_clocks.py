@@ -1,4 +1,4 @@
-"""The closing clocks (``herald.clocks``) and the wait after an unwritten submit, as pure functions."""
+"""The closing clocks (``herald.core.closing_clocks``) and the wait after an unwritten submit, as pure functions."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from herald.clocks import HORIZON_REASON, closing_clock, closing_rule
-from herald.delivery_policy import DeliveryPolicy, not_sent_delay
-from herald.lifecycle import IntentState, Source
+from herald.core.closing_clocks import HORIZON_REASON, closing_clock, closing_rule
+from herald.core.delivery_policy import DeliveryPolicy, not_sent_delay
+from herald.core.lifecycle import IntentState, Source
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 SECOND = timedelta(seconds=1)

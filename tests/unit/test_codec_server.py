@@ -13,7 +13,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from devstack.processes import free_port
-from herald.codec_server import (
+from herald.codec.server import (
     HOST_REFUSED,
     MAX_BODY_BYTES,
     build_codec_server,
@@ -21,7 +21,7 @@ from herald.codec_server import (
     default_allowed_hosts,
     host_allowed,
 )
-from herald.payload_codec import EncryptionCodec
+from herald.privacy.payload_codec import EncryptionCodec
 from herald.runtime.process import ProcessRuntime
 from herald.settings import InvalidSetting, load_settings
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.delivery_policy import (
+from herald.core.delivery_policy import (
     DeliveryPolicy,
     budget_spent,
     may_retry,
@@ -18,7 +18,7 @@ from herald.delivery_policy import (
     poll_delay,
     retry_delay,
 )
-from herald.lifecycle import SubmitResult
+from herald.core.lifecycle import SubmitResult
 
 DEFAULT = DeliveryPolicy()
 # timedelta keeps microseconds; a float bound may round by one.

@@ -1,4 +1,4 @@
-"""Best evidence across attempts (``herald.evidence``) and the absence proof (``herald.delivery_policy``).
+"""Best evidence across attempts (``herald.core.evidence``) and the absence proof (``herald.core.delivery_policy``).
 
 Table-driven cases first; then a model-based property test: a driver that takes the workflow's
 decisions from exactly the functions the workflow calls (``observe_across``, ``next_state``,
@@ -16,15 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from herald.delivery_policy import (
-    DeliveryPolicy,
-    absence_proven,
-    may_retry,
-    proof_window,
-)
-from herald.evidence import Standing, may_dispatch, next_state, observe_across, settle, standing_of
-from herald.lifecycle import AttemptView, IntentState, Observation, Source, SubmitResult, check_transition
-from herald.outcomes import NotFound, ProviderStatus
+from herald.core.delivery_policy import DeliveryPolicy, absence_proven, may_retry, proof_window
+from herald.core.evidence import Standing, may_dispatch, next_state, observe_across, settle, standing_of
+from herald.core.lifecycle import AttemptView, IntentState, Observation, Source, SubmitResult, check_transition
+from herald.core.outcomes import NotFound, ProviderStatus
 from herald.providers.twilio_codes import is_retryable
 
 S = IntentState
@@ -374,7 +369,7 @@ class Workflow:
 
 
 def oracle(facts: list[tuple[ProviderStatus | None, SubmitResult | None, bool]]) -> IntentState:
-    """The best evidence, written from the raw facts and independent of herald.evidence."""
+    """The best evidence, written from the raw facts and independent of herald.core.evidence."""
     statuses = [status for status, _, _ in facts]
     if P.DELIVERED in statuses:
         return S.DELIVERED

@@ -1,4 +1,4 @@
-"""Keyed fingerprints (herald/fingerprints.py): one person one fingerprint, worthless without the key.
+"""Keyed fingerprints (herald/privacy/fingerprints.py): one person one fingerprint, worthless without the key.
 
 The review reversed a number from the 16-hex prefix `starter.py status` printed (plain SHA-256) by
 trying every +1555xxxxxxx in 1.3 s, and erasing mixed.case@example.com missed the intents sent to
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.fingerprints import Keyring, canonical_recipient, keyring_from, short
-from herald.recipients import RecipientRefused
-from herald.variables import InvalidSetting
+from herald.core.recipients import RecipientRefused, short
+from herald.privacy.fingerprints import Keyring, canonical_recipient, keyring_from
+from herald.settings.variables import InvalidSetting
 
 KEY_A = secrets.token_bytes(32)
 KEY_B = secrets.token_bytes(32)
@@ -29,7 +29,7 @@ def test_spellings_of_one_address_are_one_recipient() -> None:
     assert len({ring.recipient(s) for s in spellings}) == 1
     # An internationalised domain is compared in its ASCII form.
     assert canonical_recipient("Anna@Bücher.DE") == canonical_recipient("anna@xn--bcher-kva.de")
-    # Two numbers never collide; two spellings of one number are one (herald.recipients).
+    # Two numbers never collide; two spellings of one number are one (herald.core.recipients).
     assert ring.recipient("+15551230001") != ring.recipient("+15551230002")
     assert ring.recipient("+1 (555) 123-0001") == ring.recipient("+15551230001")
 

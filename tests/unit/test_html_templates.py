@@ -19,10 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from herald import templates
-from herald.intent import build_intent, content_sha256, parse_request
-from herald.template_html import HtmlRule
-from herald.templates import (
+from herald.core.intent import content_sha256
+from herald.intake import template_registry as templates
+from herald.intake.requests import build_intent, parse_request
+from herald.intake.template_html import HtmlRule
+from herald.intake.template_registry import (
     MAX_EMAIL_HTML_CHARS,
     PublishRefused,
     TemplateError,

@@ -1,5 +1,5 @@
 """Table-driven tests of the pure intent state machine: ``check_transition`` and its tables,
-``intent_state_for``, and the per-fact judgement of ``herald.evidence.observe_across`` seen from
+``intent_state_for``, and the per-fact judgement of ``herald.core.evidence.observe_across`` seen from
 the state machine's side: the attempt-level rules (duplicates, stale facts, facts after a final
 status and facts naming another provider id are recorded unapplied), terminal states absorbing,
 and moves only along declared edges. How evidence about several attempts settles the intent (the
@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from herald.evidence import observe_across, settle
-from herald.lifecycle import (
+from herald.core.evidence import observe_across, settle
+from herald.core.lifecycle import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATES,
     AttemptView,
@@ -25,7 +25,7 @@ from herald.lifecycle import (
     check_transition,
     intent_state_for,
 )
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 
 S = IntentState
 P = ProviderStatus

@@ -3,7 +3,7 @@
 The driver keeps the workflow's bookkeeping without Temporal: the intent state and, for each
 attempt, what ``AttemptView`` carries (provider id, provider status, submit answer, whether a
 final failure's code is retryable). It judges every provider fact with
-``herald.evidence.observe_across`` over all attempts, applies the attempt status when the verdict
+``herald.core.evidence.observe_across`` over all attempts, applies the attempt status when the verdict
 is applied, and moves the intent (through ``check_transition``) to the verdict's state; submit
 refusals and lookups settle the intent with ``next_state``, and a retry timer sends the next
 attempt only when ``may_dispatch`` allows it. Evidence about any attempt may settle the intent.
@@ -31,9 +31,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from herald.delivery_policy import DeliveryPolicy, may_retry, poll_delay, retry_delay
-from herald.evidence import may_dispatch, next_state, observe_across
-from herald.lifecycle import (
+from herald.core.delivery_policy import DeliveryPolicy, may_retry, poll_delay, retry_delay
+from herald.core.evidence import may_dispatch, next_state, observe_across
+from herald.core.lifecycle import (
     ALLOWED_TRANSITIONS,
     AttemptView,
     IntentState,
@@ -44,7 +44,7 @@ from herald.lifecycle import (
     check_transition,
     intent_state_for,
 )
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 from herald.providers.twilio_codes import is_retryable
 
 S = IntentState

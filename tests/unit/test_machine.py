@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from herald.contracts import AlreadyRecorded, Held, KeyConflict, NotSent
-from herald.ledger.records import IntentRecorded
-from herald.lifecycle import IntentState
-from herald.machine import IntentMachine
-from herald.machine.commands import ContinueAsNew, ReadOrder, Submit
-from herald.machine.events import (
+from herald.core.contracts import AlreadyRecorded, Held, KeyConflict, NotSent
+from herald.core.lifecycle import IntentState
+from herald.core.machine import IntentMachine
+from herald.core.machine.commands import ContinueAsNew, ReadOrder, Submit
+from herald.core.machine.events import (
     HistoryChecked,
     KeyConflictArrived,
     OrderRead,
@@ -27,9 +26,10 @@ from herald.machine.events import (
     SubmitAnswered,
     SubmitFailed,
 )
-from herald.outcomes import ProviderStatus, Retryable, Unknown
+from herald.core.outcomes import ProviderStatus, Retryable, Unknown
+from herald.core.rows import IntentRecorded
+from herald.core.send_policy import Category, Decision, PolicyDecision, PolicyRules, built_in_order, dispatch_order
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, built_in_order, dispatch_order
 from tests.support import TestClock
 from tests.unit.machine_tables import (
     AT,
@@ -422,6 +422,6 @@ def test_the_machine_imports_no_io() -> None:
                 assert name.split(".")[0] not in _IO, (path.name, name)
                 assert name in _PURE_STDLIB or name == "pydantic" or name.startswith("herald."), (path.name, name)
                 assert not name.startswith(("herald.ledger.", "herald.providers.")) or name in {
-                    "herald.ledger.records",
+                    "herald.core.rows",
                     "herald.providers.port",
                 }, (path.name, name)

@@ -1,4 +1,4 @@
-"""The claim rule (``herald.claims.judge``): which message, if any, a search by recipient and content
+"""The claim rule (``herald.core.claims.judge``): which message, if any, a search by recipient and content
 lets an attempt claim.
 
 A table of the rule's cases first; then a model-based property: random attempts of several intents
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.claims import CLOCK_SKEW, Rival, could_have_created, judge
-from herald.outcomes import Candidate, Candidates, Found, NotFound, ProviderStatus, Unavailable
+from herald.core.claims import CLOCK_SKEW, Rival, could_have_created, judge
+from herald.core.outcomes import Candidate, Candidates, Found, NotFound, ProviderStatus, Unavailable
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 BOUND = timedelta(seconds=60)

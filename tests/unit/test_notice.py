@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from herald.channels import assumed_capabilities
-from herald.contracts import AttemptStatus, IntentStatus, TransitionStatus
-from herald.errors import InvalidIntent
-from herald.intent import Channel, build_intent, parse_request
-from herald.lifecycle import IntentState, Source, SubmitResult
-from herald.machine.attempt import AttemptRecord
-from herald.machine.record import IntentRecord
-from herald.notice import parse_notice
+from herald.core.channels import assumed_capabilities
+from herald.core.contracts import AttemptStatus, IntentStatus, TransitionStatus
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState, Source, SubmitResult
+from herald.core.machine.attempt import AttemptRecord
+from herald.core.machine.record import IntentRecord
+from herald.intake.errors import InvalidIntent
+from herald.intake.notice import parse_notice
+from herald.intake.requests import build_intent, parse_request
 from herald.notice_view import render_notice
 from tests.support import SESSION_KEYRING, TestClock
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.contracts import AttemptStatus, IntentStatus
-from herald.errors import InvalidIntent
-from herald.intent import build_intent, parse_request
-from herald.lifecycle import IntentState, SubmitResult
-from herald.notice import parse_notice
+from herald.core.contracts import AttemptStatus, IntentStatus
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.intake.errors import InvalidIntent
+from herald.intake.notice import parse_notice
+from herald.intake.requests import build_intent, parse_request
 from herald.notice_view import render_notice
 from herald.outbox import stored_notice
 from tests.support import SESSION_KEYRING

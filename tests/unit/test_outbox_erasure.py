@@ -7,8 +7,8 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.fingerprints import canonical_recipient
 from herald.outbox.erasure import names
+from herald.privacy.fingerprints import canonical_recipient
 
 PROPERTY = settings(derandomize=True, database=None, max_examples=2000, deadline=None)
 _ATEXT = string.ascii_letters + string.digits + "!#$%&'*+-/=?^_`{|}~"
@@ -41,7 +41,7 @@ def _canonical_or_none(spelling: str) -> str | None:
     try:
         # A number's surrounding whitespace is taken off for erasure (see `names`).
         return canonical_recipient(spelling if "@" in spelling else spelling.strip())
-    except ValueError:  # not a number by the doors' rule (herald.recipients)
+    except ValueError:  # not a number by the doors' rule (herald.core.recipients)
         return None
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from herald.pacing import Pacer
+from herald.providers.pacing import Pacer
 
 
 class FakeTime:

@@ -14,7 +14,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
-from herald.payload_codec import (
+from herald.privacy.payload_codec import (
     ENCODING,
     KEY_ID_METADATA,
     EncryptionCodec,
@@ -24,7 +24,7 @@ from herald.payload_codec import (
     payloads_in,
 )
 from herald.settings import InvalidSetting, load_settings
-from herald.temporal_client import data_converter
+from herald.temporal.client import data_converter
 
 KEY_A, KEY_B = os.urandom(32), os.urandom(32)
 RECIPIENT = "+15551234567"

@@ -1,4 +1,4 @@
-"""Presumed absent, then seen (``herald.machine.presumptions``): one pure rule for a provider fact
+"""Presumed absent, then seen (``herald.core.machine.presumptions``): one pure rule for a provider fact
 about an attempt Herald concluded the provider never took, judged while the intent's workflow
 runs (the machine) or after it closed (the receipt path, from the ledger's reading of the attempt)."""
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from herald.lifecycle import ObservationKind, Source
-from herald.machine.presumptions import (
+from herald.core.lifecycle import ObservationKind, Source
+from herald.core.machine.presumptions import (
     CLOSED_REASON,
     LateReport,
     Sighting,
@@ -17,7 +17,7 @@ from herald.machine.presumptions import (
     late_report_rows,
     seen_after_presumed_absent,
 )
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DELIVERED = Sighting(provider_id="SM1", status=ProviderStatus.DELIVERED, source=Source.REPORT, observed_at=AT)

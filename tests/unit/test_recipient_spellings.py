@@ -29,16 +29,20 @@ from hypothesis import strategies as st
 
 from agent_tool.store import demo_store
 from agent_tool.tools import CALLERS, AgentTools, MemberAction, Refused, Started
-from herald import cli_input, fingerprints, outbox, recipients
+from herald import outbox
+from herald.cli import input as cli_input
+from herald.cli.input import CliInputError
 from herald.cli.parser import parse_args
 from herald.cli.send import send_request
-from herald.cli_input import CliInputError
 from herald.client import HeraldClient
-from herald.errors import InvalidIntent
-from herald.intent import Intent, parse_request
-from herald.notice import parse_notice
+from herald.core import recipients
+from herald.core.intent import Intent
+from herald.intake.errors import InvalidIntent
+from herald.intake.notice import parse_notice
+from herald.intake.requests import parse_request
 from herald.outbox.erasure import names
 from herald.outbox.relay import OutboxRelay
+from herald.privacy import fingerprints
 from herald.receipts.twilio_inbound import recipient_request, unusable_reason
 from tests.support import SESSION_KEYRING
 

@@ -1,4 +1,4 @@
-"""The recipient vault's rules, on key rows held in memory (herald/recipient_vault.py, herald/key_encryption.py).
+"""The recipient vault's rules, on key rows held in memory (herald/privacy/recipient_vault.py, herald/privacy/key_encryption.py).
 
 Key generations: a token names the generation that sealed it; a person erased and back gets a new
 one, and no process seals or opens under a generation the rows no longer hold, whatever it cached.
@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import Intent, build_intent, parse_request
-from herald.key_encryption import KeyUnavailable, LocalKeks
-from herald.recipient_vault import (
+from herald.core.intent import Intent
+from herald.intake.requests import build_intent, parse_request
+from herald.privacy.key_encryption import KeyUnavailable, LocalKeks
+from herald.privacy.recipient_vault import (
     LEGACY_PREFIX,
     PREFIX,
     UNOPENABLE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.reply_keywords import HELP_KEYWORDS, OPT_IN_KEYWORDS, OPT_OUT_KEYWORDS, classify_reply
+from herald.core.reply_keywords import HELP_KEYWORDS, OPT_IN_KEYWORDS, OPT_OUT_KEYWORDS, classify_reply
 
 KEYWORDS = sorted(OPT_OUT_KEYWORDS | OPT_IN_KEYWORDS | HELP_KEYWORDS)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from herald.segments import Encoding, count_segments
+from herald.core.segments import Encoding, count_segments
 
 E = Encoding
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 
-from herald.send_policy import (
+from herald.core.send_policy import (
     Category,
     CategoryRules,
     Decision,

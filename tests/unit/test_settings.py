@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from herald.settings import REPO_ROOT, RULES, InvalidSetting, load_settings
-from herald.temporal_client import tls_config
+from herald.temporal.client import tls_config
 
 
 def test_receipt_hold_defaults_to_two_seconds_and_reads_the_variable() -> None:

@@ -1,4 +1,4 @@
-"""When an ESP's silence about an attempt counts as "not accepted" (herald.silence), as a pure function."""
+"""When an ESP's silence about an attempt counts as "not accepted" (herald.core.silence), as a pure function."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.delivery_policy import DeliveryPolicy
-from herald.silence import EventStream, SilenceRule, silence_verdict, stream_query
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.silence import EventStream, SilenceRule, silence_verdict, stream_query
 
 POLICY = DeliveryPolicy()
 START = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -12,11 +12,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from herald import cli_input
+from herald.cli import input as cli_input
 from herald.cli import main as starter
 from herald.cli import parser as cli_parser
-from herald.cli_input import CliInputError
-from herald.recipients import NUMBER_RULE
+from herald.cli.input import CliInputError
+from herald.core.recipients import NUMBER_RULE
 from herald.runtime import reach
 from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings

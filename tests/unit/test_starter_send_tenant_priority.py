@@ -19,11 +19,11 @@ from herald.cli import main as starter
 from herald.cli import send
 from herald.cli import status as status_command
 from herald.cli.parser import build_parser, parse_args
-from herald.contracts import AttemptStatus, IntentStatus
-from herald.errors import InvalidIntent
-from herald.intent import IntentRequest
-from herald.lifecycle import IntentState, SubmitResult
-from herald.notice import NoticeRequest
+from herald.core.contracts import AttemptStatus, IntentStatus
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.intake.errors import InvalidIntent
+from herald.intake.notice import NoticeRequest
+from herald.intake.requests import IntentRequest
 from herald.runtime import reach
 from herald.settings import load_settings
 from tests.support import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from herald.outcomes import ProviderStatus
+from herald.core.outcomes import ProviderStatus
 from herald.receipts.delivery import StoredReport
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -16,7 +16,7 @@ from herald.metrics.instruments import INTENTS_FINISHED, PROVIDER_LATENCY, Provi
 from herald.metrics.ledger import IntentCount, LedgerCollector, LedgerNumbers, SubmitOutcomeCount
 from herald.metrics.runtime import worker_runtime
 from herald.settings import InvalidSetting, TelemetrySettings, load_settings
-from herald.tracing import tracer_provider, tracing_interceptors
+from herald.temporal.tracing import tracer_provider, tracing_interceptors
 
 # ---- settings ------------------------------------------------------------------------------
 

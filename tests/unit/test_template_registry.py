@@ -12,10 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from herald import templates
-from herald.errors import InvalidIntent
-from herald.intent import build_intent, parse_request
-from herald.templates import PublishRefused, TemplateError, available_templates, load_template, publish, render
+from herald.intake import template_registry as templates
+from herald.intake.errors import InvalidIntent
+from herald.intake.requests import build_intent, parse_request
+from herald.intake.template_registry import (
+    PublishRefused,
+    TemplateError,
+    available_templates,
+    load_template,
+    publish,
+    render,
+)
 from tests.support import SESSION_KEYRING
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,20 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.artifacts import ArtifactRef
-from herald.contracts import attempt_number_of, attempt_ref
-from herald.errors import InvalidIntent
-from herald.intent import (
+from herald.core.artifacts import ArtifactRef
+from herald.core.contracts import attempt_number_of, attempt_ref
+from herald.core.intent import workflow_id_for
+from herald.core.recipients import NUMBER_RULE
+from herald.intake.errors import InvalidIntent
+from herald.intake.requests import (
     DEFAULT_LIFETIME,
     UNSENDABLE_RULE,
     IntentRequest,
     build_intent,
     intent_fingerprint,
     parse_request,
-    workflow_id_for,
 )
-from herald.recipients import NUMBER_RULE
-from herald.templates import (
+from herald.intake.template_registry import (
     MAX_BODY_CHARS,
     MAX_EMAIL_BODY_CHARS,
     TemplateError,

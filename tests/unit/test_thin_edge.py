@@ -18,13 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devstack.__main__ import parse_args as devstack_args
-from herald import fingerprints, key_encryption
 from herald.cli.main import main as starter_main
+from herald.core.send_policy import UNSUBSCRIBE, Category, PolicyRules
 from herald.ledger.policy_store import Standing
+from herald.privacy import fingerprints, key_encryption
 from herald.runtime.process import ProcessRuntime
-from herald.send_policy import UNSUBSCRIBE, Category, PolicyRules
 from herald.settings import InvalidSetting, load_settings
-from herald.variables import ENV_FILE, environment
+from herald.settings.variables import ENV_FILE, environment
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = REPO_ROOT / "herald" / "cli"
@@ -77,13 +77,13 @@ def test_the_command_line_holds_no_sql_no_environment_read_and_no_dev_tooling() 
 
 
 def test_only_the_settings_read_the_environment() -> None:
-    """In herald/, activities/, workflows/, worker.py, starter.py and agent_tool/, herald/variables.py is
+    """In herald/, activities/, workflows/, worker.py, starter.py and agent_tool/, herald/settings/variables.py is
     the one module that reads os.environ (the keyring and the key-encryption keys included)."""
     files = [REPO_ROOT / "worker.py", REPO_ROOT / "starter.py"]
     for package in ("herald", "activities", "workflows", "agent_tool"):
         files += sorted((REPO_ROOT / package).rglob("*.py"))
     readers = {str(path.relative_to(REPO_ROOT)) for path in files if _environment_reads(_parsed(path))}
-    assert readers == {"herald/variables.py"}
+    assert readers == {"herald/settings/variables.py"}
 
 
 def test_no_process_wide_keyring_or_key_encryption_keys_remain() -> None:

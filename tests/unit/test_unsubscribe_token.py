@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald.send_policy import Category
-from herald.settings import InvalidSetting, UnsubscribeSettings, load_settings
-from herald.unsubscribe import (
+from herald.core.send_policy import Category
+from herald.privacy.unsubscribe import (
     MAX_TOKEN_CHARS,
     NoLink,
     TokenKeys,
@@ -24,6 +23,7 @@ from herald.unsubscribe import (
     needs_link,
     read,
 )
+from herald.settings import InvalidSetting, UnsubscribeSettings, load_settings
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(days=60)

@@ -1,4 +1,4 @@
-"""The names in herald.workflow_api are exactly the ones NotificationWorkflow declares."""
+"""The names in herald.temporal.workflow_api are exactly the ones NotificationWorkflow declares."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from temporalio import workflow
 
-from herald.workflow_api import (
+from herald.temporal.workflow_api import (
     QUERY_STATUS,
     SEARCH_ATTRIBUTES,
     SIGNAL_DELIVERY_REPORTS,

@@ -18,8 +18,8 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
 from herald.settings import TemporalSettings
-from herald.temporal_client import data_converter
-from herald.workflow_api import SEARCH_ATTRIBUTES
+from herald.temporal.client import data_converter
+from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
 
 MARKER = "workflow_fast"
 

@@ -2,7 +2,7 @@
 
 Workers are built as ``worker.py`` builds them (the same workflow runner, the submit activity on
 its own task queue) and intents are started as ``herald.client`` starts them (id, policies,
-memo, initial search attributes), from intents rendered by ``herald.intent.build_intent`` at the
+memo, initial search attributes), from intents rendered by ``herald.intake.requests.build_intent`` at the
 server's own clock: the server's time runs ahead of the wall clock once a test has skipped it.
 """
 
@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from herald.client import start_priority
-from herald.contracts import (
+from herald.core.contracts import (
     CancelAnswer,
     CancelRequest,
     DeliveryReport,
@@ -32,11 +32,12 @@ from herald.contracts import (
     ReportBatch,
     attempt_ref,
 )
-from herald.delivery_policy import DeliveryPolicy
-from herald.intent import Intent, build_intent, parse_request
-from herald.outcomes import ProviderStatus
-from herald.task_queues import submit_task_queue
-from herald.workflow_api import (
+from herald.core.delivery_policy import DeliveryPolicy
+from herald.core.intent import Intent
+from herald.core.outcomes import ProviderStatus
+from herald.intake.requests import build_intent, parse_request
+from herald.temporal.task_queues import submit_task_queue
+from herald.temporal.workflow_api import (
     QUERY_STATUS,
     SIGNAL_DELIVERY_REPORTS,
     SIGNAL_KEY_CONFLICT,

@@ -9,7 +9,7 @@ Each stand-in plays a script: a list of answers, used in order, the last one rep
 is a value (returned), an exception (raised) or a callable ``(input, now) -> value`` where ``now``
 is the server's (skipped) clock when the activity was scheduled (None for a local activity: its
 info carries the worker's wall clock). The factories below build the answers; they are the only
-place that knows the shape of the submit activity's answer (``herald.contracts.SubmitStep``), so a
+place that knows the shape of the submit activity's answer (``herald.core.contracts.SubmitStep``), so a
 change of that contract is adapted here and nowhere else.
 """
 
@@ -25,8 +25,9 @@ from temporalio import activity
 from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
-from herald.channels import assumed_capabilities
-from herald.contracts import (
+from herald.core.capabilities import Capabilities
+from herald.core.channels import assumed_capabilities
+from herald.core.contracts import (
     AlreadyRecorded,
     DispatchQuery,
     Held,
@@ -38,10 +39,9 @@ from herald.contracts import (
     SubmitInput,
     SubmitStep,
 )
-from herald.intent import Channel
-from herald.ledger.records import IntentRecorded, LedgerBatch, ObservationRow, TransitionRow
-from herald.lifecycle import IntentState
-from herald.outcomes import (
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState
+from herald.core.outcomes import (
     Accepted,
     Found,
     LookupOutcome,
@@ -54,10 +54,10 @@ from herald.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import Capabilities
+from herald.core.rows import IntentRecorded, LedgerBatch, ObservationRow, TransitionRow
+from herald.core.send_policy import Decision, DispatchOrder, PolicyDecision, PolicyRules, dispatch_order
+from herald.core.silence import EventStream, EventStreamQuery
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Decision, DispatchOrder, PolicyDecision, PolicyRules, dispatch_order
-from herald.silence import EventStream, EventStreamQuery
 
 Answer = Any  # a value, an exception, or a callable (input, now) -> value
 

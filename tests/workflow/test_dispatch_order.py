@@ -11,11 +11,11 @@ from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from herald.contracts import DispatchQuery
-from herald.delivery_policy import proof_window
-from herald.lifecycle import IntentState, SubmitResult
-from herald.outcomes import ProviderStatus
-from herald.send_policy import CategoryRules, PolicyRules, dispatch_order
+from herald.core.contracts import DispatchQuery
+from herald.core.delivery_policy import proof_window
+from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.outcomes import ProviderStatus
+from herald.core.send_policy import CategoryRules, PolicyRules, dispatch_order
 from tests.workflow import standins
 from tests.workflow.harness import FAST_POLICY, running, server_now, sms_intent
 from tests.workflow.standins import DISPATCH_ORDER, LOOKUP, SUBMIT, StandIns

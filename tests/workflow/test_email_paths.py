@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from herald.clocks import HORIZON_REASON
-from herald.intent import Channel
-from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
-from herald.outcomes import ProviderStatus
-from herald.silence import SilenceRule
+from herald.core.closing_clocks import HORIZON_REASON
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+from herald.core.outcomes import ProviderStatus
+from herald.core.silence import SilenceRule
 from tests.workflow import standins
 from tests.workflow.harness import FAST_POLICY, email_intent, running, server_now, skip_until
 from tests.workflow.standins import EVENT_STREAM, SUBMIT, StandIns

@@ -13,13 +13,13 @@ from datetime import timedelta
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from herald.clocks import HORIZON_REASON
-from herald.contracts import IntentStatus, NotificationInput
-from herald.intent import Channel
-from herald.lifecycle import IntentState, ObservationKind, Source, SubmitResult
-from herald.outcomes import ProviderStatus
-from herald.send_policy import Decision
-from herald.workflow_api import ATTEMPTS_KEY, STATE_KEY
+from herald.core.closing_clocks import HORIZON_REASON
+from herald.core.contracts import IntentStatus, NotificationInput
+from herald.core.intent import Channel
+from herald.core.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+from herald.core.outcomes import ProviderStatus
+from herald.core.send_policy import Decision
+from herald.temporal.workflow_api import ATTEMPTS_KEY, STATE_KEY
 from tests.workflow import standins
 from tests.workflow.harness import FAST_POLICY, TIMEOUT, Running, running, server_now, skip_until, sms_intent
 from tests.workflow.standins import LOOKUP, SUBMIT, StandIns

@@ -9,7 +9,7 @@
 --   the generations that sealed `sealed:1:` tokens (those name no id), which still open.
 -- * wrapped_key is the data key wrapped (AES-256-GCM) under a key-encryption key (KEK) that the
 --   database never holds, named by kek_id. data_key, the key in the clear, is kept only on rows
---   written before this migration, until `python -m herald.ledger.rewrap_keys` (the ledger's
+--   written before this migration, until `python -m herald.jobs.rewrap_keys` (the ledger's
 --   owner, with the KEKs) wraps them. New rows can only be wrapped: the services' login may insert
 --   every column but data_key.
 --

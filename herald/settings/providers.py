@@ -1,0 +1,179 @@
+"""The providers' sections: Twilio, the SMTP relay, SendGrid's Email Activity feed.
+"""
+
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    EmailStr,
+    Field,
+    SecretStr,
+    model_validator,
+)
+
+from herald.settings.defaults import (
+    no_trailing_slash,
+)
+from herald.settings.keys import UnsubscribeSettings
+from herald.settings.rules import (
+    ACCOUNT_SID_PATTERN,
+    MESSAGING_SERVICE_SID_PATTERN,
+    Count,
+    Host,
+    Lowercase,
+    OneLine,
+    Port,
+    PositiveSeconds,
+    Rule,
+    SecretOneLine,
+    Timeout,
+    Token,
+    Url,
+    refusal,
+)
+from herald.settings.variables import (
+    Section,
+)
+
+# ---- the providers ---------------------------------------------------------------------------
+
+
+def _twilio_sender(value: str) -> str:
+    """An E.164 number, a short code, or an alphanumeric sender ID (Twilio's three kinds of From)."""
+    if re.fullmatch(r"\+[1-9][0-9]{1,14}|[0-9]{3,8}", value):
+        return value
+    if len(value) <= 11 and re.fullmatch(r"[A-Za-z0-9 ]*[A-Za-z][A-Za-z0-9 ]*", value):
+        return value
+    raise ValueError("not a sender")
+
+
+def _unlimited_at_zero(value: float) -> float | None:
+    return value or None
+
+
+class TwilioSettings(Section):
+    """Where and as whom the Twilio adapter (herald/providers/twilio.py) talks to Twilio.
+
+    The adapter refuses to start without an Account SID and a sender; every other process reads
+    only what it needs (the receipt server, the auth token). ``auth_token`` is a ``SecretStr``.
+    """
+
+    api_base: Annotated[Url("https://api.twilio.com"), AfterValidator(no_trailing_slash)] = Field(  # type: ignore[valid-type]
+        "https://api.twilio.com", alias="HERALD_TWILIO_API_BASE"
+    )
+    account_sid: Annotated[
+        str, Field(pattern=ACCOUNT_SID_PATTERN), Rule("must be AC followed by 32 hexadecimal digits (Twilio's Account SID)")
+    ] = Field("", alias="HERALD_TWILIO_ACCOUNT_SID")
+    auth_token: Token = Field(SecretStr(""), alias="HERALD_TWILIO_AUTH_TOKEN")
+    # Exactly one sender: a From number (or short code, or sender ID), or a Messaging Service.
+    from_number: Annotated[
+        str,
+        AfterValidator(_twilio_sender),
+        Rule(
+            "must be an E.164 number (+ and up to 15 digits), a short code, "
+            "or a sender ID of up to 11 letters or digits"
+        ),
+    ] | None = Field(None, alias="HERALD_TWILIO_FROM")
+    messaging_service_sid: Annotated[
+        str,
+        Field(pattern=MESSAGING_SERVICE_SID_PATTERN),
+        Rule("must be MG followed by 32 hexadecimal digits (a Messaging Service SID)"),
+    ] | None = Field(None, alias="HERALD_TWILIO_MESSAGING_SERVICE_SID")
+    connect_timeout: Timeout(600) = Field(3.0, alias="HERALD_TWILIO_CONNECT_TIMEOUT")  # type: ignore[valid-type]
+    read_timeout: Timeout(600) = Field(10.0, alias="HERALD_TWILIO_READ_TIMEOUT")  # type: ignore[valid-type]
+    # httpx slows sharply past ~20 requests in flight on one client.
+    max_in_flight: Count(1024) = Field(16, alias="HERALD_TWILIO_MAX_IN_FLIGHT")  # type: ignore[valid-type]
+    # Provider submits per second for this sender, enforced by the Temporal server on the submit
+    # task queue across every worker polling it (herald/temporal/task_queues.py). None (or 0) = unlimited.
+    # Every worker must set the same value: the server keeps the one the latest poll carried.
+    submit_rate_limit: Annotated[
+        float,
+        Field(ge=0, allow_inf_nan=False),
+        AfterValidator(_unlimited_at_zero),
+        Rule("must be a number of messages per second, at least 0 (0 or unset: unlimited)"),
+    ] | None = Field(None, alias="HERALD_SUBMIT_RATE_LIMIT")
+
+    @model_validator(mode="after")
+    def _one_sender(self) -> TwilioSettings:
+        if self.from_number is not None and self.messaging_service_sid is not None:
+            raise refusal(
+                "cannot be set together with HERALD_TWILIO_FROM: one sender, a number or a Messaging Service",
+                "HERALD_TWILIO_MESSAGING_SERVICE_SID",
+            )
+        return self
+
+
+def _true_or_false(value: Any) -> Any:
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false"):
+            raise ValueError("not true or false")
+        return value.lower() == "true"
+    return value
+
+
+class EmailSettings(Section):
+    """The SMTP relay e-mail intents are handed to (herald/providers/smtp.py), and whether its ESP
+    posts events about them.
+
+    Any relay works (Amazon SES, SendGrid, Postmark, Mailgun, a company's Postfix); no host means
+    the e-mail channel is not configured (the worker refuses e-mail submits as permanent), and a
+    host requires a sender (the adapter refuses to start without one).
+    """
+
+    host: Host | None = Field(None, alias="HERALD_SMTP_HOST")
+    port: Port = Field(587, alias="HERALD_SMTP_PORT")
+    # starttls: upgrade on the submission port (587); tls: TLS from the first byte (465);
+    # none: plaintext, for a relay on loopback only (the local ESP emulator).
+    security: Annotated[
+        Literal["starttls", "tls", "none"], Lowercase, Rule("must be one of starttls, tls, none")
+    ] = Field("starttls", alias="HERALD_SMTP_SECURITY")
+    # One line: a line break in an SMTP credential would be a second command to the relay.
+    username: OneLine | None = Field(None, alias="HERALD_SMTP_USERNAME")
+    password: SecretOneLine | None = Field(None, alias="HERALD_SMTP_PASSWORD")
+    # The sender every e-mail carries (an address the relay lets us use).
+    from_address: Annotated[EmailStr, Rule("must be an e-mail address, e.g. notifications@example.com")] | None = (
+        Field(None, alias="HERALD_EMAIL_FROM")
+    )
+    # The right-hand side of our Message-IDs: a domain we control.
+    message_id_domain: Annotated[
+        str,
+        Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)+$"),
+        Rule("must be a domain name with at least one dot, e.g. mail.example.com"),
+    ] = Field("herald.invalid", alias="HERALD_EMAIL_MESSAGE_ID_DOMAIN")
+    # How the ledger names the ESP whose events report on these messages.
+    provider: Annotated[
+        str,
+        Field(pattern=r"^[a-z][a-z0-9_]{0,31}$"),
+        Rule("must be 1 to 32 lowercase letters, digits or '_', starting with a letter, e.g. sendgrid"),
+    ] = Field("sendgrid", alias="HERALD_EMAIL_PROVIDER")
+    # False for a relay that posts no delivery events: an accepted message then ends `relayed`.
+    delivery_events: Annotated[bool, BeforeValidator(_true_or_false), Rule("must be one of true, false")] = Field(
+        True, alias="HERALD_EMAIL_DELIVERY_EVENTS"
+    )
+    connect_timeout: PositiveSeconds(300) = Field(10.0, alias="HERALD_SMTP_CONNECT_TIMEOUT")  # type: ignore[valid-type]
+    read_timeout: PositiveSeconds(600) = Field(30.0, alias="HERALD_SMTP_READ_TIMEOUT")  # type: ignore[valid-type]
+    # The one-click unsubscribe link every marketing e-mail carries (signed here).
+    unsubscribe: UnsubscribeSettings = UnsubscribeSettings()
+
+
+class SendGridActivitySettings(Section):
+    """SendGrid's Email Activity API (a paid add-on, herald/providers/sendgrid_activity.py): with a
+    key, an e-mail submit whose outcome is unknown is looked up; without one, events only."""
+
+    api_key: SecretOneLine | None = Field(None, alias="HERALD_SENDGRID_API_KEY")
+    api_base: Annotated[Url("https://api.sendgrid.com"), AfterValidator(no_trailing_slash)] = Field(  # type: ignore[valid-type]
+        "https://api.sendgrid.com", alias="HERALD_SENDGRID_API_BASE"
+    )
+    # How long after acceptance a message is surely listed in the feed (SendGrid documents none).
+    lag_seconds: PositiveSeconds(86_400) = Field(600.0, alias="HERALD_SENDGRID_ACTIVITY_LAG")  # type: ignore[valid-type]
+    # SendGrid: "The current limit is 6 requests per minute" for this API; paced per process.
+    requests_per_minute: Count(6000) = Field(6, alias="HERALD_SENDGRID_ACTIVITY_REQUESTS_PER_MINUTE")  # type: ignore[valid-type]
+    # Each request's own bound (no variable: the feed answers in well under a second or not at all).
+    timeout: float = Field(default=10.0, gt=0, le=60)
+
+

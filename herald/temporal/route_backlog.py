@@ -1,0 +1,79 @@
+"""A route's backlog now, by priority key, as the Temporal server counts it.
+
+The ledger learns of an attempt only when the submit activity takes it (herald.ledger.report's
+queue age is measured from there, looking back), so the submits still waiting in the route's
+queue are the server's to count: DescribeTaskQueue with its statistics gives, per priority key,
+the approximate number of queued tasks and the age of the oldest. The server computes them from
+its matcher's state, cheaply enough to read on every scrape.
+"""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue, TaskQueueStats
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from herald.core.outcomes import Frozen
+from herald.temporal.task_queues import submit_task_queue
+
+# The key a task without a priority is queued under: the middle of the server's default range
+# (1..5). Herald's submits always carry one; a worker of an older build would not.
+SERVER_DEFAULT_PRIORITY = 3
+
+
+class PriorityBacklog(Frozen):
+    priority: int
+    tasks: int  # approximate, as the server reports it
+    oldest_seconds: float  # how long the oldest queued task has waited (0 with none queued)
+    added_per_second: float
+    dispatched_per_second: float
+
+
+class RouteBacklog(Frozen):
+    """The submit queue of one workflow task queue (one route), by priority key, first to last."""
+
+    route: str
+    by_priority: list[PriorityBacklog]
+
+    @property
+    def tasks(self) -> int:
+        return sum(level.tasks for level in self.by_priority)
+
+    def render(self) -> str:
+        levels = [level for level in self.by_priority if level.tasks or level.added_per_second]
+        return f"route backlog {self.route} (the Temporal server's count, now)   " + (
+            "   ".join(
+                f"priority {level.priority}: {level.tasks} queued, oldest {level.oldest_seconds:,.1f} s"
+                for level in levels
+            )
+            or "empty"
+        )
+
+
+async def route_backlog(client: Client, task_queue: str) -> RouteBacklog:
+    """The backlog of `task_queue`'s submit queue (the route the server paces)."""
+    route = submit_task_queue(task_queue)
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=route, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            report_stats=True,
+        )
+    )
+    levels = [_level(key or SERVER_DEFAULT_PRIORITY, stats) for key, stats in response.stats_by_priority_key.items()]
+    if not levels and response.HasField("stats"):  # a server that does not break its statistics down
+        levels = [_level(SERVER_DEFAULT_PRIORITY, response.stats)]
+    return RouteBacklog(route=route, by_priority=sorted(levels, key=lambda level: level.priority))
+
+
+def _level(priority: int, stats: TaskQueueStats) -> PriorityBacklog:
+    age = stats.approximate_backlog_age
+    return PriorityBacklog(
+        priority=priority,
+        tasks=stats.approximate_backlog_count,
+        oldest_seconds=age.seconds + age.nanos / 1e9,
+        added_per_second=stats.tasks_add_rate,
+        dispatched_per_second=stats.tasks_dispatch_rate,
+    )
