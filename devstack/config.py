@@ -1,6 +1,6 @@
 """``temporal-dev.yaml`` as a typed model, and the HERALD_* environment it implies.
 
-The stack's servers listen where the product's settings say by default (herald/settings.py holds
+The stack's servers listen where the product's settings say by default (herald/settings/defaults.py holds
 those defaults); the environment handed to its processes is built from the settings' own sections,
 so every variable name, and every rule a value must meet, comes from there too.
 """

@@ -19,7 +19,7 @@ from herald.core.send_policy import Category
 from herald.ledger.policy_store import grant_consent
 from herald.ledger.recipient_requests import requests_of
 from herald.privacy.unsubscribe import HEADER as LIST_UNSUBSCRIBE
-from herald.providers.smtp import REFERENCE_ARG
+from herald.providers.sendgrid_events import REFERENCE_ARG
 
 # The one-click scene's promotion and receipt: e-mail templates (the promotion is marketing, so the
 # SMTP adapter gives it the List-Unsubscribe pair; the receipt is transactional and has none).

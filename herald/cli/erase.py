@@ -11,8 +11,8 @@ from herald.cli import input as cli_input
 from herald.ledger.privacy import erase_recipient
 from herald.ledger.recipient_intents import intents_addressed_to
 from herald.outbox.erasure import erase_outbox_notices
-from herald.privacy.temporal_erasure import ExecutionErasure, erase_executions
 from herald.runtime.process import LEDGER, OUTBOX, ProcessRuntime
+from herald.temporal.erasure import ExecutionErasure, erase_executions
 
 # `erase` did what it could, but an intent was still running (or a deletion unconfirmed): run it again later.
 EXIT_ERASE_INCOMPLETE = 3

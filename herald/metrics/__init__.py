@@ -1,4 +1,6 @@
-"""Herald's metrics, for Prometheus. Two kinds of endpoint serve them:
+"""Herald's metrics for Prometheus: each worker's own series, and the ledger's numbers served by one exporter.
+
+Two kinds of endpoint serve them:
 
 Each worker (``HERALD_WORKER_METRICS_ADDRESS``): what happens inside that process, through the
 Temporal SDK's runtime. The SDK's own series (``temporal_workflow_completed``,

@@ -43,7 +43,7 @@ import httpx
 
 from herald.core.outcomes import Found, NotFound, ProviderStatus, ReferenceSearch, Unavailable
 from herald.providers.pacing import Pacer
-from herald.providers.smtp import REFERENCE_ARG
+from herald.providers.sendgrid_events import REFERENCE_ARG
 from herald.settings import InvalidSetting, SendGridActivitySettings
 
 # The unique argument's value as the SMTP adapter writes it; anything else is never put in a query.

@@ -82,7 +82,10 @@ from typing import Any
 
 from herald.core.outcomes import Frozen, ProviderStatus
 from herald.ledger.esp_unsubscribes import EventUnsubscribe
-from herald.providers.smtp import REFERENCE_ARG
+
+# The unique_args key the ESP echoes in its events (the SMTP adapter sets it on every message):
+# our attempt reference.
+REFERENCE_ARG = "herald_attempt"
 
 # SendGrid posts once a batch reaches 768 kilobytes, so a real batch of its smallest events
 # (about 150 bytes each) holds about 5,000 of them; the count bounds the work one POST can ask

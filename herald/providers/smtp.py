@@ -71,6 +71,7 @@ from herald.core.outcomes import (
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.unsubscribe import HEADER, ONE_CLICK, POST_HEADER, NoLink, UnsubscribeLinks, needs_link
 from herald.providers.port import Attachment, CancelOutcome, MessageReference, OutboundMessage
+from herald.providers.sendgrid_events import REFERENCE_ARG
 from herald.settings import EmailSettings, InvalidSetting
 
 if TYPE_CHECKING:
@@ -79,8 +80,6 @@ if TYPE_CHECKING:
 # A relay that refuses our credentials needs a human; retrying every few seconds would only
 # trip its lockout. Only a hint: the workflow's policy caps it.
 AUTH_RETRY_DELAY_SECONDS = 300.0
-# The unique_args key the ESP echoes in its events: our attempt reference.
-REFERENCE_ARG = "herald_attempt"
 # As SMTP and SMTPUTF8, except that a header set raw is written as it is: Python refolds a long
 # List-Unsubscribe into RFC 2047 encoded words, which no mail client reads as a URL (RFC 2369: no
 # whitespace inside the angle brackets either). Headers set the usual way fold as before.

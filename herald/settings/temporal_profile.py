@@ -2,9 +2,9 @@
 
 Herald does not re-implement Temporal's environment configuration
 (https://docs.temporal.io/develop/environment-configuration): it hands the TEMPORAL_* values it has
-already checked (herald/settings.py, ``TemporalVariables``) to ``temporalio.envconfig``, so a profile written with
+already checked (herald/settings/temporal.py, ``TemporalVariables``) to ``temporalio.envconfig``, so a profile written with
 ``temporal config set`` means to Herald what it means to the Temporal CLI. Herald's own
-HERALD_TEMPORAL_* variables win over the result, one setting at a time (herald/settings.py).
+HERALD_TEMPORAL_* variables win over the result, one setting at a time (herald/settings/temporal.py).
 
 Two differences from Temporal's defaults, both on purpose:
 

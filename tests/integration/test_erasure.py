@@ -146,7 +146,7 @@ async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipi
         "HERALD_OUTBOX_DATABASE_URL": "",  # no outbox: the command says so in its own line
     }
     command = [sys.executable, "starter.py", "erase", "--operator", "dpo", "--reason", "request 7"]
-    # A run that closed a moment ago takes the server about 30 s to delete (herald/privacy/temporal_erasure.py).
+    # A run that closed a moment ago takes the server about 30 s to delete (herald/temporal/erasure.py).
     ran = await asyncio.to_thread(subprocess.run, [*command, to], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     outbox_line, temporal_line, ledger_line = ran.stdout.splitlines()

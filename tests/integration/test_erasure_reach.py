@@ -35,9 +35,9 @@ from herald.ledger.store import open_pool
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.outbox.relay import OutboxRelay
 from herald.privacy.payload_codec import decode_in_place
-from herald.privacy.temporal_erasure import erase_executions
 from herald.runtime.process import ProcessRuntime
 from herald.temporal.client import payload_codec
+from herald.temporal.erasure import erase_executions
 from tests.support import (
     SESSION_KEYRING,
     TEST_POLICY,
