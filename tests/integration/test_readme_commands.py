@@ -85,7 +85,7 @@ def _notice_file(story: Story) -> str:
 
 
 def _template_file(story: Story) -> str:
-    return _files(story, "order_receipt_v2.txt", (story.checkout / "herald/intake/template_registry/order_receipt/v1.txt").read_text())
+    return _files(story, "order_receipt_v2.txt", (story.checkout / "herald/templates/order_receipt/v1.txt").read_text())
 
 
 # Each README command, with the README's own arguments where they fit this stack (fresh keys and
