@@ -286,41 +286,23 @@ class TwilioAdapter:
     async def find_by_reference(self, reference: MessageReference) -> ReferenceSearch:
         """Every message that fits an attempt whose provider id never came back.
 
-        Twilio has no client reference we can search on (the reference's ``attempt_ref`` goes
-        unused), so this lists the messages to ``to`` from our sender and keeps those whose body
-        hashes to ``content_sha256``, whose direction is outbound and whose ``date_created`` lies
-        from ``since`` to ``created_by`` (2 s of clock skew either side). A fit by number and body
-        is not proof: two intents that send the same text to the same number moments apart each
-        fit the other's message, so the fitting messages come back as Candidates and the ledger
-        decides which, if any, the attempt may claim (``herald.core.claims``).
+        Twilio takes no reference of ours, so this lists the messages to ``to`` from our sender and
+        keeps the outbound ones whose body hashes to ``content_sha256`` and whose ``date_created``
+        lies from ``since`` to ``created_by`` (2 s of skew either side). A fit is not proof: the same
+        text to the same number from another intent fits too, so the ledger decides which, if any,
+        the attempt may claim (``herald.core.claims``).
 
-        No ``DateSent`` filter: Twilio sets ``date_sent`` only when a message leaves its queue, so
-        a message still ``queued``, ``accepted``, ``scheduled`` or ``sending`` would never match
-        one. Twilio lists newest first by ``date_sent``; where it puts messages without one is not
-        documented. Pages are followed through ``next_page_uri`` until a listed message was *sent*
-        before ``since`` less the skew: every message listed after it is older still, whether the
-        list is ordered by ``date_sent`` or by ``date_created``. A message without ``date_sent``
-        never ends the search. That bound is in time, not pages: a recipient with hundreds of
-        messages a day is searched down to the attempt's start.
-
-        Where an unsent message is listed is the one thing this search cannot know, which is why
-        NotFound alone proves nothing: it proves absence only once the provider's queue bound
-        (``ValidityPeriod``) has passed for any message the attempt could have created, so that
-        such a message has either been sent (and would be listed above the stop) or dropped. The
-        workflow makes that call (``herald.core.delivery_policy.absence_proven``) from ``searched_at``
-        and ``queue_bounded``.
-
-        Args:
-            reference: ``to`` (the recipient, E.164), ``content_sha256`` (hex SHA-256 of the UTF-8
-                body that was submitted), ``since`` (when the attempt started; must carry a time
-                zone) and ``created_by`` (the latest its request could have created a message).
+        No ``DateSent`` filter (it would hide every message still in Twilio's queue). Pages are read
+        until a listed message was *sent* before ``since`` less the skew (all after it are older,
+        whether the list is ordered by ``date_sent`` or ``date_created``); an unsent message never
+        ends the search. NotFound proves absence only once the queue bound has passed for anything
+        the attempt could have created (``herald.core.delivery_policy.absence_proven``).
 
         Returns:
-            Candidates for one or more fitting messages; NotFound when the list was read down to
-            the attempt's start (or its end) without one; Unavailable when a page could not be
-            read, a next page points outside this account's Messages list, a fitting message has
-            no readable sid or creation date, or the list did not reach the attempt's start
-            within ``MAX_LIST_PAGES`` pages.
+            Candidates for one or more fits; NotFound when the list was read down to the attempt's
+            start (or its end) without one; Unavailable when a page could not be read, a next page
+            points outside this account's Messages list, a fit has no readable sid or creation
+            date, or ``MAX_LIST_PAGES`` pages did not reach the attempt's start.
 
         Raises:
             ValueError: ``since`` has no time zone.
