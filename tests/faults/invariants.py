@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tests.support import Emulator
+from tests.stack import Emulator
 
 TERMINAL = {"delivered", "undelivered", "unknown", "permanent_failure", "expired", "cancelled", "suppressed"}
 _DEFINITE_FAILURES = {"failed", "undelivered", "canceled"}

@@ -29,7 +29,8 @@ from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.faults.invariants import check_invariants
 from tests.faults.workers import worker
-from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY
 
 # Scenario 6 stops and restarts the Temporal dev server: its workflows must outlive it (a file).
 RESTARTS_TEMPORAL = True

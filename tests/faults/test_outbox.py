@@ -31,7 +31,8 @@ from herald.lifecycle import IntentState
 from herald.outbox.relay import backlog, describe
 from herald.recipients import NUMBER_RULE
 from tests.faults.workers import service, worker
-from tests.support import Emulator, create_database, fresh_key, fresh_recipient
+from tests.intents import fresh_key, fresh_recipient
+from tests.stack import Emulator, create_database
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}

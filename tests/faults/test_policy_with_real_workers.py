@@ -20,7 +20,8 @@ from herald.ledger.policy_store import grant_consent, lift_suppression, publish_
 from herald.lifecycle import IntentState
 from herald.send_policy import Category, PolicyRules
 from tests.faults.workers import worker
-from tests.support import Emulator, Esp, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator, Esp
 
 WAIT = 90
 CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}

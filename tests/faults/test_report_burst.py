@@ -14,7 +14,7 @@ from herald.client import HeraldClient
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from tests.faults.workers import worker
-from tests.support import TEST_POLICY
+from tests.stack import TEST_POLICY
 
 INTENTS = 2_000
 # Reports are the only way these intents can finish: no callbacks from the emulator, no polls for an hour.

@@ -16,7 +16,7 @@ from activities.provider import ProviderActivities
 from herald.client import HeraldClient
 from herald.intent import Channel
 from herald.providers.twilio import TwilioAdapter
-from tests.support import TEST_POLICY
+from tests.stack import TEST_POLICY
 from worker import build_submit_worker, build_worker, submit_pacer
 
 LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)

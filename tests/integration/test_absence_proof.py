@@ -23,7 +23,8 @@ from herald.ledger.report import ledger_report
 from herald.ledger.store import intent_history
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 90
 T = TypeVar("T")

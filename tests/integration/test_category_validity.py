@@ -20,7 +20,8 @@ from herald.intent import Category
 from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.send_policy import PolicyRules
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 VALIDITY = 5  # seconds: the transactional category's provider queue validity in the published policy
 BOUND = timedelta(seconds=2)

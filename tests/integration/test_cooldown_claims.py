@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.intent import recipient_fingerprint
 from herald.ledger import policy_store
-from tests.support import fresh_recipient
+from tests.intents import fresh_recipient
 
 COOLDOWN = timedelta(seconds=1)
 

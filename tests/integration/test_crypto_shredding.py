@@ -26,16 +26,8 @@ from herald.lifecycle import IntentState
 from herald.payload_codec import decode_in_place, payloads_in
 from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
 from herald.temporal_client import payload_codec
-from tests.support import (
-    ORDER_DATA,
-    TEST_POLICY,
-    Emulator,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 _TOKEN = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._:-]+:[A-Za-z0-9_=-]+")
 

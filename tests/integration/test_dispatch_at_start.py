@@ -19,7 +19,8 @@ from herald.intent import Category
 from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.send_policy import PolicyRules
-from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY
 
 PUBLISHED_PRIORITY = 4  # transactional's built-in is 2
 

@@ -26,17 +26,8 @@ from herald.notice_view import render_notice
 from herald.outcomes import ProviderStatus
 from herald.payload_codec import decode_in_place
 from herald.workflow_api import ATTEMPTS_KEY, STATE_KEY
-from tests.support import (
-    ORDER_DATA,
-    TEST_POLICY,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    plain_relay,
-)
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient
+from tests.stack import TEST_POLICY, Emulator, Esp, plain_relay
 
 WAIT = 90
 

@@ -32,7 +32,8 @@ from herald.payload_codec import decode_in_place, payloads_in
 from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
 from herald.send_policy import Category
 from herald.temporal_client import payload_codec
-from tests.support import ORDER_DATA, Esp, email_request, fresh_address, fresh_key
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key
+from tests.stack import Esp
 from worker import build_providers
 
 WAIT = 60

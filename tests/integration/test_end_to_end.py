@@ -22,13 +22,8 @@ from herald.ledger.store import intent_history
 from herald.lifecycle import IntentState
 from herald.providers.twilio_signature import compute_signature
 from herald.temporal_client import connect
-from tests.support import (
-    TEST_POLICY,
-    Emulator,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
 

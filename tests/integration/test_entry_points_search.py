@@ -47,7 +47,8 @@ from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
 from herald.send_policy import TENANT_PATTERN
 from herald.templates import PublishRefused, TemplateError, publish, render_message
-from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.intents import ORDER_DATA, fresh_address, fresh_key, fresh_recipient
+from tests.stack import create_database
 
 REPO = Path(__file__).resolve().parents[2]
 # Each door's budget: examples that start intents wait for them, so these are kept small.

@@ -25,15 +25,9 @@ from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
-from tests.support import (
-    SESSION_FINGERPRINT_KEYS,
-    Emulator,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_FINGERPRINT_KEYS
+from tests.stack import Emulator
 
 
 async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:

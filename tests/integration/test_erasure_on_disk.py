@@ -33,7 +33,7 @@ from herald.key_encryption import KeyUnavailable, LocalKeks
 from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.recipient_vault import KeyRow, RecipientVault, wrap_context
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 WAIT = 60
 KINDS = ("table", "index", "wal")

@@ -37,7 +37,8 @@ from herald.outbox.relay import OutboxRelay
 from herald.payload_codec import decode_in_place
 from herald.temporal_client import payload_codec
 from herald.temporal_erasure import erase_executions
-from tests.support import TEST_POLICY, Emulator, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.intents import fresh_address, fresh_key, fresh_recipient
+from tests.stack import TEST_POLICY, Emulator, create_database
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}

@@ -25,7 +25,8 @@ from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.receipts.twilio_inbound import EMPTY_TWIML
 from herald.send_policy import Category
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator
 
 WAIT = 60
 PROMOTION = {

@@ -22,7 +22,8 @@ from herald.intent import Intent, build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.recipient_vault import RecipientVault
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
 

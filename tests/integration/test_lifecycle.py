@@ -12,7 +12,8 @@ from herald.client import HeraldClient
 from herald.ledger.store import intent_history
 from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.twilio_signature import compute_signature
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
 

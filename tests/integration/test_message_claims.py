@@ -22,7 +22,8 @@ from herald.ledger.records import InboxReport, ObservationRow
 from herald.ledger.report import ledger_report
 from herald.ledger.store import store_reports
 from herald.lifecycle import IntentState, ObservationKind, Source
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 90
 # Long enough for both intents to be looked up, short enough that `unknown` comes in the suite's time.

@@ -47,7 +47,8 @@ from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.recipient_vault import RecipientVault
 from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
-from tests.support import TEST_POLICY, Esp, email_request, fresh_address, fresh_key
+from tests.intents import email_request, fresh_address, fresh_key
+from tests.stack import TEST_POLICY, Esp
 from worker import build_submit_worker, build_worker
 
 WAIT = 90

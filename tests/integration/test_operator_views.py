@@ -13,7 +13,8 @@ from herald.errors import IntentConflict
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
 from herald.workflow_api import not_delivered_query
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator
 
 
 async def _rows(pool: AsyncConnectionPool, sql: str, *params) -> list[tuple]:

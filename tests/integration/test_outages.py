@@ -2,7 +2,7 @@
 lookup that answers, lags, throttles or fails, and a relay and a Twilio API that refuse connections.
 
 Everything down is really down: a TCP proxy in front of the receipt server, the relay and the Twilio
-emulator stops listening and cuts its connections (``tests/refusing_proxy.py``). The ESP here is its
+emulator stops listening and cuts its connections (``tests/integration/refusing_proxy.py``). The ESP here is its
 own emulator instance (signing with the stack's key, so the real receipt server verifies it) whose
 events reach the receipt server only through that proxy, and which redelivers failed posts as SendGrid
 does, for a bounded period. Copies are counted at the relay and the emulator, never in Herald.
@@ -40,17 +40,9 @@ from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, CategoryRules, PolicyRules
 from herald.settings import SendGridActivitySettings
-from tests.refusing_proxy import RefusingProxy
-from tests.support import (
-    TEST_POLICY,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.integration.refusing_proxy import RefusingProxy
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator, Esp
 from worker import build_submit_worker, build_worker
 
 OUTAGE = float(os.environ.get("HERALD_OUTAGE_SECONDS", "12"))

@@ -16,7 +16,8 @@ from herald import outbox
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
-from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.intents import ORDER_DATA, fresh_address, fresh_key, fresh_recipient
+from tests.stack import create_database
 
 
 @pytest.fixture(scope="module")

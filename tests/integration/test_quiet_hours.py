@@ -30,7 +30,8 @@ from herald.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.settings import TemporalSettings
 from herald.temporal_client import data_converter
 from herald.workflow_api import SEARCH_ATTRIBUTES
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 from worker import build_submit_worker, build_worker
 
 WINDOW = QuietHours(start=time(21, 0), end=time(8, 0))

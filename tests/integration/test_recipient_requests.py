@@ -17,7 +17,8 @@ from herald.ledger.recipient_requests import RecipientRequest, record_requests, 
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator
 
 
 def _request(to: str, request: str, *, category: Category | None = None, ref: str | None = None) -> RecipientRequest:

@@ -24,7 +24,8 @@ from psycopg_pool import AsyncConnectionPool
 from herald.client import HeraldClient
 from herald.ledger.privacy import purge_inbox_payloads
 from herald.lifecycle import IntentState
-from tests.support import SESSION_FINGERPRINT_KEYS, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_FINGERPRINT_KEYS
 
 
 async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from herald.lifecycle import IntentState
 from herald.send_policy import PolicyRules
 from tests.integration.routes import route_paced_at
 from tests.integration.test_route_priority import _accepted_order
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 PACE = 5.0
 BIG, SMALL = 60, 10

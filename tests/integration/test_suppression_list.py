@@ -20,7 +20,8 @@ from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import lift_suppression
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.lifecycle import IntentState
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,8 @@ from herald.client import HeraldClient
 from herald.lifecycle import IntentState
 from herald.temporal_client import connect
 from herald.tracing import tracing_interceptors
-from tests.support import TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY
 from worker import build_providers, build_submit_worker, build_worker
 
 

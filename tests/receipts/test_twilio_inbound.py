@@ -31,8 +31,8 @@ from herald.receipts.twilio_inbound import EMPTY_TWIML, MAX_TWILIO_INBOUND_BYTES
 from herald.reply_keywords import classify_reply
 from herald.send_policy import Category
 from herald.settings import TwilioSettings
+from tests.intents import fresh_recipient
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import fresh_recipient
 
 TOKEN = "inbound-test-auth-token"
 PUBLIC_URL = "https://receipts.example.com"

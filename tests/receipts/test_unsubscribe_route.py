@@ -31,8 +31,8 @@ from herald.receipts.app import MAX_UNSUBSCRIBE_BODY_BYTES
 from herald.send_policy import Category
 from herald.settings import UnsubscribeSettings
 from herald.unsubscribe import TokenKeys, issue
+from tests.intents import fresh_address
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import fresh_address
 
 KEY = secrets.token_bytes(32)
 KEYS = TokenKeys({"u1": KEY}, "u1")

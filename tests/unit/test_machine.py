@@ -30,7 +30,7 @@ from herald.machine.looks import LookPlan
 from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unknown
 from herald.providers.twilio import TwilioAdapter
 from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, dispatch_order
-from tests.support import TestClock
+from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}

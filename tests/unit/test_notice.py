@@ -17,7 +17,7 @@ from herald.machine.attempt import AttemptRecord
 from herald.machine.record import IntentRecord
 from herald.notice import parse_notice
 from herald.notice_view import render_notice
-from tests.support import TestClock
+from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 SMS = {

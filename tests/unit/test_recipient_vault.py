@@ -33,7 +33,7 @@ from herald.recipient_vault import (
     SealedValueCorrupt,
     wrap_context,
 )
-from tests.support import fresh_key, receipt_request
+from tests.intents import fresh_key, receipt_request
 
 TO = "+15552900001"
 FINGERPRINT = "fp:0123456789abcdef"
@@ -218,7 +218,7 @@ async def test_a_worker_without_a_key_encryption_key_stops_at_start_naming_the_v
     """worker.py's run_worker, given a ledger and fingerprint keys but no KEK, refuses before connecting
     to anything, in one InvalidSetting naming HERALD_KEY_ENCRYPTION_KEY_FILES."""
     from herald.settings import InvalidSetting, load_settings
-    from tests.support import SESSION_FINGERPRINT_KEYS
+    from tests.keys import SESSION_FINGERPRINT_KEYS
     from worker import run_worker
 
     settings = load_settings({

@@ -14,7 +14,7 @@ from herald.providers.port import Capabilities
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import EmailSettings
-from tests.support import TestClock
+from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}

@@ -44,7 +44,7 @@ from herald.workflow_api import (
     WORKFLOW_TYPE,
     initial_search_attributes,
 )
-from tests.support import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
 from tests.workflow.standins import StandIns
 from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
