@@ -14,7 +14,7 @@ TEST_WORKERS ?= 2
 # The tiers, one folder each under tests/ (README "Tests"): `make test-<tier>` runs one alone.
 TIERS := unit workflow replay providers emulator receipts integration faults
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-.PHONY: run test $(addprefix test-,$(TIERS)) venv clean soak
+.PHONY: run test test-deep $(addprefix test-,$(TIERS)) venv clean soak
 
 # The venv is rebuilt when pyproject.toml changes; everything comes from PyPI, nothing at run time.
 $(BIN)/.installed: pyproject.toml
@@ -33,6 +33,11 @@ run: venv
 # on their clocks, and each process starts a stack once, when its first test that needs one runs.
 test: venv
 	$(PYTEST) -p tests.longest_first $(ARGS)
+
+# The whole suite with every property search at the depth it was written for (tests/depth.py: the
+# suite runs a quarter of each): before a release, or after a change to the rules they search.
+test-deep: venv
+	HERALD_TEST_DEPTH=deep $(PYTEST) -p tests.longest_first $(ARGS)
 
 # One tier: `make test-unit`, `make test-workflow` (seconds, on the time-skipping server: the place
 # to start after a change to workflows/), ... `make test-faults`; ARGS and TEST_WORKERS as for `make test`.

@@ -6,6 +6,15 @@ import secrets
 from typing import Any
 
 ORDER_DATA: dict[str, str | int] = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
+# A notice's channel entries (herald.notice), one per channel, for the same order.
+SMS_ENTRY: dict[str, Any] = {
+    "channel": "sms",
+    "recipient": "+15551230001",
+    "template_id": "order_receipt",
+    "template_version": 1,
+    "render_data": ORDER_DATA,
+}
+EMAIL_ENTRY = {**SMS_ENTRY, "channel": "email", "recipient": "seller@example.com", "template_id": "order_receipt_email"}
 
 
 def email_request(key: str, to: str, **overrides: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
@@ -49,10 +49,14 @@ from devstack.stack import LocalStack
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
+from herald.intent import recipient_fingerprint
+from herald.ledger.policy_store import grant_consent, publish_policy
 from herald.ledger.store import open_pool
+from herald.outbox import apply_schema
 from herald.receipts.app import POOL_CONNECTIONS_NEEDED, ReceiptEndpoint, build_receipt_server
 from herald.receipts.drainer import run_drainer
 from herald.recipient_vault import RecipientVault
+from herald.send_policy import Category, PolicyRules
 from herald.settings import load_settings
 from herald.temporal_client import connect
 from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEY_ENCRYPTION_KEYS
@@ -85,12 +89,34 @@ CONTINUE_AS_NEW_AFTER_EVENTS = 40
 ADAPTER_READ_TIMEOUT = 1.0
 
 
-class Emulator:
-    """The emulator's admin API: arm faults, read what it accepted (the oracle for duplicates)."""
+class AdminApi:
+    """An emulator's admin API over HTTP: every call raises on a non-2xx answer; closed on leaving `async with`."""
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
         self._http = httpx.AsyncClient(base_url=base_url, timeout=5.0)
+
+    async def _call(self, method: str, path: str, **request: Any) -> httpx.Response:
+        response = await self._http.request(method, path, **request)
+        response.raise_for_status()
+        return response
+
+    async def _messages(self, path: str, to: str) -> list[dict[str, Any]]:
+        body = (await self._call("GET", path, params={"to": to})).json()
+        return body["messages"] if isinstance(body, dict) else body
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+class Emulator(AdminApi):
+    """The emulator's admin API: arm faults, read what it accepted (the oracle for duplicates)."""
 
     @classmethod
     def of(cls, stack: LocalStack) -> Self:
@@ -98,42 +124,21 @@ class Emulator:
         return cls(f"http://{stack.config.emulator.host}:{stack.config.emulator.port}")
 
     async def arm(self, to: str, fault: str, **params: Any) -> None:
-        response = await self._http.put(f"/_emulator/faults/{to}", json={"fault": fault, **params})
-        response.raise_for_status()
+        await self._call("PUT", f"/_emulator/faults/{to}", json={"fault": fault, **params})
 
     async def messages(self, to: str) -> list[dict[str, Any]]:
-        response = await self._http.get("/_emulator/messages", params={"to": to})
-        response.raise_for_status()
-        body = response.json()
-        return body["messages"] if isinstance(body, dict) else body
+        return await self._messages("/_emulator/messages", to)
 
     async def release_callbacks(self, to: str) -> int:
         """Let the callbacks a `lost_then_reported` fault holds for `to` go out; how many were held."""
-        response = await self._http.post("/_emulator/callbacks/release", params={"to": to})
-        response.raise_for_status()
-        return response.json()["released"]
+        return (await self._call("POST", "/_emulator/callbacks/release", params={"to": to})).json()["released"]
 
     async def stats(self) -> dict[str, Any]:
-        response = await self._http.get("/_emulator/stats")
-        response.raise_for_status()
-        return response.json()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
+        return (await self._call("GET", "/_emulator/stats")).json()
 
 
-class Esp:
+class Esp(AdminApi):
     """The ESP emulator's admin API: arm faults, read what the relay really accepted (the oracle)."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=5.0)
 
     @classmethod
     def of(cls, stack: LocalStack) -> Self:
@@ -141,32 +146,18 @@ class Esp:
         return cls(f"http://{stack.config.esp.host}:{stack.config.esp.admin_port}")
 
     async def arm(self, to: str, fault: str, **params: Any) -> None:
-        response = await self._http.put(f"/_esp/faults/{to}", json={"fault": fault, **params})
-        response.raise_for_status()
+        await self._call("PUT", f"/_esp/faults/{to}", json={"fault": fault, **params})
 
     async def activity_fault(self, status: int | None, count: int | None = None) -> None:
         """Make the Email Activity API answer `status` to the next `count` requests (None: all); None disarms."""
         if status is None:
-            response = await self._http.delete("/_esp/activity-fault")
+            await self._call("DELETE", "/_esp/activity-fault")
         else:
-            response = await self._http.put("/_esp/activity-fault", json={"status": status, "count": count})
-        response.raise_for_status()
+            await self._call("PUT", "/_esp/activity-fault", json={"status": status, "count": count})
 
     async def messages(self, to: str) -> list[dict[str, Any]]:
         """Every message the relay accepted for `to`, with headers, attachment hashes and events."""
-        response = await self._http.get("/_esp/messages", params={"to": to})
-        response.raise_for_status()
-        body = response.json()
-        return body["messages"] if isinstance(body, dict) else body
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.aclose()
+        return await self._messages("/_esp/messages", to)
 
 
 def stack_config(state_dir: Path, receipts_port: int, *, codec: CodecDev | None = None, **temporal: Any) -> StackConfig:
@@ -334,7 +325,8 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     config = settings.email.model_copy(update={"delivery_events": False})
     provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
-    async with build_worker(temporal, plain, LedgerActivities(pool), provider), build_submit_worker(temporal, plain, provider):
+    ledger = LedgerActivities(pool)
+    async with build_worker(temporal, plain, ledger, provider), build_submit_worker(temporal, plain, provider):
         yield HeraldClient(temporal, task_queue, policy=TEST_POLICY)
 
 
@@ -344,3 +336,37 @@ async def create_database(server_url: str, prefix: str) -> str:
     async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as admin:
         await admin.execute(f"CREATE DATABASE {name}")
     return make_conninfo(server_url, dbname=name)
+
+
+async def create_outbox_database(server_url: str, prefix: str) -> str:
+    """A new service database on `server_url`'s server with the outbox schema applied; its connection string."""
+    url = await create_database(server_url, prefix)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await apply_schema(conn)
+    return url
+
+
+@asynccontextmanager
+async def category_published(
+    pool: AsyncConnectionPool, category: Category, note: str, **rules: Any
+) -> AsyncIterator[None]:
+    """A send policy whose `category` has these `rules` changed, in force from now; the defaults again after."""
+    defaults = PolicyRules()
+    changed = defaults.categories[category].model_copy(update=rules)
+    published = defaults.model_copy(update={"categories": {**defaults.categories, category: changed}})
+    await publish_policy(pool, published, effective_from=datetime.now(UTC), owner="tests", note=note)
+    try:
+        yield
+    finally:
+        await publish_policy(
+            pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again"
+        )
+
+
+async def consented_to_marketing(pool: AsyncConnectionPool, recipient: str, at: datetime | None = None) -> str:
+    """`recipient`, once the ledger records its consent to marketing (the policy asks for it) at `at` (now)."""
+    await grant_consent(
+        pool, fingerprint=recipient_fingerprint(recipient), category=Category.MARKETING, source="test signup",
+        granted_at=at or datetime.now(UTC),
+    )  # fmt: skip
+    return recipient

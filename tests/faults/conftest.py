@@ -2,7 +2,7 @@
 
 Everything here is a real process: the Temporal dev server (persisted to a file for a module that
 sets RESTARTS_TEMPORAL, so it can be stopped and restarted; in memory otherwise, where a burst of
-2,000 intents runs about twice as fast), its own embedded PostgreSQL (so it can be killed), the emulator, the
+intents runs about twice as fast), its own embedded PostgreSQL (so it can be killed), the emulator, the
 receipt server and the worker as subprocesses, which the scenarios SIGKILL and restart.
 """
 

@@ -13,14 +13,9 @@ from herald.errors import IntentConflict
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
 from herald.workflow_api import not_delivered_query
+from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
 from tests.stack import Emulator
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params) -> list[tuple]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params)
-        return await cursor.fetchall()
 
 
 async def test_search_attributes_list_intents_by_state_template_and_attempts(herald: HeraldClient) -> None:
@@ -56,11 +51,11 @@ async def test_reconciliation_views_name_the_awkward_cases(herald: HeraldClient,
     await herald.cancel(cancelled_key, reason="refunded", operator="dana")
     await asyncio.wait_for(asyncio.gather(herald.wait(refused_key), herald.wait(cancelled_key)), 60)
 
-    without_id = await _rows(pool, "SELECT number FROM attempts_without_provider_id WHERE workflow_id = %s", f"{refused_key}/sms")
+    without_id = await reads.tuples(pool, "SELECT number FROM attempts_without_provider_id WHERE workflow_id = %s", f"{refused_key}/sms")
     assert without_id == [(1,)]
-    late = await _rows(pool, "SELECT workflow_id FROM cancelled_then_delivered WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    late = await reads.tuples(pool, "SELECT workflow_id FROM cancelled_then_delivered WHERE workflow_id = %s", f"{cancelled_key}/sms")
     assert late == [(f"{cancelled_key}/sms",)]
-    state = await _rows(pool, "SELECT state FROM intent_current_state WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    state = await reads.tuples(pool, "SELECT state FROM intent_current_state WHERE workflow_id = %s", f"{cancelled_key}/sms")
     assert state == [("cancelled",)]
 
 
@@ -106,7 +101,7 @@ async def test_ledger_refuses_updates_and_deletes(
     async with pool.connection() as conn:
         user = await (await conn.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")).fetchone()
     assert user == ("herald_service", False)
-    assert await _rows(pool, "SELECT count(*) > 0 FROM intents") == [(True,)]
+    assert await reads.tuples(pool, "SELECT count(*) > 0 FROM intents") == [(True,)]
 
 
 async def test_the_failure_query_lists_every_intent_that_ended_without_delivery(

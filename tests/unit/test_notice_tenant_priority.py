@@ -19,16 +19,10 @@ from herald.lifecycle import IntentState, SubmitResult
 from herald.notice import parse_notice
 from herald.notice_view import render_notice
 from herald.outbox import stored_notice
+from tests.intents import EMAIL_ENTRY, SMS_ENTRY
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-SMS = {
-    "channel": "sms",
-    "recipient": "+15551230001",
-    "template_id": "order_receipt",
-    "template_version": 1,
-    "render_data": {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"},
-}
-EMAIL = {**SMS, "channel": "email", "recipient": "seller@example.com", "template_id": "order_receipt_email"}
+SMS, EMAIL = SMS_ENTRY, EMAIL_ENTRY
 TENANT_RULE = "must be a tenant id: 1 to 48 of a-z, 0-9, '_', '.', '-', starting with a letter or digit"
 PRIORITY_RULE = "must be a priority key, a whole number from 1 (first) to 5 (last)"
 

@@ -40,8 +40,9 @@ from herald.notice import parse_notice
 from herald.outbox.erasure import names
 from herald.outbox.relay import OutboxRelay
 from herald.receipts.twilio_inbound import recipient_request, unusable_reason
+from tests.depth import examples
 
-PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(400), deadline=None)
 
 # Possible numbers (phonenumbers' "possible": a length the country's plan allows), fictional where
 # the plan has a fictional range: the demo's 555, the UK's drama range.

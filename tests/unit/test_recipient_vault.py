@@ -33,6 +33,7 @@ from herald.recipient_vault import (
     SealedValueCorrupt,
     wrap_context,
 )
+from tests.depth import examples
 from tests.intents import fresh_key, receipt_request
 
 TO = "+15552900001"
@@ -195,7 +196,7 @@ async def test_the_rows_alone_open_nothing() -> None:
         await _vault(rows, stranger).open(sealed.recipient, "recipient")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(position=st.integers(min_value=0), replacement=st.characters(codec="ascii"))
 def test_an_altered_token_opens_to_its_own_value_or_is_refused_by_name(position: int, replacement: str) -> None:
     """Any one character of a token after its prefix changed: the token opens to what was sealed (a base64
