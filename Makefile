@@ -6,11 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 # Test processes, each taking whole files (module-scoped stacks stay in one process), longest first
-# (tests/longest_first.py). Most tests wait on real timers and providers, so two overlap their waits on
-# 2 cores. Three took 525 and 505 s with every test passing, but a third run at 3 failed the route-
-# isolation test's 5 s callback deadline (5.2-6.1 s) and a fault-matrix submit count: the load-
-# sensitive tests feel a third.
-TEST_WORKERS ?= 2
+# (tests/longest_first.py). Most tests wait on real timers and providers: the integration tier alone
+# took 389 s with two and 277 s with three, at under one core. With the 2,000-report burst in the suite
+# (280 CPU-seconds), a third process failed load-sensitive tests (the route-isolation test's 5 s
+# callback deadline, a fault-matrix submit count); without it the suite needs about 600 CPU-seconds.
+# TEST_WORKERS=2 on a machine busy with other work; 0 runs in this process (to debug one test).
+TEST_WORKERS ?= 3
 # The tiers, one folder each under tests/ (README "Tests"): `make test-<tier>` runs one alone.
 TIERS := unit workflow replay providers emulator receipts integration faults
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -169,10 +169,7 @@ async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: Heral
     await emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
     await herald.send(receipt_request(key, to))
     # Cancel only once the provider holds the message: the reports are held back two seconds.
-    for _ in range(100):
-        if await emulator.messages(to):
-            break
-        await asyncio.sleep(0.05)
+    await reads.eventually(lambda: emulator.messages(to), "the message at the provider", 5, every=0.05)
     answer = await herald.cancel(key, reason="order refunded", operator="bob")
     assert answer.cancelled
     final = await reads.final(herald, key, wait=WAIT)

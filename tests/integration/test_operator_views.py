@@ -44,10 +44,7 @@ async def test_reconciliation_views_name_the_awkward_cases(herald: HeraldClient,
     cancelled_key, cancelled_to = fresh_key(), fresh_recipient()
     await emulator.arm(cancelled_to, "delayed_callback", delay_seconds=2, count=1)
     await herald.send(receipt_request(cancelled_key, cancelled_to))
-    for _ in range(100):
-        if await emulator.messages(cancelled_to):
-            break
-        await asyncio.sleep(0.05)
+    await reads.eventually(lambda: emulator.messages(cancelled_to), "the message at the provider", 5, every=0.05)
     await herald.cancel(cancelled_key, reason="refunded", operator="dana")
     await asyncio.wait_for(asyncio.gather(herald.wait(refused_key), herald.wait(cancelled_key)), 60)
 
