@@ -26,22 +26,21 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald import fingerprints, key_encryption
 from herald.artifacts import PostgresArtifactStore
-from herald.cli_services import ServiceUnreachable, reach_database
+from herald.fingerprints import Keyring
 from herald.intent import Channel
 from herald.ledger.store import open_pool
-from herald.logs import configure_logging
 from herald.metrics.runtime import worker_runtime
 from herald.pacing import Pacer
 from herald.providers.port import Provider
 from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
-from herald.recipient_vault import RecipientVault
-from herald.settings import InvalidSetting, Settings, load_settings
+from herald.runtime import exits
+from herald.runtime.process import LEDGER, ProcessRuntime
+from herald.runtime.reach import ServiceUnreachable
+from herald.settings import Settings, load_settings
 from herald.task_queues import submit_task_queue
-from herald.temporal_client import connect
 from herald.tracing import tracer_provider, tracing_interceptors
 from workflows.notification import NotificationWorkflow
 
@@ -53,13 +52,15 @@ log = logging.getLogger("herald.worker")
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
-def build_providers(settings: Settings) -> dict[Channel, Provider]:
-    """One provider per configured channel: the only place that knows which adapter serves which."""
+def build_providers(settings: Settings, keyring: Keyring) -> dict[Channel, Provider]:
+    """One provider per configured channel: the only place that knows which adapter serves which.
+    `keyring` names a marketing e-mail's recipient in its unsubscribe link."""
     providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(settings.twilio)}
     if settings.email.host is not None:  # no relay: the e-mail channel is not configured
         feed = settings.sendgrid_activity
         # SendGrid's Email Activity API where a key for it is configured; without one, events only.
-        providers[Channel.EMAIL] = SmtpAdapter(settings.email, SendGridActivity(feed) if feed.api_key else None)
+        activity = SendGridActivity(feed) if feed.api_key else None
+        providers[Channel.EMAIL] = SmtpAdapter(settings.email, activity, keyring=keyring)
     return providers
 
 
@@ -127,23 +128,24 @@ def submit_pacer(settings: Settings) -> Pacer | None:
 
 
 # What builds the providers: build_providers, or (in the fault tests' processes) a wrapper around it.
-ProviderFactory = Callable[[Settings], dict[Channel, Provider]]
+ProviderFactory = Callable[[Settings, Keyring], dict[Channel, Provider]]
 
 
-async def run_worker(settings: Settings, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:
-    if settings.database_url is None:
-        raise SystemExit("DATABASE_URL is not set: the worker needs the ledger (the local launcher sets it)")
-    # Checked once before anything polls: a worker without its ledger would take tasks it can only
-    # fail. Unreachable at start is one line naming DATABASE_URL, as from every other Herald process.
-    await reach_database(settings.database_url.get_secret_value())
-    fingerprints.install_from(settings)  # the policy gate names recipients by keyed fingerprint
-    keks = key_encryption.from_settings(settings)  # unwrap recipients' data keys; none: one line, no start
+async def run_worker(opened: ProcessRuntime, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:
+    settings = opened.settings()
+    # The keys first, before anything is connected to: the policy gate names recipients by keyed
+    # fingerprint, and the activities unwrap recipients' data keys; none is one line, no start.
+    keyring = opened.keyring()
+    opened.keks()
+    # Checked once before anything polls (after the settings, which need no network): a worker without
+    # its ledger would take tasks it can only fail. Unreachable at start is one line naming
+    # DATABASE_URL, as from every other Herald process.
+    url = await opened.reach(LEDGER, "required: the worker needs the ledger (the local launcher sets it)")
     async with AsyncExitStack() as stack:
-        adapters = providers(settings)  # first: a provider setting that cannot work stops the start here
+        adapters = providers(settings, keyring)  # first: a provider setting that cannot work stops the start here
         for adapter in adapters.values():
             stack.push_async_callback(adapter.aclose)
-        pool = open_pool(settings.database_url.get_secret_value())
-        await stack.enter_async_context(pool)
+        pool = await stack.enter_async_context(open_pool(url))
         runtime = worker_runtime(settings.telemetry)
         if runtime is not None:
             log.info("worker metrics on http://%s/metrics", settings.telemetry.worker_metrics_address)
@@ -151,10 +153,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
         if tracing is not None:
             stack.callback(tracing.shutdown)  # flushes the last batch of spans
             log.info("traces to %s", settings.telemetry.otlp_endpoint)
-        client = await _connect_patiently(settings, stop, runtime=runtime, interceptors=tracing_interceptors(tracing))
+        client = await _connect_patiently(opened, stop, runtime=runtime, interceptors=tracing_interceptors(tracing))
         if client is None:
             return
-        vault = RecipientVault(pool, keks)  # one key cache for the ledger's and the provider's activities
+        vault = opened.vault(pool)  # one key cache for the ledger's and the provider's activities
         provider = ProviderActivities(
             adapters,
             settings.receipts.public_url,
@@ -162,6 +164,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
             artifacts=PostgresArtifactStore(pool),
             pacer=submit_pacer(settings),
             vault=vault,
+            keyring=keyring,
         )
         worker = build_worker(client, settings, LedgerActivities(pool, vault), provider)
         submit_worker = build_submit_worker(client, settings, provider)
@@ -182,16 +185,20 @@ async def run_worker(settings: Settings, stop: asyncio.Event, providers: Provide
 
 
 async def _connect_patiently(
-    settings: Settings, stop: asyncio.Event, *, runtime: Runtime | None = None, interceptors: Sequence[Interceptor] = ()
+    opened: ProcessRuntime,
+    stop: asyncio.Event,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client | None:
     """Connect, retrying while the cluster is unreachable: a worker that starts before Temporal
     (or during its restart) waits for it instead of exiting. None if stopped meanwhile."""
     delay = 0.5
     while not stop.is_set():
         try:
-            return await connect(settings.temporal, runtime=runtime, interceptors=interceptors)
-        except RuntimeError as error:  # the SDK reports connection failures as RuntimeError
-            log.warning("cannot reach Temporal at %s (%s); retrying in %.1fs", settings.temporal.address, error, delay)
+            return await opened.temporal(runtime=runtime, interceptors=interceptors)
+        except ServiceUnreachable as error:
+            log.warning("%s; retrying in %.1fs", error, delay)
             try:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
             except TimeoutError:
@@ -201,22 +208,17 @@ async def _connect_patiently(
 
 
 def main(providers: ProviderFactory = build_providers) -> None:
-    configure_logging()
     stop = asyncio.Event()
 
     async def runner() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        try:
-            settings = load_settings()
-            # An adapter setting that cannot work (no sender, say) fails when the adapters are built,
-            # in one line; a metrics address it cannot listen on, too.
-            await run_worker(settings, stop, providers)
-        except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
-            raise SystemExit(str(error)) from None
+        # An adapter setting that cannot work (no sender, say) fails when the adapters are built,
+        # in one line; a metrics address it cannot listen on, too.
+        await run_worker(ProcessRuntime(load_settings()), stop, providers)
 
-    asyncio.run(runner())
+    exits.serve(runner)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ _ORDER_CONNECT_SECONDS = 1.0
 
 
 class LedgerActivities:
-    def __init__(self, pool: AsyncConnectionPool, vault: RecipientVault | None = None) -> None:
+    def __init__(self, pool: AsyncConnectionPool, vault: RecipientVault) -> None:
         self._pool = pool
         # The intent row is recorded in plaintext (the ledger's copy is what erasure overwrites).
-        self._vault = vault or RecipientVault(pool)
+        self._vault = vault
         # Checkpoints of many workflows finishing at once share a transaction (group commit).
         self._checkpoints: GroupCommit[LedgerBatch, None] = GroupCommit(pool, store.write_checkpoints)
 

@@ -18,7 +18,7 @@ from phonenumbers import timezone as number_zones
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from herald import fingerprints
+from herald.fingerprints import Keyring
 from herald.ledger import policy_store
 from herald.recipient_vault import is_sealed
 from herald.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
@@ -44,7 +44,8 @@ class PolicyGate:
     """Admits one attempt: the policy in force at `at`, the recipient's standing, the cooldown claim."""
 
     def __init__(self, *, channel: str, recipient: str, category: Category, time_zone: str | None,
-                 workflow_id: str, at: datetime) -> None:  # fmt: skip
+                 workflow_id: str, at: datetime, keyring: Keyring) -> None:  # fmt: skip
+        self._keyring = keyring
         self._channel = channel
         self._recipient = recipient
         self._category = category
@@ -63,8 +64,8 @@ class PolicyGate:
         sealed; the submit refuses it): as before, it is looked up under the token's own
         fingerprint, which no standing is recorded under, so no one's standing is read."""
         if is_sealed(self._recipient):
-            return [fingerprints.keyring().of_text(self._recipient)]
-        return fingerprints.keyring().recipient_candidates(self._recipient)
+            return [self._keyring.of_text(self._recipient)]
+        return self._keyring.recipient_candidates(self._recipient)
 
     async def __call__(self, cursor: Any) -> PolicyDecision:
         fps = self._fingerprints()
@@ -74,11 +75,7 @@ class PolicyGate:
             category=self._category, workflow_id=self._workflow_id, fps=fps,
         )  # fmt: skip
         version, rules, last_submit = found.version, found.rules, found.last_submit
-        causes = rules.suppressing_causes(self._category)
-        suppressed = next(
-            (f"{cause} ({detail}) at {seen.isoformat()}" for cause, detail, seen in found.suppressions if cause in causes),
-            None,
-        )
+        suppressed = found.suppressed_because(self._category)
         region, zones = number_region_and_zones(self._recipient) if self._channel == "sms" else (None, [])
         if self._time_zone is not None:
             zones = [self._time_zone]

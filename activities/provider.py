@@ -18,7 +18,6 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
 from activities.policy_gate import PolicyGate
-from herald import fingerprints
 from herald.artifacts import ArtifactMismatch, ArtifactStore, verify
 from herald.contracts import (
     AlreadyRecorded,
@@ -32,6 +31,7 @@ from herald.contracts import (
     SubmitStep,
 )
 from herald.delivery_policy import DeliveryPolicy
+from herald.fingerprints import Keyring
 from herald.intent import Channel
 from herald.key_encryption import KeyUnavailable
 from herald.ledger import claims, store
@@ -61,11 +61,15 @@ class ProviderActivities:
         ledger: AsyncConnectionPool,
         artifacts: ArtifactStore | None = None,
         pacer: Pacer | None = None,
-        vault: RecipientVault | None = None,
+        *,
+        vault: RecipientVault,
+        keyring: Keyring,
     ) -> None:
         self._providers = dict(providers)
         # Opens the sealed recipient, body and subject (herald/recipient_vault.py) just before use.
-        self._vault = vault or RecipientVault(ledger)
+        self._vault = vault
+        # Names the recipient as the policy gate and a lookup's claims know them.
+        self._keyring = keyring
         self._pacer = pacer
         self._receipt_public_url = receipt_public_url.rstrip("/")
         self._ledger = ledger
@@ -102,7 +106,7 @@ class ProviderActivities:
         provider = self._providers.get(input.channel)
         # The attempt row says which provider and route it was handed to, committed before the call.
         rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
-        admit = _gate(input)
+        admit = _gate(input, self._keyring)
         try:
             recorded = await store.write_batch(self._ledger, rows, timeout=ledger_seconds, admit=admit)
         except store.NotAdmitted as held:
@@ -221,7 +225,7 @@ class ProviderActivities:
             decision = await claims.settle_search(
                 self._ledger,
                 attempt_ref=input.attempt_ref,
-                recipient_fingerprints=fingerprints.keyring().recipient_candidates(to),
+                recipient_fingerprints=self._keyring.recipient_candidates(to),
                 search=search,
                 in_flight_bound=bound,
             )
@@ -242,9 +246,10 @@ class ProviderActivities:
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
 
 
-def _gate(input: SubmitInput) -> tuple[str, PolicyGate]:
+def _gate(input: SubmitInput, keyring: Keyring) -> tuple[str, PolicyGate]:
     """The send-policy gate for this attempt."""
     gate = PolicyGate(
+        keyring=keyring,
         channel=input.channel.value,
         recipient=input.to,
         category=input.category,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 
 from agent_tool.server import json_schema, serve
 from agent_tool.tools import CALLERS, Caller
+from herald.runtime.process import ProcessRuntime
 from herald.settings import InvalidSetting, load_settings
+from herald.variables import given_variables
 
 CALLER_VARIABLE = "HERALD_AGENT_CALLER"
 
@@ -39,14 +40,15 @@ def main() -> None:
     if args.json_schema:
         print(asyncio.run(json_schema()))
         return
-    caller = configured_caller(os.environ.get(CALLER_VARIABLE))
-    # Settings are checked before the server answers anything: a bad one is one line, not a
-    # traceback at the agent's first tool call.
+    caller = configured_caller(given_variables().get(CALLER_VARIABLE))
+    # Settings and the fingerprint keys are checked before the server answers anything: a bad one
+    # is one line, not a traceback at the agent's first tool call.
     try:
-        load_settings()
+        runtime = ProcessRuntime(load_settings())
+        runtime.keyring()
     except InvalidSetting as error:
         raise SystemExit(str(error)) from None
-    serve(caller)  # stdio
+    serve(caller, runtime)  # stdio
 
 
 if __name__ == "__main__":

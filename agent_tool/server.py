@@ -23,12 +23,9 @@ from agent_tool.tools import (
     PriorityField,
     SellerActionField,
 )
-from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
-from herald.recipient_vault import RecipientVault
-from herald.settings import load_settings
-from herald.temporal_client import connect
+from herald.runtime.process import ProcessRuntime
 from herald.tracing import tracer_provider, tracing_interceptors
 
 server = MCPServer(
@@ -42,12 +39,14 @@ server = MCPServer(
 _tools: AgentTools | None = None
 # Set by serve() from HERALD_AGENT_CALLER; never a default, so no call runs with a guessed authority.
 _caller: Caller | None = None
+# What the process opens from its settings (herald.runtime), set by serve().
+_runtime: ProcessRuntime | None = None
 
 
-def serve(caller: Caller) -> None:
-    """Answer over stdio, every tool call on behalf of ``caller``."""
-    global _caller
-    _caller = caller
+def serve(caller: Caller, runtime: ProcessRuntime) -> None:
+    """Answer over stdio, every tool call on behalf of ``caller``, with what `runtime` opens."""
+    global _caller, _runtime
+    _caller, _runtime = caller, runtime
     server.run()
 
 
@@ -55,19 +54,21 @@ async def _agent_tools() -> AgentTools:
     """Connect on first use: listing the tools needs no Temporal, calling one does."""
     global _tools
     if _tools is None:
-        if _caller is None:
-            raise RuntimeError("HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller)")
-        caller = _caller
-        settings = load_settings()
-        fingerprints.install_from(settings)
+        if _caller is None or _runtime is None:
+            raise RuntimeError(
+                "HERALD_AGENT_CALLER: no caller configured; start the server with serve(caller, runtime)"
+            )
+        caller, runtime = _caller, _runtime
+        settings = runtime.settings()
         tracing = tracer_provider(settings.telemetry, "herald-agent-tool")  # the process lives as long as its spans
-        client = await connect(settings.temporal, interceptors=tracing_interceptors(tracing))
+        client = await runtime.temporal(interceptors=tracing_interceptors(tracing))
         vault = None
-        if settings.database_url is not None:  # seal with the recipients' keys, as every service with the ledger does
-            pool = open_pool(settings.database_url.get_secret_value(), max_size=2)
+        url = runtime.database_url()
+        if url is not None:  # seal with the recipients' keys, as every service with the ledger does
+            pool = open_pool(url, max_size=2)
             await pool.open()  # lives as long as the tool server
-            vault = RecipientVault(pool, key_encryption.from_settings(settings))
-        herald = HeraldClient(client, settings.temporal.task_queue, vault=vault)
+            vault = runtime.vault(pool)
+        herald = HeraldClient(client, settings.temporal.task_queue, keyring=runtime.keyring(), vault=vault)
         _tools = AgentTools(demo_store(), herald, caller)
     return _tools
 

@@ -41,11 +41,10 @@ from bench.common import fresh_recipient, new_tag, offer, wait_until, workflows_
 from bench.context import Bench
 from bench.herald_run import limited_route
 from bench.measure import CpuMeter
-from herald.client import HeraldClient
 from herald.contracts import attempt_ref
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
-from herald.ledger.policy_store import grant_consent, publish_policy, recipient_fingerprint
+from herald.ledger.policy_store import grant_consent, publish_policy
 from herald.lifecycle import IntentState
 from herald.send_policy import SHARED_TENANT, Category, PolicyRules
 
@@ -228,14 +227,14 @@ async def _run_arm(
 
     async def consent(to: str) -> None:
         async with slots:
-            await grant_consent(bench.pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING,
+            await grant_consent(bench.pool, fingerprint=bench.keyring.recipient(to), category=Category.MARKETING,
                                 source="bench: backlog pass", granted_at=datetime.now(UTC))  # fmt: skip
 
     await asyncio.gather(*(consent(to) for to in recipients[TENANT_A]))
     prefix = f"backlog:{tag}_"
     task_queue = f"herald-bench-backlog-{tag.replace('_', '-')}"
     async with limited_route(bench, "backlog", limit, submit_rate, task_queue) as emulator_url:
-        herald = HeraldClient(bench.herald_temporal, task_queue, vault=bench.vault)
+        herald = bench.client(task_queue)
         starts: dict[str, float] = {}
         class_of: dict[str, str] = {}
         to_of: dict[str, str] = {}

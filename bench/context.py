@@ -12,9 +12,9 @@ from temporalio.client import Client
 from bench.common import Phase
 from bench.measure import CpuMeter, rss_mib
 from bench.stack import BenchStack
-from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
-from herald.recipient_vault import RecipientVault
+from herald.delivery_policy import DeliveryPolicy
+from herald.runtime.process import ProcessRuntime
 from herald.settings import Settings, load_settings
 from herald.temporal_client import connect
 
@@ -32,8 +32,9 @@ ROLES = {
 class Bench:
     def __init__(self, stack: BenchStack) -> None:
         self.stack = stack
-        self.settings: Settings = load_settings(stack.config.service_env(stack.database_url))
-        fingerprints.install_from(self.settings)
+        self.runtime = ProcessRuntime(load_settings(stack.config.service_env(stack.database_url)))
+        self.settings: Settings = self.runtime.settings()
+        self.keyring = self.runtime.keyring()
         self.meter = CpuMeter(stack.pids)
 
     async def open(self) -> None:
@@ -42,13 +43,17 @@ class Bench:
         self.pool = AsyncConnectionPool(self.stack.database_url, min_size=1, max_size=4, open=False)
         await self.pool.open()
         # Sealing with the recipient's key, as a service with the ledger configured does.
-        self.vault = RecipientVault(self.pool, key_encryption.from_settings(self.settings))
-        self.herald = HeraldClient(self.herald_temporal, self.settings.temporal.task_queue, vault=self.vault)
+        self.vault = self.runtime.vault(self.pool)
+        self.herald = self.client(self.settings.temporal.task_queue)
         # The floor uses Temporal's default converter: no Herald code on its path.
         self.floor_temporal = await Client.connect(
             self.settings.temporal.address, namespace=self.settings.temporal.namespace
         )
         self.admin = httpx.AsyncClient(base_url=self.stack.emulator_url, timeout=60)
+
+    def client(self, task_queue: str, policy: DeliveryPolicy | None = None) -> HeraldClient:
+        """Herald's client on `task_queue`, as a service builds it: the stack's keys, sealing."""
+        return HeraldClient(self.herald_temporal, task_queue, keyring=self.keyring, policy=policy, vault=self.vault)
 
     async def close(self) -> None:
         await self.admin.aclose()

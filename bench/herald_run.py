@@ -180,9 +180,7 @@ async def _park(
     recipient = fresh_recipient()
     # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
     (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
-    herald = HeraldClient(
-        bench.herald_temporal, bench.settings.temporal.task_queue, policy=PARKED_POLICY, vault=bench.vault
-    )
+    herald = bench.client(bench.settings.temporal.task_queue, PARKED_POLICY)
     starts, _, _ = await _start_intents(herald, n, None, tag, recipient)
     return recipient, starts, await provider_holds(admin, recipient, n, timeout)
 
@@ -420,7 +418,7 @@ async def run_rate_limited(
     # The window below starts at the first intent: limited_route returns once the worker polls, so
     # a worker still importing does not put its start-up (a second or more) into the achieved rate.
     async with limited_route(bench, "limited", limit, submit_rate, LIMITED_TASK_QUEUE) as emulator_url:
-        herald = HeraldClient(bench.herald_temporal, LIMITED_TASK_QUEUE, vault=bench.vault)
+        herald = bench.client(LIMITED_TASK_QUEUE)
         tag = new_tag()
         prefix = f"order_receipt:bench_{tag}_"
         meter = CpuMeter(stack.pids)

@@ -1,9 +1,11 @@
 """`make run`: start the local stack from temporal-dev.yaml, play the demo, print the summary, serve.
 
     python -m devstack [--exit-when-done] [--config temporal-dev.yaml]
+    python -m devstack demo [--emulator-url URL]    # the demo again, against the stack already running
 
 Ctrl-C stops every child process it started. A port already in use is reported
-in one line naming the port and the setting that changes it.
+in one line naming the port and the setting that changes it. `demo` finds the running stack
+through the `stack.env` the launcher writes in its state folder, as `python starter.py` does.
 """
 
 from __future__ import annotations
@@ -29,39 +31,44 @@ from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
 from devstack.stack import LocalStack
 from devstack.supervisor import Supervisor
-from herald import fingerprints, key_encryption
+from herald import cli_input
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
-from herald.recipient_vault import RecipientVault
-from herald.settings import Settings, load_settings
-from herald.temporal_client import connect
+from herald.runtime import exits
+from herald.runtime.process import LEDGER, ProcessRuntime
+from herald.settings import load_settings
+from herald.variables import environment
 from herald.workflow_api import not_delivered_query
 from worker import build_providers, build_submit_worker, build_worker, submit_pacer
 
 # How often the launcher looks for a child that died (and restarts it).
 SUPERVISE_EVERY_SECONDS = 1.0
+# The file in the state folder the launcher writes the stack's variables to (starter.py reads it).
+STACK_ENV = "stack.env"
 
 
 def _write_env_file(stack: LocalStack) -> None:
     """Let `starter.py` find this stack without exporting anything; 0600, since it holds the
     services' and the relay's database passwords and the Twilio token."""
     lines = [f"{name}={value}" for name, value in stack.config.service_env(stack.database_url).items()]
-    replace_private(stack.config.state_path / "stack.env", ("\n".join(lines) + "\n").encode())
+    replace_private(stack.config.state_path / STACK_ENV, ("\n".join(lines) + "\n").encode())
 
 
 async def _demo(config: StackConfig, stack: LocalStack) -> str:
-    settings = load_settings(config.service_env(stack.database_url))
-    fingerprints.install_from(settings)
-    client = await connect(settings.temporal)
+    runtime = ProcessRuntime(load_settings(config.service_env(stack.database_url)))
+    settings = runtime.settings()
+    client = await runtime.temporal()
     started = time.monotonic()
     async with open_pool(stack.database_url, max_size=2) as pool:
-        vault = RecipientVault(pool, key_encryption.from_settings(settings))  # the demo's intents travel sealed
-        herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
-        route_settings = load_settings(config.paced_route_env(stack.database_url))
-        async with _paced_route(client, route_settings, config) as paced_route:
+        herald = HeraldClient(  # the demo's intents travel sealed
+            client, settings.temporal.task_queue, keyring=runtime.keyring(), policy=config.demo_policy,
+            vault=runtime.vault(pool),
+        )  # fmt: skip
+        route = ProcessRuntime(load_settings(config.paced_route_env(stack.database_url)))
+        async with _paced_route(client, route, config) as paced_route:
             rows = await play(
                 herald,
                 f"http://{config.emulator.host}:{config.emulator.port}",
@@ -91,36 +98,86 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
 
 
 @asynccontextmanager
-async def _paced_route(client: Client, settings: Settings, config: StackConfig) -> AsyncIterator[PacedRoute]:
+async def _paced_route(client: Client, route: ProcessRuntime, config: StackConfig) -> AsyncIterator[PacedRoute]:
     """The priority scene's route, in this process: worker.py's two workers on the paced route's
     task queue (config.paced_route), built as worker.py builds them. The workflow worker polls at
     once; the submit worker, on `release()`."""
-    assert settings.database_url is not None
+    settings, keyring = route.settings(), route.keyring()
     async with AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(open_pool(settings.database_url.get_secret_value()))
-        adapters = build_providers(settings)
+        pool = await stack.enter_async_context(route.pool(LEDGER, "required", max_size=8))
+        adapters = build_providers(settings, keyring)
         for adapter in adapters.values():
             stack.push_async_callback(adapter.aclose)
-        vault = RecipientVault(pool, key_encryption.from_settings(settings))
+        vault = route.vault(pool)
         provider = ProviderActivities(
             adapters, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
-            pacer=submit_pacer(settings), vault=vault,
+            pacer=submit_pacer(settings), vault=vault, keyring=keyring,
         )  # fmt: skip
         await stack.enter_async_context(build_worker(client, settings, LedgerActivities(pool, vault), provider))
 
         async def release() -> None:
             await stack.enter_async_context(build_submit_worker(client, settings, provider))
 
-        herald = HeraldClient(client, settings.temporal.task_queue, policy=config.demo_policy, vault=vault)
+        herald = HeraldClient(
+            client, settings.temporal.task_queue, keyring=keyring, policy=config.demo_policy, vault=vault
+        )
         yield PacedRoute(herald, config.paced_route.submit_rate_limit, release)
 
 
-def main() -> int:
+async def _demo_again(config: StackConfig, runtime: ProcessRuntime, emulator_url: str | None) -> str:
+    """`python -m devstack demo`: the scenario against the stack `make run` started, with the ledger's
+    scenes when the stack has one."""
+    emulator_url = emulator_url or f"http://{config.emulator.host}:{config.emulator.port}"
+    esp_url = f"http://{config.esp.host}:{config.esp.admin_port}"
+    herald = HeraldClient(
+        await runtime.temporal(), runtime.settings().temporal.task_queue, keyring=runtime.keyring(),
+        policy=config.demo_policy,
+    )  # fmt: skip
+    if runtime.database_url() is None:
+        rows = await play(herald, emulator_url, esp_url=esp_url)
+    else:
+        async with runtime.pool(LEDGER, "required", max_size=2) as pool:
+            sealing = herald.with_vault(runtime.vault(pool))
+            rows = await play(
+                sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool
+            )
+    return f"{summary(rows)}\nrefused input, as a caller sees it: {refused_input_example()}"
+
+
+def demo_again(config: StackConfig, emulator_url: str | None) -> int:
+    """Play the demo again, against the stack found through the variables the launcher wrote to
+    `<state folder>/stack.env` (the environment's own win); a failure (the stack not running, say)
+    is one line and an exit code. Temporal's runtime is this command's own, stopped before the
+    interpreter finalizes, as starter.py's (herald.runtime.process explains why)."""
+    runtime = ProcessRuntime(
+        lambda: load_settings(environment(config.state_path / STACK_ENV)), own_temporal_runtime=True
+    )
+    try:
+        print(asyncio.run(_demo_again(config, runtime, emulator_url)))
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 (one line, as the product's entry points)
+        return exits.fail(*exits.failure(error))
+    finally:
+        runtime.close()
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__.splitlines()[0])
     parser.add_argument("--exit-when-done", action="store_true", help="stop everything after printing the summary")
     parser.add_argument("--config", type=Path, default=DEFAULT_STACK_FILE)
-    args = parser.parse_args()
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser("demo", help="play the demo scenario again against the running local stack")
+    demo.add_argument(
+        "--emulator-url", type=cli_input.http_url, help="the emulator's base URL (default: from temporal-dev.yaml)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = load_stack_config(args.config)
+    if args.command == "demo":
+        return demo_again(config, args.emulator_url)
     stack = LocalStack(config)
     # Turn SIGTERM into the same clean stop as Ctrl-C.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

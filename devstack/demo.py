@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -27,18 +25,17 @@ from mcp.client.stdio import stdio_client
 from psycopg_pool import AsyncConnectionPool
 
 from agent_tool.store import demo_store
-from herald import fingerprints, outbox
+from devstack.demo_email import a_one_click_unsubscribe_stops_marketing_email
+from devstack.demo_rows import CLASS, DemoRow, count_messages, notes, phone, settle
+from herald import outbox
 from herald.artifacts import ArtifactStore
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
 from herald.errors import HeraldError, InvalidIntent
-from herald.intent import Channel
-from herald.ledger.policy_store import grant_consent, policy_in_force, publish_policy, recipient_fingerprint
-from herald.ledger.recipient_requests import requests_of
+from herald.intent import Channel, parse_request
+from herald.ledger.policy_store import grant_consent, policy_in_force, publish_policy
 from herald.lifecycle import IntentState
-from herald.providers.smtp import REFERENCE_ARG
 from herald.send_policy import Category, PolicyRules
-from herald.unsubscribe import HEADER as LIST_UNSUBSCRIBE
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
 SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
@@ -80,40 +77,12 @@ _TEMPLATES = [
 # riverside studio, whose records the demo asks about.
 DEMO_AGENT_CALLER = "eu-marketplace-agent"
 
-# A message that ended in one of these was never delivered; a retry after it is not a duplicate.
-_DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})
-
-
 # Two-channel notices: (fault armed at the relay for the e-mail, or None, what it shows).
 NOTICES: list[tuple[str | None, dict[str, Any], str]] = [
     (None, {}, "notice: SMS and e-mail, independent intents"),
     ("drop_after_data", {"count": 1}, "notice: relay hung up after DATA; its event proves acceptance"),
 ]
 _NOTICE_DATA = {"order_ref": "ord_{n}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
-
-
-@dataclass
-class DemoRow:
-    key: str
-    template: str
-    fault: str | None
-    expectation: str
-    recipient: str
-    channel: Channel = Channel.SMS
-    state: IntentState | None = None
-    attempts: int = 0
-    messages_at_provider: int = 0
-    # Messages not ended failed/undelivered: more than one of these for an intent is a duplicate.
-    live_messages: int = 0
-    closed_by: str | None = None
-    # A report e-mail: whether the attachment the relay received hashes to the stored artifact.
-    attachment_verified: bool | None = None
-    # What the send policy did to it (deferred until ..., suppressed by ...), from the ledger.
-    note: str = ""
-    # Set where two rows share a recipient: their messages at the emulator are told apart by body.
-    content_sha256: str | None = None
-    # False for the priority scene's batch: counted in the totals, summed up in the urgent row.
-    in_table: bool = True
 
 
 async def play(
@@ -198,23 +167,13 @@ async def play(
             priority_rows = await urgent_overtakes_batch(paced_route, admin, ledger, run_tag, timeout)
         await settle(herald, rows, timeout)
         if ledger is not None:
-            await _notes(ledger, policy_rows)
+            await notes(ledger, policy_rows)
         for row in rows:
             listed = (await admin.get("/_emulator/messages", params={"to": row.recipient})).json()["messages"]
             if row.content_sha256 is not None:
                 listed = [m for m in listed if hashlib.sha256(m["body"].encode()).hexdigest() == row.content_sha256]
-            _count(row, listed)
+            count_messages(row, listed)
     return rows + priority_rows + email_rows
-
-
-def _count(row: DemoRow, listed: list[dict[str, Any]]) -> None:
-    """The row's messages at the emulator, and those not ended failed or undelivered."""
-    row.messages_at_provider = len(listed)
-    row.live_messages = sum(m["status"] not in _DEFINITE_FAILURES for m in listed)
-
-
-def _phone() -> str:
-    return "+1555" + f"{secrets.randbelow(10**7):07d}"
 
 
 @dataclass(frozen=True)
@@ -257,12 +216,13 @@ async def urgent_overtakes_batch(
     The first rows are the batch (left out of the table), the last is the reminder."""
     batch = [
         DemoRow(f"class_promotion:c9081_{run_tag}_b{n}", "class_promotion.v1", None,
-                "marketing batch on the paced route", _phone(), in_table=False)
+                "marketing batch on the paced route", phone(), in_table=False)
         for n in range(batch_size)
     ]  # fmt: skip
     for row in batch:  # marketing needs consent evidence (the send policy), as a real list has it
-        await grant_consent(ledger, fingerprint=recipient_fingerprint(row.recipient), category=Category.MARKETING,
-                            source="make run demo", granted_at=datetime.now(UTC))  # fmt: skip
+        fingerprint = route.herald.keyring.recipient(row.recipient)
+        await grant_consent(ledger, fingerprint=fingerprint, category=Category.MARKETING, source="make run demo",
+                            granted_at=datetime.now(UTC))  # fmt: skip
     await asyncio.gather(*(
         route.herald.send({"business_key": row.key, "recipient": row.recipient, "template_id": "class_promotion",
                            "template_version": 1, "render_data": _PROMOTION})
@@ -273,14 +233,14 @@ async def urgent_overtakes_batch(
     await route.release()
     gone_before = await asyncio.wait_for(_first_sent(admin, batch_numbers), timeout)
     urgent = DemoRow(f"class_reminder:c9081_{run_tag}_urgent", "class_reminder.v1", f"route paced {route.pace:g}/s",
-                     "account notice behind a queued marketing batch", _phone())  # fmt: skip
+                     "account notice behind a queued marketing batch", phone())  # fmt: skip
     await route.herald.send({"business_key": urgent.key, "recipient": urgent.recipient,
-                             "template_id": "class_reminder", "template_version": 1, "render_data": _CLASS})  # fmt: skip
+                             "template_id": "class_reminder", "template_version": 1, "render_data": CLASS})  # fmt: skip
     rows = [*batch, urgent]
     finals = await settle(route.herald, rows, timeout)
     sent = await _messages_in_order(admin, batch_numbers | {urgent.recipient})
     for row in rows:
-        _count(row, [m for m in sent if m["to"] == row.recipient])
+        count_messages(row, [m for m in sent if m["to"] == row.recipient])
     found = overtaking([m["to"] for m in sent], urgent.recipient)
     if found is None:
         urgent.note = "  the urgent reminder never reached the emulator"
@@ -346,7 +306,6 @@ def _ordinal(n: int) -> str:
 # The demo's send policy: a 3 s recipient cooldown on SMS, so two intents to one number show a
 # deferral. Published once into the local stack's ledger (owner "demo"), never in production.
 DEMO_RULES = PolicyRules(cooldown_seconds={"sms": 3})
-_CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}
 
 
 async def _send_policy_cases(herald: HeraldClient, ledger: AsyncConnectionPool, run_tag: str) -> list[DemoRow]:
@@ -362,14 +321,14 @@ async def _send_policy_cases(herald: HeraldClient, ledger: AsyncConnectionPool, 
     for n, class_name in enumerate(["Spin 18:00", "Yoga 19:30"]):
         key = f"class_reminder:c9081_{run_tag}_{n}"
         receipt = await herald.send({"business_key": key, "recipient": member, "template_id": "class_reminder",
-                                     "template_version": 1, "render_data": {**_CLASS, "class_name": class_name}})  # fmt: skip
+                                     "template_version": 1, "render_data": {**CLASS, "class_name": class_name}})  # fmt: skip
         row = DemoRow(key, "class_reminder.v1", None, "two reminders to one member: one waits out the cooldown", member)
         row.content_sha256 = receipt.content_sha256
         rows.append(row)
     stranger = "+1555" + f"{secrets.randbelow(10**7):07d}"
     key = f"class_promotion:c9081_{run_tag}"
     await herald.send({"business_key": key, "recipient": stranger, "template_id": "class_promotion",
-                       "template_version": 1, "render_data": _CLASS})  # fmt: skip
+                       "template_version": 1, "render_data": CLASS})  # fmt: skip
     rows.append(DemoRow(key, "class_promotion.v1", None, "marketing without consent: suppressed", stranger))
     return rows
 
@@ -415,25 +374,6 @@ async def _through_the_agent_tool(env: dict[str, str]) -> DemoRow:
     return row
 
 
-async def _notes(ledger: AsyncConnectionPool, rows: list[DemoRow]) -> None:
-    async with ledger.connection() as conn:
-        for row in rows:
-            cursor = await conn.execute(
-                """SELECT kind, reason FROM observations WHERE workflow_id = %s AND source = 'policy' ORDER BY seq LIMIT 1""",
-                (f"{row.key}/{row.channel.value}",),
-            )
-            found = await cursor.fetchone()
-            if found is not None:
-                row.note = f"  {found[0]}: {found[1]}"
-
-
-async def settle(herald: HeraldClient, rows: list[DemoRow], timeout: float) -> list[IntentStatus]:
-    finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(row.key, row.channel) for row in rows)), timeout)
-    for row, final in zip(rows, finals, strict=True):
-        row.state, row.attempts, row.closed_by = final.state, len(final.attempts), final.closed_by
-    return finals
-
-
 def _report_csv(run_tag: str) -> str:
     """A small generated sales report: the artifact the report e-mail attaches."""
     lines = ["order_ref,amount,currency"] + [f"ord_{run_tag}_{n},{10 + n}.00,EUR" for n in range(20)]
@@ -443,13 +383,8 @@ def _report_csv(run_tag: str) -> str:
 def refused_input_example() -> str:
     """What a caller sees for a bad phone number: one line naming the field and the rule."""
     try:
-        from herald.intent import build_intent, parse_request
-
-        build_intent(
-            parse_request({"business_key": "order_receipt:pay_bad", "recipient": "555-0100", "template_id": "order_receipt",
-                           "template_version": 1, "render_data": {}}),
-            datetime.now(UTC),
-        )  # fmt: skip
+        parse_request({"business_key": "order_receipt:pay_bad", "recipient": "555-0100", "template_id": "order_receipt",
+                       "template_version": 1, "render_data": {}})  # fmt: skip
     except InvalidIntent as error:
         return f"InvalidIntent: {error}"
     return "(no error: this is a bug)"
@@ -506,8 +441,8 @@ async def a_stop_reply_suppresses_marketing(
         stack = load_stack_config()
         receipts_url = receipts_url or f"http://{stack.receipts.host}:{stack.receipts.port}"
         our_number = our_number or stack.emulator.from_number
-    member = _phone()
-    await grant_consent(ledger, fingerprint=recipient_fingerprint(member), category=Category.MARKETING,
+    member = phone()
+    await grant_consent(ledger, fingerprint=herald.keyring.recipient(member), category=Category.MARKETING,
                         source="demo: signup form", granted_at=datetime.now(UTC))  # fmt: skip
     reply = {"from": member, "to": our_number, "body": "STOP", "url": f"{receipts_url}/twilio/inbound"}
     stop = await admin.post("/_emulator/inbound", json=reply)
@@ -515,128 +450,10 @@ async def a_stop_reply_suppresses_marketing(
     webhook = stop.json()["webhook"]
     key = f"class_promotion:stop_{run_tag}"
     await herald.send({"business_key": key, "recipient": member, "template_id": "class_promotion",
-                       "template_version": 1, "render_data": _CLASS})  # fmt: skip
+                       "template_version": 1, "render_data": CLASS})  # fmt: skip
     row = DemoRow(key, "class_promotion.v1", None, "member replied STOP: the next promotion suppressed", member)
     if webhook is None or webhook["http_status"] != 200:
         row.note = f"  the receipt server did not take the STOP: {webhook}"
     return [row]
 
 
-# The one-click scene's promotion and receipt: e-mail templates (the promotion is marketing, so the
-# SMTP adapter gives it the List-Unsubscribe pair; the receipt is transactional and has none).
-_EMAIL_PROMOTION = ("class_promo_email", 1)
-_EMAIL_RECEIPT = ("order_receipt_email", 2)
-
-
-async def a_one_click_unsubscribe_stops_marketing_email(
-    herald: HeraldClient, esp_url: str, ledger: AsyncConnectionPool, run_tag: str, timeout: float = 60.0
-) -> list[DemoRow]:
-    """A member who agreed to marketing gets a promotion by e-mail. The link in its List-Unsubscribe
-    header, read from the message the ESP received as a mail client reads it, is fetched (GET: the
-    confirmation page, nothing recorded), then POSTed ``List-Unsubscribe=One-Click`` as RFC 8058
-    clients do. The next promotion to the address is suppressed with nothing sent; an order receipt
-    to it is still delivered.
-
-    Rows count their messages at the ESP by the attempt references the copies carry (unique_args),
-    so a suppressed promotion that got out anyway would show on its own row."""
-    address = f"member.{run_tag}@example.com"
-    await grant_consent(ledger, fingerprint=recipient_fingerprint(address), category=Category.MARKETING,
-                        source="demo: signup form", granted_at=datetime.now(UTC))  # fmt: skip
-    first, second = (
-        DemoRow(f"class_promo_email:unsub_{run_tag}_{n}", "class_promo_email.v1", None, expectation, address,
-                Channel.EMAIL)
-        for n, expectation in enumerate(["marketing e-mail, one-click link", "after the one-click POST"])
-    )  # fmt: skip
-    receipt = DemoRow(f"order_receipt:unsub_{run_tag}", "order_receipt_email.v2", None,
-                      "unsubscribed from marketing only", address, Channel.EMAIL)  # fmt: skip
-    async with (
-        httpx.AsyncClient(base_url=esp_url, timeout=10) as relay,
-        httpx.AsyncClient(timeout=10, trust_env=False) as mail_client,  # the link is the local receipt server's
-    ):
-        await _send_email(herald, first, _EMAIL_PROMOTION, _CLASS)
-        sent = await settle(herald, [first], timeout)
-        listed = await _esp_messages(relay, address)
-        link = _one_click_link(listed[0]["headers"]) if listed else None
-        if link is None:
-            first.note = "  no http(s) List-Unsubscribe link on a message the ESP received: the scene stops here"
-            _count_at_esp(listed, [first], sent)
-            return [first]
-        page = await mail_client.get(over_loopback(link))
-        recorded_after_get = await _unsubscribes(ledger, address)
-        answer = await mail_client.post(over_loopback(link), data={"List-Unsubscribe": "One-Click"})
-        recorded_after_post = await _unsubscribes(ledger, address)
-        first.note = (
-            f"  link GET {page.status_code} '{_title(page.text)}' ({len(recorded_after_get)} unsubscribes recorded), "
-            f"POST One-Click {answer.status_code} '{_title(answer.text)}' "
-            f"(recorded: {', '.join(recorded_after_post) or 'nothing'})"
-        )
-        await _send_email(herald, second, _EMAIL_PROMOTION, _CLASS)
-        data = {"order_ref": f"ord_{run_tag}_u", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
-        await _send_email(herald, receipt, _EMAIL_RECEIPT, data)
-        finals = sent + await settle(herald, [second, receipt], timeout)
-        listed = await _esp_messages(relay, address)
-    rows = [first, second, receipt]
-    *_, receipt_copies = _count_at_esp(listed, rows, finals)
-    await _notes(ledger, [second])
-    second.note += f"; the ESP holds {len(listed)} messages to the address in all"
-    links = sum(_one_click_link(m["headers"]) is not None for m in receipt_copies)
-    receipt.note = f"  same address, transactional: List-Unsubscribe on {links} of its {len(receipt_copies)} copies"
-    return rows
-
-
-async def _send_email(herald: HeraldClient, row: DemoRow, template: tuple[str, int], data: dict[str, Any]) -> None:
-    template_id, version = template
-    await herald.send({"business_key": row.key, "channel": "email", "recipient": row.recipient,
-                       "template_id": template_id, "template_version": version, "render_data": data})  # fmt: skip
-
-
-async def _esp_messages(relay: httpx.AsyncClient, address: str) -> list[dict[str, Any]]:
-    """Every message the ESP emulator accepted for `address`, oldest first."""
-    response = await relay.get("/_esp/messages", params={"to": address})
-    response.raise_for_status()
-    return response.json()["messages"]
-
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def over_loopback(link: str) -> str:
-    """An https:// link to a loopback host as the local stack serves it: the same host, port and path over
-    plain HTTP. Herald writes only https:// unsubscribe links (RFC 8058); the stack's receipt server has no
-    TLS proxy in front of it, so the demo's mail client stands where that proxy would. Any other link is
-    called as it is."""
-    parts = urlsplit(link)
-    if parts.scheme == "https" and parts.hostname in _LOOPBACK_HOSTS:
-        return urlunsplit(parts._replace(scheme="http"))
-    return link
-
-
-def _one_click_link(headers: list[list[str]]) -> str | None:
-    """The first http(s) URL of the List-Unsubscribe header, the one RFC 8058 clients POST to."""
-    value = next((value for name, value in headers if name.lower() == LIST_UNSUBSCRIBE.lower()), "")
-    return next((url for url in re.findall(r"<([^<>]+)>", value) if url.startswith(("https://", "http://"))), None)
-
-
-async def _unsubscribes(ledger: AsyncConnectionPool, address: str) -> list[str]:
-    """The e-mail unsubscribes the ledger holds for `address` (any of its fingerprints), by source."""
-    async with ledger.connection() as conn:
-        recorded = await requests_of(conn, fingerprints.keyring().recipient_candidates(address), "email")
-    return [r.source for r in recorded if r.request == "unsubscribe"]
-
-
-def _title(page: str) -> str:
-    found = re.search(r"<title>([^<]*)</title>", page)
-    return found.group(1) if found else "?"
-
-
-def _count_at_esp(
-    listed: list[dict[str, Any]], rows: list[DemoRow], finals: list[IntentStatus]
-) -> list[list[dict[str, Any]]]:
-    """Each row's messages among `listed` (those carrying one of its attempts' references), counted on the row."""
-    copies = []
-    for row, final in zip(rows, finals, strict=True):
-        refs = {attempt.attempt_ref for attempt in final.attempts}
-        mine = [m for m in listed if m["unique_args"].get(REFERENCE_ARG) in refs]
-        row.messages_at_provider = row.live_messages = len(mine)
-        copies.append(mine)
-    return copies

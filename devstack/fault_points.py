@@ -138,8 +138,9 @@ def main(argv: list[str]) -> None:
     if argv[0] == "worker":
         import worker
 
-        def crashing_providers(settings: worker.Settings) -> dict[Channel, Provider]:
-            return {channel: CrashingProvider(p, faults) for channel, p in worker.build_providers(settings).items()}
+        def crashing_providers(settings: worker.Settings, keyring: worker.Keyring) -> dict[Channel, Provider]:
+            built = worker.build_providers(settings, keyring)
+            return {channel: CrashingProvider(p, faults) for channel, p in built.items()}
 
         worker.main(providers=crashing_providers)
     else:

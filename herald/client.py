@@ -1,6 +1,7 @@
 """The typed client API a service imports to create intents and read their status.
 
-    herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue)
+    runtime = ProcessRuntime(settings)      # herald.runtime: what a process opens from its settings
+    herald = HeraldClient(await runtime.temporal(), settings.temporal.task_queue, keyring=runtime.keyring())
     receipt = await herald.send({"business_key": "order_receipt:pay_157", ...})
 
 ``send`` validates and renders before anything starts: a bad request raises
@@ -22,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from herald.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
 from herald.delivery_policy import DeliveryPolicy
 from herald.errors import IntentConflict, IntentNotFound
+from herald.fingerprints import Keyring
 from herald.intent import Channel, Intent, IntentRequest, build_intent, parse_request, same_intent, workflow_id_for
 from herald.ledger.policy_store import orders_at_start
 from herald.notice import NoticeRequest, parse_notice
@@ -54,23 +56,37 @@ class NoticeReceipt(Frozen):
 
 class HeraldClient:
     def __init__(
-        self, client: Client, task_queue: str, policy: DeliveryPolicy | None = None, vault: RecipientVault | None = None
+        self,
+        client: Client,
+        task_queue: str,
+        *,
+        keyring: Keyring,
+        policy: DeliveryPolicy | None = None,
+        vault: RecipientVault | None = None,
     ) -> None:
-        """`vault` (the ledger's recipient keys) seals each intent's personal fields before they reach
-        Temporal, so an erasure makes them unreadable there too; without one they travel under the
-        deployment's codec key only, readable until the namespace's retention ends."""
+        """`keyring` (the fingerprint keys, herald/fingerprints.py) names each intent's recipient and
+        payload as the ledger and the policy gate know them. `vault` (the ledger's recipient keys)
+        seals each intent's personal fields before they reach Temporal, so an erasure makes them
+        unreadable there too; without one they travel under the deployment's codec key only,
+        readable until the namespace's retention ends."""
         self._client = client
         self._task_queue = task_queue
+        self._keyring = keyring
         self._policy = policy or DeliveryPolicy()
         self._vault = vault
 
     def with_vault(self, vault: RecipientVault | None) -> HeraldClient:
         """This client, sealing with `vault` (None: not sealing)."""
-        return HeraldClient(self._client, self._task_queue, self._policy, vault)
+        return HeraldClient(self._client, self._task_queue, keyring=self._keyring, policy=self._policy, vault=vault)
 
     @property
     def temporal(self) -> Client:
         return self._client
+
+    @property
+    def keyring(self) -> Keyring:
+        """The fingerprint keys this client names recipients with."""
+        return self._keyring
 
     async def send(
         self, request: IntentRequest | dict[str, Any], *, policy: DeliveryPolicy | None = None
@@ -78,7 +94,7 @@ class HeraldClient:
         """Create the intent, or attach to the one this key already names."""
         parsed = request if isinstance(request, IntentRequest) else parse_request(request)
         now = datetime.now(UTC)
-        intent = build_intent(parsed, now)
+        intent = build_intent(parsed, now, self._keyring)
         [order] = await self._orders([intent], now)
         return await self._start(intent, policy or self._policy, order, now)
 
@@ -129,7 +145,7 @@ class HeraldClient:
         description = await handle.describe()
         memo = await description.memo()
         recorded = memo.get(_FINGERPRINT_MEMO)
-        if isinstance(recorded, str) and same_intent(recorded, intent):
+        if isinstance(recorded, str) and same_intent(recorded, intent, self._keyring):
             return
         if description.close_time is None:
             # Leave a durable trace on the intent it collided with, so conflicts can be counted.
@@ -155,7 +171,7 @@ class HeraldClient:
         """
         parsed = notice if isinstance(notice, NoticeRequest) else parse_notice(notice)
         now = datetime.now(UTC)
-        intents = [build_intent(request, now) for request in parsed.requests()]
+        intents = [build_intent(request, now, self._keyring) for request in parsed.requests()]
         receipts: dict[Channel, SendReceipt] = {}
         for intent, order in zip(intents, await self._orders(intents, now), strict=True):
             receipts[intent.channel] = await self._start(intent, policy or self._policy, order, now)

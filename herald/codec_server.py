@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import uvicorn
 from google.protobuf import json_format
@@ -57,8 +57,9 @@ from temporalio.converter import PayloadCodec
 
 from herald.http_bodies import read_bounded
 from herald.payload_codec import CodecError
-from herald.settings import InvalidSetting, load_settings
-from herald.temporal_client import payload_codec
+from herald.runtime import exits
+from herald.runtime.process import ProcessRuntime
+from herald.settings import load_settings
 
 log = logging.getLogger("herald.codec_server")
 
@@ -166,15 +167,10 @@ def create_codec_app(
     )
 
 
-def build_codec_server(env: Mapping[str, str] | None = None) -> uvicorn.Server:
-    """The uvicorn server from HERALD_* settings; InvalidSetting names what is missing or wrong."""
-    settings = load_settings(env)
-    codec = payload_codec(settings.temporal.codec)
-    if codec is None:
-        raise InvalidSetting(
-            "HERALD_CODEC_KEYS", "no key configured (nor HERALD_CODEC_KEY_FILES): the codec server has nothing to decrypt with"
-        )
-    server = settings.codec_server
+def build_codec_server(runtime: ProcessRuntime) -> uvicorn.Server:
+    """The uvicorn server from the process's settings; InvalidSetting names what is missing or wrong."""
+    codec = runtime.payload_codec()
+    server = runtime.settings().codec_server
     app = create_codec_app(
         codec,
         token=server.token.get_secret_value() if server.token else None,
@@ -184,14 +180,14 @@ def build_codec_server(env: Mapping[str, str] | None = None) -> uvicorn.Server:
     return uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port, log_level="warning", access_log=False))
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        server = build_codec_server()
-    except InvalidSetting as error:  # one line naming the variable and the rule, no traceback
-        raise SystemExit(str(error)) from None
+async def serve() -> None:
+    server = build_codec_server(ProcessRuntime(load_settings()))
     log.info("codec server on http://%s:%d", server.config.host, server.config.port)
-    server.run()  # a taken port: uvicorn logs it in one line and exits with status 3
+    await server.serve()  # a taken port: uvicorn logs it in one line and exits
+
+
+def main() -> None:
+    exits.serve(serve, database=None)
 
 
 if __name__ == "__main__":

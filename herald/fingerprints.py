@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,34 +121,6 @@ def short(fingerprint: str) -> str:
     """A fingerprint's first hex digits, without the key id: enough to tell two destinations apart,
     worthless without the key."""
     return fingerprint.rpartition(":")[2][:SHORT_HEX]
-
-
-_installed: Keyring | None = None
-
-
-def install(keyring: Keyring) -> None:
-    """Make `keyring` the process's keyring (a worker or a test does this from its settings)."""
-    global _installed
-    _installed = keyring
-
-
-def keyring() -> Keyring:
-    """The process's keyring: the installed one, else read once from the environment
-    (HERALD_FINGERPRINT_KEYS, HERALD_FINGERPRINT_KEY_FILES, HERALD_FINGERPRINT_ACTIVE_KEY)."""
-    global _installed
-    if _installed is None:
-        from herald.settings import FingerprintSettings, load_section  # read on first use only, as a service would
-
-        section = load_section(FingerprintSettings, dict(os.environ))
-        _installed = keyring_from(section.keys, section.active_key)
-    return _installed
-
-
-def install_from(settings: Any) -> Keyring:
-    """Install the keyring a process's Settings name (refused when they name none); returns it."""
-    installed = keyring_from(settings.fingerprints.keys, settings.fingerprints.active_key)
-    install(installed)
-    return installed
 
 
 def keyring_from(keys: Mapping[str, Any], active_key_id: str | None) -> Keyring:

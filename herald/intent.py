@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 from herald import fingerprints, recipients
 from herald.artifacts import ArtifactRef
 from herald.errors import InvalidIntent
+from herald.fingerprints import Keyring
 from herald.outcomes import Frozen
 from herald.segments import Encoding
 from herald.send_policy import PRIORITY_KEYS, SHARED_TENANT, TENANT_PATTERN, Category, zone
@@ -170,15 +171,6 @@ def workflow_id_for(business_key: str, channel: Channel | str) -> str:
     return f"{business_key}/{Channel(channel).value}"
 
 
-def recipient_fingerprint(recipient: str) -> str:
-    """How the ledger names a person without naming them: the keyed fingerprint of the canonical
-    recipient under the active key (herald/fingerprints.py).
-
-    Any spelling a door accepts gives the canonical form's fingerprint (the number is canonicalised
-    inside, by the doors' own function); a spelling the doors refuse raises ``RecipientRefused``."""
-    return fingerprints.keyring().recipient(recipient)
-
-
 def destination_fingerprint(intent: Intent) -> str | None:
     """Which destination, without naming it, for status views: the keyed fingerprint's first 16 hex
     (None for intents recorded before keyed fingerprints: a plain hash's prefix gave the number back)."""
@@ -204,18 +196,18 @@ def content_sha256(
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def intent_fingerprint(request: IntentRequest, version: int | None = None) -> str:
+def intent_fingerprint(request: IntentRequest, keyring: Keyring, version: int | None = None) -> str:
     """A keyed fingerprint over everything that makes the message what it is (not its expiry).
 
     Keyed, because it covers the recipient: with a template's render data guessed, a plain hash
     (kept in the workflow's memo and the ledger) would give the number back."""
-    return fingerprints.keyring().of_text(_intent_canonical(request, version))
+    return keyring.of_text(_intent_canonical(request, version))
 
 
-def same_intent(recorded_fingerprint: str, intent: Intent) -> bool:
-    """Whether a recorded intent fingerprint (under any held key, or a plain SHA-256 from before
-    keys) is this intent's: a key rotated since the first start still attaches, not conflicts."""
-    return fingerprints.keyring().matches_text(recorded_fingerprint, _intent_canonical(intent, intent.template_version))
+def same_intent(recorded_fingerprint: str, intent: Intent, keyring: Keyring) -> bool:
+    """Whether a recorded intent fingerprint (under any key `keyring` holds, or a plain SHA-256 from
+    before keys) is this intent's: a key rotated since the first start still attaches, not conflicts."""
+    return keyring.matches_text(recorded_fingerprint, _intent_canonical(intent, intent.template_version))
 
 
 def _intent_canonical(request: IntentRequest | Intent, version: int | str | None) -> str:
@@ -244,8 +236,11 @@ def parse_request(raw: dict[str, Any]) -> IntentRequest:
         raise InvalidIntent([describe_validation_error(item) for item in error.errors(include_input=False, include_url=False)])
 
 
-def build_intent(request: IntentRequest, now: datetime) -> Intent:
-    """Render once and freeze: every attempt of this intent sends exactly this body."""
+def build_intent(request: IntentRequest, now: datetime, keyring: Keyring) -> Intent:
+    """Render once and freeze: every attempt of this intent sends exactly this body. The recipient
+    and the whole payload are fingerprinted under `keyring`'s active key (herald/fingerprints.py):
+    how the ledger names the person, and how a reused key with other content is recognised; any
+    spelling of the recipient a door accepts gives the canonical form's fingerprint."""
     problems: list[tuple[str, str]] = []
     # Compare digits only: "1.555.123.4567" and "1:555:123:4567" are the same number in disguise.
     # (An e-mail address cannot hide in a key: the key's alphabet has no '@'.)
@@ -274,8 +269,8 @@ def build_intent(request: IntentRequest, now: datetime) -> Intent:
         render_data=request.render_data,
         body=rendered.body,
         content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment, rendered.html_body),
-        intent_fingerprint=intent_fingerprint(request, version),
-        recipient_fingerprint=recipient_fingerprint(request.recipient),
+        intent_fingerprint=intent_fingerprint(request, keyring, version),
+        recipient_fingerprint=keyring.recipient(request.recipient),
         created_at=now,
         expires_at=expires_at,
         subject=rendered.subject,

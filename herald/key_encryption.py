@@ -120,29 +120,3 @@ def from_section(section: Any) -> LocalKeks:
         )
     plain = {kek_id: key.get_secret_value() for kek_id, key in section.keys.items()}
     return LocalKeks(plain, section.active_key or next(iter(plain)))
-
-
-_installed: KeyWrapper | None = None
-
-
-def install(wrapper: KeyWrapper) -> None:
-    """Make `wrapper` the process's KEKs (a process does this from its settings; a KMS client so)."""
-    global _installed
-    _installed = wrapper
-
-
-def install_from(settings: Any) -> KeyWrapper:
-    """Install the KEKs a process's Settings name (refused when they name none); returns them."""
-    wrapper = from_settings(settings)
-    install(wrapper)
-    return wrapper
-
-
-def installed() -> KeyWrapper:
-    """The process's KEKs: the installed ones, else read once from the environment."""
-    global _installed
-    if _installed is None:
-        from herald.settings import KeyEncryptionSettings, load_section  # read on first use only
-
-        _installed = from_section(load_section(KeyEncryptionSettings, dict(os.environ)))
-    return _installed

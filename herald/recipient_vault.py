@@ -48,7 +48,6 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import AsyncConnectionPool
 
-from herald import fingerprints, key_encryption
 from herald.key_encryption import KeyWrapper
 
 if TYPE_CHECKING:
@@ -61,6 +60,7 @@ LEGACY_PREFIX = "sealed:1:"
 # How migration 020 named the key generations already in the ledger: those sealed `sealed:1:` tokens.
 LEGACY_KEY_ID = "v1."
 _NONCE_BYTES = 12
+_TAG_BYTES = 16  # AES-GCM's authentication tag, at the end of every ciphertext
 _KEY_BYTES = 32
 # 48 random bits, 8 base64url characters in every token: ids only tell one person's generations apart.
 _KEY_ID_BYTES = 6
@@ -204,14 +204,11 @@ def _current(token: _Token, row: KeyRow | None) -> bool:
 
 class RecipientVault:
     """Seals and opens recipients' fields with their data keys (``recipient_keys``, wrapped under
-    `keks`: the process's installed KEKs when not given)."""
+    `keks`, the process's key-encryption keys: ``herald.runtime`` builds them from the settings)."""
 
-    def __init__(
-        self, pool: AsyncConnectionPool, keks: KeyWrapper | None = None, *, rows: KeyRows | None = None
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool, keks: KeyWrapper, *, rows: KeyRows | None = None) -> None:
         self._pool = pool
-        # Resolved now: a process without KEKs stops at start, naming the variable, not at its first send.
-        self._keks = keks if keks is not None else key_encryption.installed()
+        self._keks = keks
         self._rows = rows if rows is not None else LedgerKeyRows(pool)
         self._cache: dict[tuple[str, str], tuple[bytes, float]] = {}
 
@@ -267,7 +264,9 @@ class RecipientVault:
         recipient's key (an intent already sealed as it is: a retried start must not seal twice)."""
         if is_sealed(intent.recipient):
             return intent
-        fingerprint = intent.recipient_fingerprint or fingerprints.keyring().recipient(intent.recipient)
+        fingerprint = intent.recipient_fingerprint
+        if fingerprint is None:  # build_intent always sets it; only an intent recorded before keyed ones lacks it
+            raise ValueError("recipient_fingerprint: required to seal an intent (build it with build_intent)")
         key_id, key = await self._sealing_key(fingerprint)
 
         def seal(field: str, value: str) -> str:
@@ -328,6 +327,9 @@ class Opening:
             raw = base64.urlsafe_b64decode(token.data)
         except ValueError:  # binascii.Error: not a token this vault wrote
             raise SealedValueCorrupt(field) from None
+        if len(raw) < _NONCE_BYTES + _TAG_BYTES:
+            # Shorter than a nonce and a tag: no key could open it (AES-GCM refuses a short nonce outright).
+            raise SealedValueCorrupt(field)
         for again in (False, True):
             row = await self._row(token.fingerprint, again=again)
             if not _current(token, row):

@@ -164,6 +164,11 @@ class PolicyRules(Frozen):
         causes = {cause for cause, categories in self.suppression_applies_to.items() if category in categories}
         return sorted(causes | {UNSUBSCRIBE})
 
+    def stopped_by(self, cause: str, scope: Category | None = None) -> list[Category]:
+        """The categories evidence of `cause` stops: those whose ``suppressing_causes`` hold it, an
+        unsubscribe only the category it was asked from (`scope`)."""
+        return [c for c in Category if cause in self.suppressing_causes(c) and (cause != UNSUBSCRIBE or c == scope)]
+
     def cooldown(self, channel: str) -> timedelta:
         return timedelta(seconds=self.cooldown_seconds.get(channel, 0))
 

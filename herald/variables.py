@@ -26,6 +26,8 @@ from pydantic.fields import FieldInfo
 from herald.setting_rules import Rule, refusal
 
 GRPC_META_PREFIX = "TEMPORAL_GRPC_META_"
+# A file of NAME=value lines whose variables a process reads under its environment's (``environment``).
+ENV_FILE = "HERALD_ENV_FILE"
 
 
 class InvalidSetting(ValueError):
@@ -124,6 +126,31 @@ def given_variables(env: Mapping[str, str] | None = None) -> dict[str, str]:
     if grpc_meta:
         present[GRPC_META_PREFIX + "*"] = grpc_meta  # type: ignore[assignment]
     return present
+
+
+def environment(default_env_file: Path | None = None) -> dict[str, str]:
+    """The process's environment over the variables of an env file: the one HERALD_ENV_FILE names
+    (refused when it cannot be read), else `default_env_file` when it exists. A variable set in the
+    environment wins over the file's; lines are ``NAME=value``, blank lines and ``#`` comments skipped.
+
+    The file is how a command finds a stack that exports nothing: the local launcher writes the
+    variables of the stack it started to one (``python starter.py`` looks in ``.state/stack.env``).
+    """
+    named = os.environ.get(ENV_FILE, "").strip()
+    path = Path(named) if named else default_env_file
+    merged: dict[str, str] = {}
+    if path is not None and (named or path.exists()):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or "not UTF-8 text"
+            raise InvalidSetting(ENV_FILE, f"{path}: cannot be read ({reason})") from None
+        for line in lines:
+            name, _, value = line.partition("=")
+            if name.strip() and not name.lstrip().startswith("#"):
+                merged[name.strip()] = value
+    merged.update(os.environ)
+    return merged
 
 
 def _as_invalid_setting(error: ValidationError, rules: Mapping[str, str]) -> InvalidSetting:

@@ -27,15 +27,13 @@ import httpx
 from devstack.config import AdapterDev, EmulatorDev, ReceiptsDev, StackConfig, TemporalDev
 from devstack.processes import free_port
 from devstack.stack import LocalStack
-from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
 from herald.intent import workflow_id_for
 from herald.ledger.report import ledger_report
 from herald.ledger.store import open_pool
-from herald.recipient_vault import RecipientVault
+from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
-from herald.temporal_client import connect
 
 # (fault, parameters, weight): half the intents meet no fault at all.
 FAULT_MIX: list[tuple[str | None, dict, int]] = [
@@ -148,13 +146,14 @@ async def run(args: argparse.Namespace) -> int:
         stack.start_receipts()
         stack.start_worker("worker-a")
         stack.start_worker("worker-b")
-        settings = load_settings(stack.config.service_env(stack.database_url))
-        fingerprints.install_from(settings)
+        runtime = ProcessRuntime(load_settings(stack.config.service_env(stack.database_url)))
         # Intents travel sealed with their recipient's key, as a service with the ledger sends them.
         vault_pool = open_pool(stack.database_url, max_size=2)
         await vault_pool.open()
-        vault = RecipientVault(vault_pool, key_encryption.from_settings(settings))
-        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=policy, vault=vault)
+        herald = HeraldClient(
+            await runtime.temporal(), runtime.settings().temporal.task_queue, keyring=runtime.keyring(), policy=policy,
+            vault=runtime.vault(vault_pool),
+        )  # fmt: skip
         emulator_url = f"http://{stack.config.emulator.host}:{stack.config.emulator.port}"
         faults = [rng.choices(mix, weights=[w for _, _, w in mix])[0] for _ in range(args.intents)]
         # Twins share a number and a text; everything else sends each intent to its own number.

@@ -12,6 +12,11 @@ import secrets
 import tempfile
 from pathlib import Path
 
+from herald.fingerprints import Keyring
+from herald.key_encryption import KeyWrapper
+from herald.runtime.process import ProcessRuntime
+from herald.settings import load_settings
+
 SESSION_FINGERPRINT_KEYS = Path(tempfile.mkdtemp(prefix="herald-fp-")) / "fingerprint-keys"
 SESSION_FINGERPRINT_KEYS.write_text(f"session:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
 SESSION_FINGERPRINT_KEYS.chmod(0o600)
@@ -20,3 +25,11 @@ SESSION_FINGERPRINT_KEYS.chmod(0o600)
 SESSION_KEY_ENCRYPTION_KEYS = SESSION_FINGERPRINT_KEYS.parent / "key-encryption-keys"
 SESSION_KEY_ENCRYPTION_KEYS.write_text(f"session-kek:{base64.b64encode(secrets.token_bytes(32)).decode()}\n")
 SESSION_KEY_ENCRYPTION_KEYS.chmod(0o600)
+# The session's keys as a process builds them from its settings (herald.runtime), for what a test
+# hands them to: clients, vaults, activities, the receipt endpoint, intents it builds in-process.
+SESSION_RUNTIME = ProcessRuntime(load_settings({
+    "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+    "HERALD_KEY_ENCRYPTION_KEY_FILES": str(SESSION_KEY_ENCRYPTION_KEYS),
+}))  # fmt: skip
+SESSION_KEYRING: Keyring = SESSION_RUNTIME.keyring()
+SESSION_KEKS: KeyWrapper = SESSION_RUNTIME.keks()

@@ -17,9 +17,10 @@ from temporalio.client import Client
 
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
-from herald.intent import Channel, recipient_fingerprint
+from herald.intent import Channel
 from herald.payload_codec import decode_in_place, payloads_in
 from herald.temporal_client import payload_codec
+from tests.keys import SESSION_KEYRING
 
 T = TypeVar("T")
 
@@ -51,7 +52,7 @@ async def recipient_requests(pool: AsyncConnectionPool, recipient: str) -> list[
     return await rows(
         pool,
         "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-        recipient_fingerprint(recipient),
+        SESSION_KEYRING.recipient(recipient),
     )
 
 

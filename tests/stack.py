@@ -49,7 +49,8 @@ from devstack.stack import LocalStack
 from herald.artifacts import PostgresArtifactStore
 from herald.client import HeraldClient
 from herald.delivery_policy import DeliveryPolicy
-from herald.intent import recipient_fingerprint
+from herald.fingerprints import Keyring
+from herald.key_encryption import KeyWrapper
 from herald.ledger.policy_store import grant_consent, publish_policy
 from herald.ledger.store import open_pool
 from herald.outbox import apply_schema
@@ -59,7 +60,7 @@ from herald.recipient_vault import RecipientVault
 from herald.send_policy import Category, PolicyRules
 from herald.settings import load_settings
 from herald.temporal_client import connect
-from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEY_ENCRYPTION_KEYS
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEKS, SESSION_KEY_ENCRYPTION_KEYS, SESSION_KEYRING
 from worker import build_providers, build_submit_worker, build_worker
 
 # Short clocks so lifecycle tests finish in seconds; production defaults are minutes and hours.
@@ -181,6 +182,18 @@ def stack_config(state_dir: Path, receipts_port: int, *, codec: CodecDev | None 
 
 
 @pytest.fixture(scope="session")
+def keyring() -> Keyring:
+    """The session's fingerprint keys (tests/keys.py), as every process of the session is given them."""
+    return SESSION_KEYRING
+
+
+@pytest.fixture(scope="session")
+def keks() -> KeyWrapper:
+    """The session's key-encryption keys: a key sealed in-process is unwrapped by the stack's workers."""
+    return SESSION_KEKS
+
+
+@pytest.fixture(scope="session")
 def receipts_socket() -> Iterator[socket.socket]:
     """The receipt server's port, held from the moment the stack names it until the session ends.
 
@@ -262,10 +275,14 @@ async def temporal(stack: LocalStack, settings: Any) -> Client:
 
 
 @pytest.fixture(scope="session")
-async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> AsyncIterator[None]:
-    providers = build_providers(settings)
-    provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool))
-    running = build_worker(temporal, settings, LedgerActivities(pool), provider)
+async def worker(
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, keyring: Keyring, keks: KeyWrapper
+) -> AsyncIterator[None]:
+    providers = build_providers(settings, keyring)
+    vault = RecipientVault(pool, keks)
+    provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
+                                  vault=vault, keyring=keyring)  # fmt: skip
+    running = build_worker(temporal, settings, LedgerActivities(pool, vault), provider)
     async with running, build_submit_worker(temporal, settings, provider):
         yield
     for adapter in providers.values():
@@ -274,11 +291,11 @@ async def worker(temporal: Client, settings: Any, pool: AsyncConnectionPool) -> 
 
 @pytest.fixture(scope="session")
 async def receipt_server(
-    temporal: Client, settings: Any, pool: AsyncConnectionPool, receipts_socket: socket.socket
+    temporal: Client, settings: Any, pool: AsyncConnectionPool, keyring: Keyring, receipts_socket: socket.socket
 ) -> AsyncIterator[str]:
     endpoint = ReceiptEndpoint(
         settings.receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal,
-        twilio=settings.twilio,  # whose replies are ours, as `python -m herald.receipts` is told
+        keyring=keyring, twilio=settings.twilio,  # whose replies are ours, as `python -m herald.receipts` is told
     )  # fmt: skip
     server = build_receipt_server(endpoint, settings.receipts.host, settings.receipts.port)
     stop = asyncio.Event()
@@ -294,10 +311,18 @@ async def receipt_server(
 
 @pytest.fixture(scope="session")
 async def herald(
-    temporal: Client, settings: Any, worker: None, receipt_server: str, pool: AsyncConnectionPool
+    temporal: Client,
+    settings: Any,
+    worker: None,
+    receipt_server: str,
+    pool: AsyncConnectionPool,
+    keyring: Keyring,
+    keks: KeyWrapper,
 ) -> HeraldClient:
     # With the ledger's recipient keys, as services run it: every intent of the suite travels sealed.
-    return HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, vault=RecipientVault(pool))
+    return HeraldClient(
+        temporal, settings.temporal.task_queue, keyring=keyring, policy=TEST_POLICY, vault=RecipientVault(pool, keks)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -324,10 +349,12 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     task_queue = f"herald-plain-relay-{secrets.token_hex(4)}"
     plain = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     config = settings.email.model_copy(update={"delivery_events": False})
-    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config)}, settings.receipts.public_url, pool)
-    ledger = LedgerActivities(pool)
+    vault = RecipientVault(pool, SESSION_KEKS)
+    provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config, keyring=SESSION_KEYRING)},
+                                  settings.receipts.public_url, pool, vault=vault, keyring=SESSION_KEYRING)  # fmt: skip
+    ledger = LedgerActivities(pool, vault)
     async with build_worker(temporal, plain, ledger, provider), build_submit_worker(temporal, plain, provider):
-        yield HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+        yield HeraldClient(temporal, task_queue, keyring=SESSION_KEYRING, policy=TEST_POLICY)
 
 
 async def create_database(server_url: str, prefix: str) -> str:
@@ -366,7 +393,7 @@ async def category_published(
 async def consented_to_marketing(pool: AsyncConnectionPool, recipient: str, at: datetime | None = None) -> str:
     """`recipient`, once the ledger records its consent to marketing (the policy asks for it) at `at` (now)."""
     await grant_consent(
-        pool, fingerprint=recipient_fingerprint(recipient), category=Category.MARKETING, source="test signup",
+        pool, fingerprint=SESSION_KEYRING.recipient(recipient), category=Category.MARKETING, source="test signup",
         granted_at=at or datetime.now(UTC),
     )  # fmt: skip
     return recipient

@@ -1,5 +1,12 @@
-"""Herald's command line: its commands, their parser and how a failure becomes one line (``commands``).
+"""Herald's command line: one module per command group, the argument tree, and main.
 
-``python starter.py`` is its entry point; the parsing of typed arguments (``herald.cli_input``) and
-the connections of one command (``herald.cli_services``) are shared with the other entry points.
+    main ........... parse, open the process runtime (herald.runtime), run, one line per failure
+    parser ......... every command, action, option and example (``--help``)
+    send, status, cancel, report, artifact, template, policy, consent, suppression, erase
+                     each command group, reading the ledger through its typed queries (herald.ledger)
+    connections .... the client a command sends, reads or cancels with
+
+No SQL, no environment read and no dev tooling here (``tests/unit/test_thin_edge.py``): the
+settings module reads the environment, the ledger's functions hold the statements, and the local
+launcher's demo is ``python -m devstack demo``. ``starter.py`` at the top is the entry point.
 """

@@ -57,42 +57,20 @@ def main() -> int:
     The owner is HERALD_MIGRATION_DATABASE_URL (DATABASE_URL when unset, as on a single-role dev
     server); the services' own login may not run DDL (migration 012).
     """
-    import asyncio
-    import sys
+    from herald.runtime import exits
+    from herald.runtime.process import ProcessRuntime
+    from herald.runtime.reach import reach_database
+    from herald.settings import load_settings
 
-    from herald.cli_services import ServiceUnreachable, reach_database
-    from herald.settings import InvalidSetting, load_settings
-
-    try:
-        settings = load_settings()
-    except InvalidSetting as error:
-        print(str(error), file=sys.stderr)
-        return 2
-    url = settings.migration_database_url or settings.database_url
-    if url is None:
-        print("HERALD_MIGRATION_DATABASE_URL: required (the ledger owner's connection), or DATABASE_URL", file=sys.stderr)
-        return 2
-    variable = "HERALD_MIGRATION_DATABASE_URL" if settings.migration_database_url else "DATABASE_URL"
-
-    async def migrate() -> list[str]:
+    async def migrate() -> str:
+        variable, url = ProcessRuntime(load_settings()).owner_database()
         # Checked first with a bounded connect: apply_migrations' own connection waits as long as
         # libpq lets it, and its error names no variable.
-        await reach_database(url.get_secret_value(), variable)
-        return await apply_migrations(url.get_secret_value())
+        await reach_database(url, variable)
+        applied = await apply_migrations(url)
+        return "applied: " + (", ".join(applied) if applied else "none (up to date)")
 
-    try:
-        applied = asyncio.run(migrate())
-    except InvalidSetting as error:  # a URL PostgreSQL cannot parse
-        print(str(error), file=sys.stderr)
-        return 2
-    except ServiceUnreachable as error:
-        print(str(error), file=sys.stderr)
-        return 1
-    except psycopg.Error as error:  # the SQLSTATE and the server's own words, never the URL
-        print(f"migration failed: {type(error).__name__}: {error.diag.message_primary or 'no message'}", file=sys.stderr)
-        return 1
-    print("applied: " + (", ".join(applied) if applied else "none (up to date)"))
-    return 0
+    return exits.run_job(migrate, database=None)
 
 
 if __name__ == "__main__":

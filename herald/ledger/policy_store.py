@@ -10,13 +10,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg import Error as DatabaseError
-from psycopg.rows import dict_row
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from herald import fingerprints
 from herald.intent import Intent
-from herald.intent import recipient_fingerprint as recipient_fingerprint  # activities/policy_gate.py takes it from here
 from herald.outcomes import Frozen
 from herald.send_policy import Category, DispatchOrder, PolicyRules, dispatch_order
 
@@ -50,16 +48,32 @@ async def publish_policy(
 _EFFECTIVE_FROM = "NULLIF(effective_from, '-infinity') AS effective_from"
 
 
-async def policy_versions(pool: AsyncConnectionPool) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+class PolicyVersion(Frozen):
+    """One published version, without its rules."""
+
+    version: int
+    effective_from: datetime | None  # None: in force from the beginning (version 1)
+    owner: str
+    note: str
+    published_at: datetime
+
+
+class PublishedPolicy(PolicyVersion):
+    """One published version with its rules."""
+
+    rules: PolicyRules
+
+
+async def policy_versions(pool: AsyncConnectionPool) -> list[PolicyVersion]:
+    async with pool.connection() as conn, conn.cursor(row_factory=class_row(PolicyVersion)) as cursor:
         await cursor.execute(
             f"SELECT version, {_EFFECTIVE_FROM}, owner, note, published_at FROM policy_versions ORDER BY version"
         )
         return await cursor.fetchall()
 
 
-async def policy_version(pool: AsyncConnectionPool, version: int) -> dict[str, Any] | None:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+async def policy_version(pool: AsyncConnectionPool, version: int) -> PublishedPolicy | None:
+    async with pool.connection() as conn, conn.cursor(row_factory=class_row(PublishedPolicy)) as cursor:
         await cursor.execute(
             f"SELECT version, {_EFFECTIVE_FROM}, owner, note, rules, published_at FROM policy_versions WHERE version = %s",
             (version,),
@@ -106,6 +120,23 @@ class Standing(Frozen):
     suppressions: list[tuple[str, str, datetime]]
     # Another intent's last submit to this recipient on this channel.
     last_submit: datetime | None
+    # The latest lift on this channel (an operator's, or the recipient's own opt-in): evidence seen
+    # at or before it no longer suppresses. None: never lifted.
+    lifted_at: datetime | None = None
+
+    def suppressed_because(self, category: Category) -> str | None:
+        """What stops an attempt of `category` now, as the gate records it ("opt_out (Twilio 21610) at
+        ..."): the newest unlifted evidence whose cause the rules in force let suppress that
+        category; None when nothing does."""
+        causes = self.rules.suppressing_causes(category)
+        return next(
+            (
+                f"{cause} ({detail}) at {seen.isoformat()}"
+                for cause, detail, seen in self.suppressions
+                if cause in causes
+            ),
+            None,
+        )
 
 
 _STANDING_SQL = """
@@ -137,32 +168,35 @@ SELECT p.version, p.rules,
                  WHERE e.seen_at > lifted.at
                  ORDER BY e.seen_at DESC LIMIT 10) e),
        (SELECT max(last_submit_at) FROM recipient_cooldowns
-         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s AND workflow_id <> %(workflow_id)s)
+         WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s AND workflow_id <> %(workflow_id)s),
+       (SELECT NULLIF(at, '-infinity') FROM lifted)  -- no Python datetime holds '-infinity'
   FROM policy p
 """
 
 
 async def standing(
     conn: AsyncConnection, *, at: datetime, recipient: str, channel: str, category: Category, workflow_id: str,
-    fps: Sequence[str] | None = None,
+    fps: Sequence[str],
 ) -> Standing:
     """The policy in force at `at` and the recipient's standing under it, in one statement; `fps`:
-    the fingerprints to find them by (default: every candidate of `recipient`, canonicalised)."""
+    the fingerprints to find them by (``Keyring.recipient_candidates``: every key's, and the plain
+    SHA-256 forms written before keyed fingerprints)."""
     params = {
         "at": at, "recipient": recipient, "channel": channel, "category": category.value, "workflow_id": workflow_id,
-        "fps": list(fps) if fps is not None else fingerprints.keyring().recipient_candidates(recipient),
+        "fps": list(fps),
     }  # fmt: skip
     cursor = await conn.execute(_STANDING_SQL, params)
     row = await cursor.fetchone()
     if row is None:
         raise LookupError("no send-policy version is in force (migration 009 publishes version 1)")
-    version, rules, consent, suppressions, last_submit = row
+    version, rules, consent, suppressions, last_submit, lifted_at = row
     return Standing(
         version=version,
         rules=PolicyRules.model_validate(rules),
         consent=consent,
         suppressions=[(cause, detail, datetime.fromisoformat(seen)) for cause, detail, seen in suppressions],
         last_submit=last_submit,
+        lifted_at=lifted_at,
     )
 
 
@@ -241,3 +275,52 @@ async def lift_suppression(
         row = await cursor.fetchone()
     assert row is not None
     return row[0]
+
+
+class Evidence(Frozen):
+    """One provider's report that a recipient cannot or will not receive (a 21610, a bounce)."""
+
+    source: str  # "provider report", or "provider report (recipient erased)": kept by fingerprint
+    cause: str
+    detail: str
+    seen_at: datetime
+
+
+class Lift(Frozen):
+    """An operator's lift of a recipient's suppression on one channel."""
+
+    lifted_at: datetime
+    operator: str
+    reason: str
+
+
+# The evidence the gate reads (_STANDING_SQL, with the same predicates), whether lifted or not.
+_EVIDENCE_SQL = """
+SELECT 'provider report' AS source, cause, detail, seen_at FROM suppression_evidence
+ WHERE (recipient_fingerprint = ANY(%(fps)s) OR (recipient_fingerprint IS NULL AND recipient = %(recipient)s))
+   AND recipient <> '(erased)' AND channel = %(channel)s
+UNION ALL
+SELECT 'provider report (recipient erased)', cause, detail, seen_at FROM erased_suppressions
+ WHERE recipient_fingerprint = ANY(%(fps)s) AND channel = %(channel)s
+ORDER BY seen_at DESC
+"""
+
+
+async def suppression_evidence(
+    conn: AsyncConnection, *, fps: Sequence[str], recipient: str, channel: str
+) -> list[Evidence]:
+    """Every provider report about the recipient on `channel` (under any of `fps`), newest first."""
+    async with conn.cursor(row_factory=class_row(Evidence)) as cursor:
+        await cursor.execute(_EVIDENCE_SQL, {"fps": list(fps), "recipient": recipient, "channel": channel})
+        return await cursor.fetchall()
+
+
+async def suppression_lifts(conn: AsyncConnection, *, fps: Sequence[str], channel: str) -> list[Lift]:
+    """Every operator's lift for the recipient on `channel` (under any of `fps`), newest first."""
+    async with conn.cursor(row_factory=class_row(Lift)) as cursor:
+        await cursor.execute(
+            """SELECT lifted_at, operator, reason FROM suppression_lifts
+                WHERE recipient_fingerprint = ANY(%s) AND channel = %s ORDER BY lifted_at DESC""",
+            (list(fps), channel),
+        )
+        return await cursor.fetchall()

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald import fingerprints
+from herald.fingerprints import Keyring, canonical_recipient
 from herald.outcomes import Frozen
 
 
@@ -28,15 +28,17 @@ class Erasure(Purge):
     keys_destroyed: int = 0
 
 
-async def erase_recipient(pool: AsyncConnectionPool, *, recipient: str, operator: str, reason: str) -> Erasure:
+async def erase_recipient(
+    pool: AsyncConnectionPool, *, recipient: str, keyring: Keyring, operator: str, reason: str
+) -> Erasure:
     """Erase a recipient's number or address, render data, bodies and subjects, from every intent
     addressed to them in any spelling of the same address (found by keyed fingerprint, under every
-    key held, and by canonical form for intents recorded before keyed fingerprints).
+    key `keyring` holds, and by canonical form for intents recorded before keyed fingerprints).
 
     Suppression evidence about them is kept by fingerprint, so an erasure never lifts an opt-out.
     """
-    candidates = fingerprints.keyring().recipient_candidates(recipient)
-    canonical = fingerprints.canonical_recipient(recipient)
+    candidates = keyring.recipient_candidates(recipient)
+    canonical = canonical_recipient(recipient)
     async with pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT * FROM erase_recipient(%s, %s, %s, %s)", (candidates, canonical.lower(), operator, reason)

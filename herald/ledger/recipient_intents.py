@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald import fingerprints
+from herald.fingerprints import Keyring, canonical_recipient
 
 
-async def intents_addressed_to(pool: AsyncConnectionPool, recipient: str) -> list[str]:
+async def intents_addressed_to(pool: AsyncConnectionPool, recipient: str, keyring: Keyring) -> list[str]:
     """The workflow ids (``<key>/<channel>``) of every intent addressed to `recipient`, in any
-    spelling of the same address, erased or not."""
-    candidates = fingerprints.keyring().recipient_candidates(recipient)
-    canonical = fingerprints.canonical_recipient(recipient)
+    spelling of the same address (under every key `keyring` holds), erased or not."""
+    candidates = keyring.recipient_candidates(recipient)
+    canonical = canonical_recipient(recipient)
     async with pool.connection() as conn:
         cursor = await conn.execute(
             """SELECT workflow_id FROM intents

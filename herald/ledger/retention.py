@@ -12,17 +12,17 @@ explain verdicts); the refusal is one line naming ``--inbox-days``, and nothing 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from herald.cli_services import ServiceUnreachable, reach_database
+from herald.errors import HeraldError
 from herald.ledger.privacy import purge_inbox_payloads
-from herald.ledger.store import open_pool
-from herald.settings import InvalidSetting, load_settings
+from herald.runtime import exits
+from herald.runtime.process import LEDGER, ProcessRuntime
+from herald.settings import load_settings
 
 MAX_DAYS = 36_500
 
@@ -46,17 +46,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace) -> str:
-    settings = load_settings()
-    if settings.database_url is None:
-        raise InvalidSetting("DATABASE_URL", "required: the ledger whose inbox is purged")
-    database_url = settings.database_url.get_secret_value()
+    runtime = ProcessRuntime(load_settings())
     # A job run from cron has no one watching its pool retry: one bounded try, then one line.
-    await reach_database(database_url)
-    async with open_pool(database_url, max_size=1) as pool:
+    async with runtime.pool(LEDGER, "required: the ledger whose inbox is purged") as pool:
         cut_off = await _ledger_now(pool) - timedelta(days=args.inbox_days)
-        purge = await purge_inbox_payloads(
-            pool, older_than=cut_off, operator=args.operator, reason=f"inbox retention: {args.inbox_days} days"
-        )
+        try:
+            purge = await purge_inbox_payloads(
+                pool, older_than=cut_off, operator=args.operator, reason=f"inbox retention: {args.inbox_days} days"
+            )
+        except psycopg.errors.InvalidParameterValue as error:
+            # The retention floor (SQLSTATE 22023): the ledger's message is its own words, naming the rule.
+            raise HeraldError(f"--inbox-days: {error.diag.message_primary}") from None
     return f"purged {purge.rows_affected} report payload(s) received before {cut_off:%Y-%m-%d %H:%M} UTC (ledger_purges id {purge.purge_id})"
 
 
@@ -72,23 +72,7 @@ async def _ledger_now(pool: AsyncConnectionPool) -> datetime:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        print(asyncio.run(run(args)))
-    except InvalidSetting as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except ServiceUnreachable as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except psycopg.errors.InvalidParameterValue as error:
-        # The retention floor (SQLSTATE 22023): the ledger's message is its own words, naming the rule.
-        print(f"error: --inbox-days: {error.diag.message_primary}", file=sys.stderr)
-        return 2
-    except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
-        sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
-        print(f"error: DATABASE_URL: the purge failed ({type(error).__name__}{sqlstate})", file=sys.stderr)
-        return 1
-    return 0
+    return exits.run_job(lambda: run(args))
 
 
 if __name__ == "__main__":

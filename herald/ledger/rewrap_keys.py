@@ -16,17 +16,17 @@ its retention ends): README, "PostgreSQL: ... retention and erasure".
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 import psycopg
 
-from herald import key_encryption
-from herald.cli_services import ServiceUnreachable, reach_database
 from herald.key_encryption import KeyUnavailable, KeyWrapper
 from herald.outcomes import Frozen
 from herald.recipient_vault import KeyRow, wrap_context
-from herald.settings import InvalidSetting, load_settings
+from herald.runtime import exits
+from herald.runtime.process import ProcessRuntime
+from herald.runtime.reach import reach_database
+from herald.settings import load_settings
 
 _BATCH = 500
 
@@ -76,13 +76,11 @@ async def rewrap_keys(conn: psycopg.AsyncConnection, keks: KeyWrapper) -> Rewrap
 
 
 async def run() -> str:
-    settings = load_settings()
-    url = settings.migration_database_url or settings.database_url
-    if url is None:
-        raise InvalidSetting("HERALD_MIGRATION_DATABASE_URL", "required: the ledger owner's connection (or DATABASE_URL)")
-    keks = key_encryption.from_settings(settings)
-    await reach_database(url.get_secret_value())
-    async with await psycopg.AsyncConnection.connect(url.get_secret_value()) as conn:
+    runtime = ProcessRuntime(load_settings())
+    variable, url = runtime.owner_database()
+    keks = runtime.keks()
+    await reach_database(url, variable)
+    async with await psycopg.AsyncConnection.connect(url) as conn:
         done = await rewrap_keys(conn, keks)
     line = (
         f"re-wrapped {done.from_clear} data key(s) held in the clear and {done.from_other_keks} wrapped under "
@@ -100,19 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Wrap every recipient data key under the active key-encryption key (after migration 020, "
         "after a KEK rotation). Runs as the ledger's owner.",
     ).parse_args(argv)
-    try:
-        print(asyncio.run(run()))
-    except InvalidSetting as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except ServiceUnreachable as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except psycopg.Error as error:  # its text may quote row values: the class and SQLSTATE only
-        sqlstate = f", SQLSTATE {error.sqlstate}" if error.sqlstate else ""
-        print(f"error: the re-wrap failed ({type(error).__name__}{sqlstate})", file=sys.stderr)
-        return 1
-    return 0
+    return exits.run_job(run, database=None)
 
 
 if __name__ == "__main__":

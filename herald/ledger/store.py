@@ -15,6 +15,7 @@ from herald.ledger import claims
 from herald.ledger.lending import CheckIfIdle
 from herald.ledger.records import InboxReport, IntentRecorded, LedgerBatch, ObservationRow, ReceiptOutcomeRow
 from herald.lifecycle import IntentState, ObservationKind
+from herald.machine.presumptions import LateReport, Standing, late_report_rows
 from herald.send_policy import Decision, PolicyDecision
 
 
@@ -312,67 +313,66 @@ async def workflow_for_attempt(pool: AsyncConnectionPool, attempt_ref: str) -> s
     return row[0] if row else None
 
 
-async def record_report_for_closed_intent(
-    pool: AsyncConnectionPool, *, workflow_id: str, inbox_id: int, observation: dict[str, Any], reason: str
-) -> None:
-    """Record a report whose intent's workflow has closed: an ignored observation, with its outcome.
+async def record_report_for_closed_intent(pool: AsyncConnectionPool, *, workflow_id: str, report: LateReport) -> None:
+    """Record a report whose intent's workflow has closed, with the rows the machine's own rule
+    decides for it (``herald.machine.presumptions``): the report, not applied, and the
+    contradiction when it shows an attempt presumed absent. The ledger reads the rule's inputs
+    (the attempt's standing) and stores what it decided.
 
     The workflow no longer writes this intent's observations, so the next sequence number is
     taken under a per-intent advisory lock.
     """
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workflow_id,))
-        cursor = await conn.execute("SELECT 1 FROM receipt_outcomes WHERE inbox_id = %s", (inbox_id,))
+        cursor = await conn.execute("SELECT 1 FROM receipt_outcomes WHERE inbox_id = %s", (report.inbox_id,))
         if await cursor.fetchone() is not None:
             return
         cursor = await conn.execute(
             "SELECT coalesce(max(seq), 0) + 1 FROM observations WHERE workflow_id = %s", (workflow_id,)
         )
         seq = (await cursor.fetchone())[0]
-        rows = [ObservationRow(workflow_id=workflow_id, seq=seq, reason=reason, **observation)]
-        contradiction = await _contradicted_presumption(conn, workflow_id, observation)
-        if contradiction is not None:
-            rows.append(contradiction.model_copy(update={"seq": seq + 1}))
+        standing = None
+        if report.attempt_number is not None:
+            standing = await _standing(conn, workflow_id, report.attempt_number)
+        findings = late_report_rows(report, standing)
+        rows = [
+            ObservationRow(workflow_id=workflow_id, seq=seq + offset, **finding.model_dump())
+            for offset, finding in enumerate(findings)
+        ]
+        outcomes = [
+            ReceiptOutcomeRow(
+                inbox_id=row.inbox_id,
+                outcome="applied" if row.applied else "ignored",
+                reason=row.reason,
+                workflow_id=workflow_id,
+            )
+            for row in rows
+            if row.inbox_id is not None
+        ]
         async with conn.cursor() as cur:
             await _insert_observations(cur, rows)
-            await _insert_receipt_outcomes(
-                cur, [ReceiptOutcomeRow(inbox_id=inbox_id, outcome="ignored", reason=reason, workflow_id=workflow_id)]
-            )
+            await _insert_receipt_outcomes(cur, outcomes)
 
 
-async def _contradicted_presumption(
-    conn: AsyncConnection, workflow_id: str, observation: dict[str, Any]
-) -> ObservationRow | None:
-    """The `presumed_not_accepted_then_seen` row a report for a closed intent calls for: when its
-    attempt was concluded never taken by the provider, and no such row records that yet."""
-    number = observation.get("attempt_number")
-    if number is None:
-        return None
+async def _standing(conn: AsyncConnection, workflow_id: str, number: int) -> Standing:
+    """What the ledger holds of the rule's inputs for one attempt: why it was presumed absent (the
+    view ``presumed_not_accepted``), whether the contradiction is recorded already, and which later
+    attempts went to the provider (a submit answer other than ``not_sent``)."""
     cursor = await conn.execute(
-        """SELECT p.cause FROM presumed_not_accepted p
-            WHERE p.workflow_id = %s AND p.attempt_number = %s
-              AND NOT EXISTS (SELECT 1 FROM observations o
-                               WHERE o.workflow_id = p.workflow_id AND o.attempt_number = p.attempt_number
-                                 AND o.kind = %s)""",
-        (workflow_id, number, ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN.value),
+        """SELECT (SELECT p.cause FROM presumed_not_accepted p
+                    WHERE p.workflow_id = %(w)s AND p.attempt_number = %(n)s),
+                  EXISTS (SELECT 1 FROM observations o
+                           WHERE o.workflow_id = %(w)s AND o.attempt_number = %(n)s AND o.kind = %(seen)s),
+                  ARRAY(SELECT DISTINCT o.attempt_number FROM observations o
+                         WHERE o.workflow_id = %(w)s AND o.attempt_number > %(n)s
+                           AND o.source = 'submit' AND o.kind <> 'not_sent'
+                         ORDER BY o.attempt_number)""",
+        {"w": workflow_id, "n": number, "seen": ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN.value},
     )
     row = await cursor.fetchone()
-    if row is None:
-        return None
-    status = observation["provider_status"]
-    return ObservationRow(
-        workflow_id=workflow_id,
-        seq=1,  # the caller numbers it
-        attempt_number=number,
-        source=observation["source"],
-        kind=ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN,
-        provider_id=observation["provider_id"],
-        provider_status=status,
-        applied=False,
-        reason=f"attempt {number} was presumed not accepted ({row[0]}) and is {status} (report), "
-        "reported after the intent closed",
-        observed_at=observation["observed_at"],
-    )
+    assert row is not None  # a SELECT without FROM returns one row
+    cause, seen, later = row
+    return Standing(attempt_number=number, presumption=cause, seen=seen, later_sent=tuple(later))
 
 
 async def undecided_reports(
@@ -439,28 +439,3 @@ async def schedule_redeliveries(pool: AsyncConnectionPool, rows: list[tuple[int,
                       last_error = excluded.last_error""",
             rows,
         )
-
-
-async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> dict[str, Any] | None:
-    """The intent with its attempts, transitions and observations, for operators."""
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
-                      intent_fingerprint, created_at, expires_at FROM intents WHERE workflow_id = %s""",
-            (workflow_id,),
-        )
-        intent = await cursor.fetchone()
-        if intent is None:
-            return None
-        queries = {
-            "attempts": "SELECT number, attempt_ref, prepared_at, provider FROM attempts WHERE workflow_id = %s ORDER BY number",
-            "transitions": """SELECT seq, at, from_state, to_state, reason, source, attempt_number
-                                FROM transitions WHERE workflow_id = %s ORDER BY seq""",
-            "observations": """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,
-                                      applied, reason, inbox_id, observed_at
-                                 FROM observations WHERE workflow_id = %s ORDER BY seq""",
-        }
-        for key, sql in queries.items():
-            await cursor.execute(sql, (workflow_id,))
-            intent[key] = await cursor.fetchall()
-    return intent

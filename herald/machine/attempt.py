@@ -23,7 +23,7 @@ _ENDED_SUBMITS = (
 
 
 class AttemptRecord:
-    """What the workflow has learned about one attempt so far."""
+    """What the machine has learned about one attempt so far."""
 
     def __init__(self, number: int, ref: str, started_at: datetime) -> None:
         self.number = number

@@ -3,8 +3,8 @@
 Normally one attempt is open; two are open only when evidence showed the provider had an attempt
 Herald had concluded it never took. An attempt without a provider id (its submit's outcome is
 unknown) is looked up by our reference on the lookup schedule; one with an id is polled on the
-slower poll schedule while reports are awaited. The workflow makes one plan each time the intent
-enters the open states; the plan only reads the machine.
+slower poll schedule while reports are awaited. The course makes one plan each time the intent
+enters the open states; the plan only reads the rules.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from herald.machine.attempt import AttemptRecord
-from herald.machine.machine import IntentMachine
+from herald.machine.rules import IntentRules
 
 
 class LookPlan:
-    def __init__(self, machine: IntentMachine) -> None:
+    def __init__(self, machine: IntentRules) -> None:
         self._machine = machine
         self._clock = machine.clock
         self._due: dict[int, tuple[bool, datetime]] = {}  # attempt number -> (polled by id, when)

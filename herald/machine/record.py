@@ -34,6 +34,7 @@ from herald.lifecycle import (
 )
 from herald.machine.attempt import AttemptRecord
 from herald.machine.clock import Clock
+from herald.machine.presumptions import Sighting, Standing, seen_after_presumed_absent
 from herald.machine.rows import LedgerBuffer
 from herald.outcomes import Accepted, ProviderStatus, Retryable, SubmitOutcome, Unknown, Unreachable
 from herald.send_policy import Decision, DispatchOrder, PolicyDecision
@@ -308,8 +309,8 @@ class IntentRecord:
             error_code=observation.error_code,
             inbox_id=inbox_id,
         )
-        if verdict.applied:
-            self._record_if_presumed_absent(attempt, observation)
+        # Whatever the evidence rules said of it, the fact shows the provider has the attempt.
+        self._record_if_presumed_absent(attempt, observation)
         if verdict.applied and verdict.intent_state is not self.state:
             self.transition(
                 verdict.intent_state,
@@ -347,26 +348,26 @@ class IntentRecord:
         self.ledger.add_observation(None, source, kind, applied, reason, observed_at or self._clock.now())
 
     def _record_if_presumed_absent(self, attempt: AttemptRecord, observation: Observation) -> None:
-        """The provider had an attempt Herald had concluded it never took: record the contradiction
-        once per attempt, so the ledger's report counts the duplicate this may have caused."""
-        cause = attempt.submit_result.presumption if attempt.submit_result is not None else None
-        if cause is None or attempt.seen_after_presumed_absent:
-            return
-        attempt.seen_after_presumed_absent = True
-        later = [
-            each.number
-            for each in self.attempts[attempt.number :]
-            if each.submit_result not in (None, SubmitResult.NOT_SENT)
-        ]
-        self.ledger.add_observation(
-            attempt.number,
-            observation.source,
-            ObservationKind.PRESUMED_NOT_ACCEPTED_THEN_SEEN,
-            True,
-            f"attempt {attempt.number} was presumed not accepted ({cause}) and is {observation.status.value} "
-            f"({observation.source.value}); "
-            + (f"later attempt(s) {later} went to the provider too" if later else "no later attempt went out"),
-            observation.observed_at,
-            provider_id=observation.provider_id,
-            provider_status=observation.status.value,
+        """The provider had an attempt Herald had concluded it never took: the contradiction is
+        recorded once per attempt (``herald.machine.presumptions``, the rule a report after the
+        close is judged by too), so the ledger's report counts the duplicate this may have caused."""
+        later = tuple(
+            each.number for each in self.attempts[attempt.number :] if each.submit_result not in (None, SubmitResult.NOT_SENT)
         )
+        presumption = attempt.submit_result.presumption if attempt.submit_result is not None else None
+        standing = Standing(
+            attempt_number=attempt.number,
+            presumption=presumption,
+            seen=attempt.seen_after_presumed_absent,
+            later_sent=later,
+        )
+        sighting = Sighting(
+            provider_id=observation.provider_id,
+            status=observation.status,
+            source=observation.source,
+            observed_at=observation.observed_at,
+        )
+        finding = seen_after_presumed_absent(standing, sighting, closed=False)
+        if finding is not None:
+            attempt.seen_after_presumed_absent = True
+            self.ledger.add_finding(finding)

@@ -3,7 +3,7 @@
 Rows are buffered and written at checkpoints: with each submit (the submit activity writes them
 before it calls the provider), before every wait that may be long, before continue-as-new and at
 the close. Each row carries the workflow time of its decision, not of its write, and a
-deterministic key (the workflow numbers transitions and observations), so a repeated write is the
+deterministic key (the machine numbers transitions and observations), so a repeated write is the
 same rows. Pure: the machine passes the time and the run id.
 """
 
@@ -22,6 +22,7 @@ from herald.ledger.records import (
     TransitionRow,
 )
 from herald.lifecycle import IntentState, ObservationKind, Source
+from herald.machine.presumptions import Finding
 
 
 class LedgerBuffer:
@@ -114,6 +115,21 @@ class LedgerBuffer:
                     workflow_id=self._intent.workflow_id,
                 )
             )
+
+    def add_finding(self, finding: Finding) -> None:
+        """One observation row a rule decided (``herald.machine.presumptions``)."""
+        self.add_observation(
+            finding.attempt_number,
+            finding.source,
+            finding.kind,
+            finding.applied,
+            finding.reason,
+            finding.observed_at,
+            provider_id=finding.provider_id,
+            provider_status=finding.provider_status,
+            error_code=finding.error_code,
+            inbox_id=finding.inbox_id,
+        )
 
     def take(self) -> LedgerBatch:
         """Every buffered row (and the intent row, until it is known written), leaving the buffer empty."""

@@ -11,30 +11,26 @@ import logging
 
 import uvicorn
 
-from herald.cli_services import ServiceUnreachable, reach_database
-from herald.logs import configure_logging
 from herald.metrics.exporter import build_exporter, ledger_pool
 from herald.route_backlog import route_backlog
-from herald.settings import InvalidSetting, load_settings
-from herald.temporal_client import connect
+from herald.runtime import exits
+from herald.runtime.process import LEDGER, ProcessRuntime
+from herald.settings import load_settings
 
 log = logging.getLogger("herald.metrics")
 
 
 async def serve() -> None:
-    settings = load_settings()
-    if settings.database_url is None:
-        raise SystemExit("DATABASE_URL is not set: the metrics exporter reads the ledger")
-    telemetry = settings.telemetry
-    database_url = settings.database_url.get_secret_value()
+    runtime = ProcessRuntime(load_settings())
+    telemetry = runtime.settings().telemetry
     # A ledger that is unreachable at start is a misconfiguration until shown otherwise: say so once
     # and exit, rather than serve herald_ledger_up 0 from a pool retrying in the log. Once serving,
     # an outage is what herald_ledger_up 0 is for.
-    await reach_database(database_url)
+    database_url = await runtime.reach(LEDGER, "required: the metrics exporter reads the ledger")
     # Temporal is asked for the route's backlog on each scrape; connected on the first (a server
     # that is down at start costs herald_route_backlog_up 0, not the ledger's numbers).
-    temporal = await connect(settings.temporal, lazy=True)
-    task_queue = settings.temporal.task_queue
+    temporal = await runtime.temporal(lazy=True)
+    task_queue = runtime.settings().temporal.task_queue
     async with ledger_pool(database_url, telemetry.metrics_query_timeout) as pool:
         app = build_exporter(
             pool,
@@ -53,11 +49,7 @@ async def serve() -> None:
 
 
 def main() -> None:
-    configure_logging()
-    try:
-        asyncio.run(serve())
-    except (InvalidSetting, ServiceUnreachable) as error:  # one line naming the variable, no traceback
-        raise SystemExit(str(error)) from None
+    exits.serve(serve)
 
 
 if __name__ == "__main__":

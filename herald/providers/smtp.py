@@ -54,7 +54,7 @@ import aiosmtplib
 from email_validator import validate_email
 from pydantic import ConfigDict, EmailStr, Field, ValidationError
 
-from herald import fingerprints
+from herald.fingerprints import Keyring
 from herald.outcomes import (
     Accepted,
     Frozen,
@@ -115,9 +115,10 @@ class SmtpAdapter:
             or a sender.
         activity: the ESP's activity feed, where the account has one (SendGrid's Email Activity
             add-on): then an unknown submit is looked up by its reference; None: events only.
+        keyring: the fingerprint keys a marketing e-mail's unsubscribe link names its recipient by.
     """
 
-    def __init__(self, config: EmailSettings, activity: SendGridActivity | None = None) -> None:
+    def __init__(self, config: EmailSettings, activity: SendGridActivity | None = None, *, keyring: Keyring) -> None:
         if config.host is None:
             raise InvalidSetting("HERALD_SMTP_HOST", "required for e-mail (the relay every e-mail is handed to)")
         if config.from_address is None:
@@ -126,6 +127,7 @@ class SmtpAdapter:
             )
         self._config = config
         self._activity = activity
+        self._keyring = keyring
         # The link marketing e-mail carries: without keys such e-mail is refused, never sent without it.
         self._unsubscribe = UnsubscribeLinks.from_settings(config.unsubscribe)
         if self._unsubscribe is None:
@@ -215,7 +217,7 @@ class SmtpAdapter:
                 "unsubscribe link (RFC 8058), and this worker has no HERALD_UNSUBSCRIBE_KEYS to sign one"
             )
         return self._unsubscribe.header(
-            fingerprint=fingerprints.keyring().recipient(message.to),
+            fingerprint=self._keyring.recipient(message.to),
             category=message.category,
             receipts_url=message.receipts_url,
             now=datetime.now(UTC),

@@ -126,11 +126,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import Counter
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -145,6 +142,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
+from herald.fingerprints import Keyring
 from herald.http_bodies import read_bounded
 from herald.ledger import event_streams, store
 from herald.ledger.esp_unsubscribes import record_event_unsubscribes
@@ -152,19 +150,21 @@ from herald.ledger.group_commit import GroupCommit
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.ledger.records import InboxReport
 from herald.providers import sendgrid_signature
-from herald.providers.sendgrid_events import (
-    MAX_EVENTS,
-    EventBatch,
-    EventBodyError,
-    map_status,
-    parse_events,
-    unsubscribes,
-)
+from herald.providers.sendgrid_events import MAX_EVENTS, EventBatch, EventBodyError, unsubscribes
 from herald.providers.twilio_signature import is_valid_signature
 from herald.receipts import unsubscribe_pages
 from herald.receipts.delivery import StoredReport
 from herald.receipts.rejections import kept_fields
 from herald.receipts.routing import ReportRouter, error_kind
+from herald.receipts.sendgrid_posts import (
+    MAX_SENDGRID_BODY_BYTES,
+    SENDGRID_PROVIDER,
+    PreparedPost,
+    log_rejections,
+    prepare_post,
+    signed_post_refusal,
+    stored_summary,
+)
 from herald.receipts.twilio_form import (
     MAX_TWILIO_BODY_BYTES,
     NotAForm,
@@ -188,7 +188,6 @@ log = logging.getLogger("herald.receipts")
 _T = TypeVar("_T")
 
 PROVIDER = "twilio"
-SENDGRID_PROVIDER = "sendgrid"
 # What the inbox keeps of a Twilio status callback: the fields that identify the fact and explain
 # its verdict, named one by one (Twilio's status callback parameters). Everything else is dropped:
 # To, From and Body, and whatever a channel adds or Twilio adds later (ChannelToAddress holds the
@@ -201,18 +200,6 @@ _STORED_TWILIO_FIELDS = frozenset({
 
 def _stored_twilio_fields(fields: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in fields.items() if key in _STORED_TWILIO_FIELDS}
-# SendGrid posts a batch once it reaches 768 kilobytes: 1 MiB holds any real batch, and no body
-# is read past it, so an endless or huge post costs at most this much memory before it is refused.
-MAX_SENDGRID_BODY_BYTES = 1024 * 1024
-# A signed post is a replay once its timestamp is this old, or a forgery of the future once it is
-# this far ahead of our clock (a minute of skew between NTP-synchronised clocks is generous). This
-# assumes SendGrid signs each delivery try when it sends it, as webhook senders with a signed
-# timestamp do and as the ESP emulator does; SendGrid's documentation does not say. Were a retry
-# to carry its first try's timestamp, it would be refused here after five minutes.
-SENDGRID_MAX_AGE_SECONDS = 300
-SENDGRID_MAX_LEAD_SECONDS = 60
-# Whole seconds since the epoch; more digits than this is no time SendGrid could send.
-_MAX_TIMESTAMP_DIGITS = 12
 # Events per transaction when a post is stored: one pipelined round trip and a few milliseconds of
 # reading results each (5,000 events in one transaction took 1.6 s and stalled the loop 0.2 s).
 SENDGRID_STORE_BATCH = 500
@@ -250,13 +237,16 @@ class ReceiptEndpoint:
         auth_token: str,
         pool: AsyncConnectionPool,
         client: Client,
+        keyring: Keyring,
         twilio: TwilioSettings | None = None,
     ) -> None:
         """The receipt server's section of the settings, and Twilio's auth token (the key its
-        signatures are made with). ``twilio``, when given, says whose replies are ours (its account
-        and sender, ``twilio_inbound.foreign_reason``); without it every signed reply is. Raises
-        ValueError when the section's ``sendgrid_public_key`` is not a P-256 public key."""
+        signatures are made with). ``keyring`` names a reply's sender as their intents name them.
+        ``twilio``, when given, says whose replies are ours (its account and sender,
+        ``twilio_inbound.foreign_reason``); without it every signed reply is. Raises ValueError
+        when the section's ``sendgrid_public_key`` is not a P-256 public key."""
         self._auth_token = auth_token
+        self._keyring = keyring
         self._twilio = twilio
         self._inbound_replies = settings.inbound_replies
         self._inbound_stores = asyncio.Semaphore(TWILIO_INBOUND_CONNECTIONS)
@@ -366,7 +356,7 @@ class ReceiptEndpoint:
             log.warning("refused a signed incoming message: %s", unusable)
             return PlainTextResponse(unusable, status_code=400)
         kind, keyword = classify_reply(fields.get("Body", ""), fields.get("OptOutType"))
-        asked = recipient_request(fields, kind, keyword, datetime.now(UTC))
+        asked = recipient_request(fields, kind, keyword, datetime.now(UTC), self._keyring)
         try:
             await self._within_deadline(self._store_inbound(asked))
         except _STORE_ERRORS as error:
@@ -464,13 +454,13 @@ class ReceiptEndpoint:
                 f"request body: larger than {MAX_SENDGRID_BODY_BYTES} bytes (1 MiB), the limit for one event post",
                 status_code=413,
             )
-        refusal = self._sendgrid_refusal(request, body)
+        refusal = signed_post_refusal(self._sendgrid_key, request.headers, body)
         if refusal is not None:
             return PlainTextResponse(refusal, status_code=403)
         try:
             # Up to 5,000 events parsed and turned into rows: tens of milliseconds of pure CPU (more
             # on a slow host), spent off the loop so callbacks of both routes are answered meanwhile.
-            post = await asyncio.to_thread(_prepare_post, body)
+            post = await asyncio.to_thread(prepare_post, body)
         except EventBodyError as error:
             log.warning("refused a signed %s post: %s", SENDGRID_PROVIDER, error.rule.value)
             return PlainTextResponse(str(error), status_code=400)
@@ -478,39 +468,14 @@ class ReceiptEndpoint:
             rows = await self._within_deadline(self._store_events(post))
         except _STORE_ERRORS as error:
             return _not_stored(SENDGRID_PROVIDER, error)
-        _log_rejections(post.batch)
+        log_rejections(post.batch)
         return PlainTextResponse(
-            _stored_summary(post.batch, len(rows)),
+            stored_summary(post.batch, len(rows)),
             status_code=200,
             background=BackgroundTask(self._sendgrid_router.route, [StoredReport(row) for row in rows]),
         )
 
-    def _sendgrid_refusal(self, request: Request, body: bytes) -> str | None:
-        """Why this post is not SendGrid's, fresh and signed over exactly this body; None when it is."""
-        if self._sendgrid_key is None:
-            return "SendGrid events are not accepted: no verification key configured"
-        signature = request.headers.get(sendgrid_signature.SIGNATURE_HEADER)
-        timestamp = request.headers.get(sendgrid_signature.TIMESTAMP_HEADER)
-        if not signature or not timestamp:
-            return (
-                f"{sendgrid_signature.SIGNATURE_HEADER} and {sendgrid_signature.TIMESTAMP_HEADER}: "
-                "both required on a signed event post"
-            )
-        if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= _MAX_TIMESTAMP_DIGITS):
-            return f"{sendgrid_signature.TIMESTAMP_HEADER}: must be whole seconds since the epoch"
-        age = time.time() - int(timestamp)
-        if age > SENDGRID_MAX_AGE_SECONDS:
-            return (
-                f"{sendgrid_signature.TIMESTAMP_HEADER}: more than {SENDGRID_MAX_AGE_SECONDS} s old; "
-                "a replayed post is refused"
-            )
-        if -age > SENDGRID_MAX_LEAD_SECONDS:
-            return f"{sendgrid_signature.TIMESTAMP_HEADER}: more than {SENDGRID_MAX_LEAD_SECONDS} s ahead of our clock"
-        if not sendgrid_signature.is_valid_signature(self._sendgrid_key, body, signature, timestamp):
-            return f"{sendgrid_signature.SIGNATURE_HEADER}: does not sign this timestamp and body"
-        return None
-
-    async def _store_events(self, post: _PreparedPost) -> list[dict[str, Any]]:
+    async def _store_events(self, post: PreparedPost) -> list[dict[str, Any]]:
         """Insert every event in transactions of at most SENDGRID_STORE_BATCH, the last one with the
         post's rejections and its mark; returns each event's inbox row, in the prepared order.
 
@@ -550,54 +515,6 @@ class ReceiptEndpoint:
         )
 
 
-@dataclass(frozen=True)
-class _PreparedPost:
-    """A verified post as the store takes it: what it held, and our events as inbox rows in lock order."""
-
-    batch: EventBatch
-    reports: list[InboxReport]
-
-
-def _prepare_post(body: bytes) -> _PreparedPost:
-    """Parse a verified body and build its inbox rows (run in a worker thread: CPU only).
-
-    Raises:
-        EventBodyError: the body breaks a ``BodyRule``.
-    """
-    batch = parse_events(body)
-    # One order for every post, so two posts holding the same facts take their row locks in the
-    # same order and cannot deadlock each other (whatever their batches); within an attempt,
-    # lifecycle order.
-    ordered = sorted(batch.events, key=lambda e: (e.message_id, e.attempt_ref, map_status(e.event).rank, e.event))
-    return _PreparedPost(
-        batch=batch,
-        reports=[
-            InboxReport(
-                provider=SENDGRID_PROVIDER,
-                provider_message_id=event.message_id,
-                provider_status=event.event,
-                attempt_ref=event.attempt_ref,
-                error_code=event.error_code,
-                provider_event_at=event.occurred_at,
-                payload=event.payload,
-            )
-            for event in ordered
-        ],
-    )
-
-
-def _log_rejections(batch: EventBatch) -> None:
-    """One line for a post's unstorable events, counted by rule: the rows themselves are in
-    receipt_rejections, and a line per event made one bad post thousands of lines."""
-    if not batch.unstorable:
-        return
-    reasons = Counter(rejected.reason for rejected in batch.unstorable)
-    log.warning(
-        "recorded %d signed %s events as rejections: %s",
-        len(batch.unstorable), SENDGRID_PROVIDER, "; ".join(f"{count} {reason}" for reason, count in reasons.most_common()),
-    )  # fmt: skip
-
-
 class StoreDeadline(Exception):
     """The ledger did not answer in time; whatever it was doing is abandoned."""
 
@@ -622,14 +539,6 @@ def _not_stored(provider: str, error: BaseException, *, what: str = "report") ->
 def _error_kind(error: BaseException) -> str:
     # A deadline's message is ours (no values in it); any other error is named by its kind only.
     return str(error) if isinstance(error, StoreDeadline) else error_kind(error)
-
-
-def _stored_summary(batch: EventBatch, stored: int) -> str:
-    rejected = len(batch.unstorable)
-    return (
-        f"stored {stored}; skipped {batch.not_ours - rejected} not ours, {batch.not_applicable} not applicable; "
-        f"recorded {rejected} unstorable as rejections\n"
-    )
 
 
 def _dlr_done_date(value: str | None) -> datetime | None:

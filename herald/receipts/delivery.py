@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from herald.contracts import DeliveryReport, ReportBatch, attempt_number_of
 from herald.ledger import store
-from herald.lifecycle import ObservationKind, Source
+from herald.machine.presumptions import LateReport
 from herald.providers.report_vocabularies import ReportVocabulary, vocabulary_for
 from herald.workflow_api import SIGNAL_DELIVERY_REPORTS
 
@@ -142,23 +142,15 @@ async def _leave_for_an_operator(pool: AsyncConnectionPool, reports: list[Stored
 async def _record_for_closed_intent(
     pool: AsyncConnectionPool, workflow_id: str, report: StoredReport, signal: DeliveryReport
 ) -> None:
-    await store.record_report_for_closed_intent(
-        pool,
-        workflow_id=workflow_id,
+    late = LateReport(
         inbox_id=report.inbox_id,
-        observation={
-            "attempt_number": attempt_number_of(signal.attempt_ref),
-            "source": Source.REPORT,
-            "kind": ObservationKind.STATUS,
-            "provider_id": report.provider_message_id,
-            "provider_status": signal.status.value,
-            "error_code": report.error_code,
-            "applied": False,
-            "inbox_id": report.inbox_id,
-            "observed_at": report.received_at,
-        },
-        reason="intent's workflow has closed; recorded, not applied",
+        attempt_number=attempt_number_of(signal.attempt_ref),
+        provider_id=report.provider_message_id,
+        status=signal.status,
+        error_code=report.error_code,
+        received_at=report.received_at,
     )
+    await store.record_report_for_closed_intent(pool, workflow_id=workflow_id, report=late)
 
 
 async def _later(pool: AsyncConnectionPool, reports: list[StoredReport], error: str | None) -> None:

@@ -31,7 +31,7 @@ from datetime import datetime
 from xml.sax.saxutils import escape
 
 from herald import recipients
-from herald.intent import recipient_fingerprint
+from herald.fingerprints import Keyring
 from herald.ledger.recipient_requests import RecipientRequest
 from herald.receipts.twilio_form import MAX_SID_CHARS
 from herald.reply_keywords import Request
@@ -84,11 +84,13 @@ def unusable_reason(fields: dict[str, str]) -> str | None:
     return None
 
 
-def recipient_request(fields: dict[str, str], kind: Request, keyword: str | None, at: datetime) -> RecipientRequest:
-    """The ledger's row for a reply that broke no rule: the sender's fingerprint (of the canonical
-    number, as every door reads it) and the classification."""
+def recipient_request(
+    fields: dict[str, str], kind: Request, keyword: str | None, at: datetime, keyring: Keyring
+) -> RecipientRequest:
+    """The ledger's row for a reply that broke no rule: the sender's fingerprint under `keyring`'s
+    active key (of the canonical number, as every door reads it) and the classification."""
     return RecipientRequest(
-        fingerprint=recipient_fingerprint(fields["From"]),
+        fingerprint=keyring.recipient(fields["From"]),
         channel="sms",
         request=kind,
         source="inbound_keyword",

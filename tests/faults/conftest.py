@@ -22,6 +22,7 @@ from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.settings import load_settings
 from herald.temporal_client import connect
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator, Esp, stack_config
 
 
@@ -48,7 +49,9 @@ def fault_stack(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="module")
 async def fault_herald(fault_stack: LocalStack) -> HeraldClient:
     settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
-    return HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY)
+    return HeraldClient(
+        await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
+    )
 
 
 @pytest.fixture(scope="module")

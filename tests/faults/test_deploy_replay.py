@@ -19,6 +19,9 @@ from temporalio.worker import Replayer
 with workflow.unsafe.imports_passed_through():
     # The sandbox re-imports this module; the models must be the very classes the workflow uses.
     from herald.contracts import IntentStatus, NotificationInput
+    from herald.machine.commands import CheckPatch, Pause
+    from herald.machine.course import Course, Steps
+    from herald.machine.events import PatchChecked
     from herald.settings import TemporalSettings
     from herald.temporal_client import data_converter
     from workflows.notification import NotificationWorkflow
@@ -26,33 +29,46 @@ with workflow.unsafe.imports_passed_through():
 HISTORIES = sorted((Path(__file__).parents[1] / "replay" / "histories").glob("*.json"))
 # Histories whose run reached a dispatch: the changed code path runs in them.
 DISPATCHED = [path for path in HISTORIES if "deferred" not in path.name and ".run2" not in path.name]
+PAUSE = Pause(duration=timedelta(milliseconds=100))
+
+
+class PausingCourse(Course):
+    """A new release's course: it pauses before each dispatch, shipped without a patch gate."""
+
+    def _dispatch(self) -> Steps[None]:
+        yield PAUSE
+        yield from super()._dispatch()
+
+
+class GatedCourse(Course):
+    """The same release, gated: running workflows keep their old command sequence."""
+
+    def _dispatch(self) -> Steps[None]:
+        checked = yield CheckPatch(patch_id="pause-before-dispatch")
+        assert isinstance(checked, PatchChecked)
+        if checked.patched:
+            yield PAUSE
+        yield from super()._dispatch()
 
 
 @workflow.defn(name="NotificationWorkflow")
 class UnpatchedDeploy(NotificationWorkflow):
-    """A new release that pauses before each dispatch, shipped without a patch gate."""
+    """The workflow of the unpatched release: its machine runs the pausing course."""
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
+        self._machine._course = PausingCourse(self._machine._rules, input.carried)  # the release's change
         return await super().run(input)
-
-    async def _dispatch(self) -> None:
-        await workflow.sleep(timedelta(milliseconds=100))
-        await super()._dispatch()
 
 
 @workflow.defn(name="NotificationWorkflow")
 class PatchedDeploy(NotificationWorkflow):
-    """The same release, gated: running workflows keep their old command sequence."""
+    """The workflow of the gated release."""
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
+        self._machine._course = GatedCourse(self._machine._rules, input.carried)  # the release's change
         return await super().run(input)
-
-    async def _dispatch(self) -> None:
-        if workflow.patched("pause-before-dispatch"):
-            await workflow.sleep(timedelta(milliseconds=100))
-        await super()._dispatch()
 
 
 def _history(path: Path) -> WorkflowHistory:

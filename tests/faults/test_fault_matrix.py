@@ -31,6 +31,7 @@ from tests import reads
 from tests.faults.invariants import check_invariants
 from tests.faults.workers import crashed, worker
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY
 
 # Scenario 6 stops and restarts the Temporal dev server: its workflows must outlive it (a file).
@@ -182,7 +183,9 @@ async def test_temporal_restart_with_intents_in_flight(fault_stack, fault_herald
         await asyncio.sleep(2)  # reports arrive meanwhile: stored, their signals fail, the drainer retries
         fault_stack.start_temporal()
         settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
-        herald = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY)
+        herald = HeraldClient(
+            await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
+        )
         finals = await asyncio.gather(*(reads.final(herald, key) for key in keys))
     assert [f.state for f in finals] == [IntentState.DELIVERED] * 5
     for recipient in intents.values():
@@ -268,7 +271,10 @@ async def test_twenty_clients_one_key_and_a_conflicting_payload(fault_stack, fau
     """Scenario 9: twenty clients start one key at once (one workflow, one message); another payload is refused (I6)."""
     settings = load_settings(fault_stack.config.service_env(fault_stack.database_url))
     clients = [
-        HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY) for _ in range(4)
+        HeraldClient(
+            await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
+        )
+        for _ in range(4)
     ]
     key, to = fresh_key(), fresh_recipient()
     with worker(fault_stack, "worker-twenty"):

@@ -14,12 +14,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.intent import Channel, workflow_id_for
-from herald.ledger.policy_store import grant_consent, lift_suppression, publish_policy, recipient_fingerprint
+from herald.ledger.policy_store import grant_consent, lift_suppression, publish_policy
 from herald.lifecycle import IntentState
 from herald.send_policy import Category, PolicyRules
 from tests import reads
 from tests.faults.workers import worker
 from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import Emulator, Esp
 
 CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}
@@ -45,14 +46,18 @@ async def test_an_opt_out_suppresses_later_intents_until_an_operator_lifts_it(
         assert "(policy v" in suppressed.transitions[-1].reason
         assert await fault_emulator.messages(to) == []
         await lift_suppression(
-            fault_pool, fingerprint=recipient_fingerprint(to), channel="sms", operator="alice", reason="resubscribed by phone"
+            fault_pool,
+            fingerprint=SESSION_KEYRING.recipient(to),
+            channel="sms",
+            operator="alice",
+            reason="resubscribed by phone",
         )
         third = fresh_key()
         await fault_herald.send(receipt_request(third, to))
         assert (await reads.final(fault_herald, third)).state is IntentState.DELIVERED
     assert len(await fault_emulator.messages(to)) == 1
     [lift] = await reads.rows(fault_pool, "SELECT operator, reason FROM suppression_lifts WHERE recipient_fingerprint = %s",
-                         recipient_fingerprint(to))  # fmt: skip
+                         SESSION_KEYRING.recipient(to))  # fmt: skip
     assert lift == {"operator": "alice", "reason": "resubscribed by phone"}
     [row] = await reads.rows(fault_pool, "SELECT kind, source, reason FROM observations WHERE workflow_id = %s",
                         workflow_id_for(second, "sms"))  # fmt: skip
@@ -86,7 +91,7 @@ async def test_marketing_is_sent_only_with_consent_evidence(
         await fault_herald.send(receipt_request(refused, to, **promotion))
         final = await reads.final(fault_herald, refused)
         assert final.state is IntentState.SUPPRESSED and final.closed_by == "policy:consent"
-        await grant_consent(fault_pool, fingerprint=recipient_fingerprint(to), category=Category.MARKETING,
+        await grant_consent(fault_pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING,
                             source="signup form, box 3", granted_at=datetime.now(UTC))  # fmt: skip
         allowed = fresh_key("class_promotion")
         await fault_herald.send(receipt_request(allowed, to, **promotion))

@@ -16,6 +16,8 @@ from activities.provider import ProviderActivities
 from herald.client import HeraldClient
 from herald.intent import Channel
 from herald.providers.twilio import TwilioAdapter
+from herald.recipient_vault import RecipientVault
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY
 from worker import build_submit_worker, build_worker, submit_pacer
 
@@ -44,14 +46,25 @@ async def route_paced_at(
         }
     )
     adapter = TwilioAdapter(limited.twilio)
-    provider = ProviderActivities({Channel.SMS: adapter}, limited.receipts.public_url, pool, pacer=submit_pacer(limited))
+    provider = ProviderActivities(
+        {Channel.SMS: adapter},
+        limited.receipts.public_url,
+        pool,
+        pacer=submit_pacer(limited),
+        vault=RecipientVault(pool, SESSION_KEKS),
+        keyring=SESSION_KEYRING,
+    )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(adapter.aclose)
-        await stack.enter_async_context(build_worker(temporal, limited, LedgerActivities(pool), provider))
+        await stack.enter_async_context(
+            build_worker(temporal, limited, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider)
+        )
 
         async def release() -> None:
             await stack.enter_async_context(build_submit_worker(temporal, limited, provider))
 
         if not hold:
             await release()
-        yield Route(HeraldClient(temporal, task_queue, policy=TEST_POLICY), task_queue, release)
+        yield Route(
+            HeraldClient(temporal, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING), task_queue, release
+        )

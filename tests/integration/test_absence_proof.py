@@ -17,12 +17,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.intent import build_intent, parse_request
+from herald.ledger.history import intent_history
 from herald.ledger.report import ledger_report
-from herald.ledger.store import intent_history
 from herald.lifecycle import IntentState, SubmitResult
 from herald.outcomes import ProviderStatus
 from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 
 
@@ -62,12 +63,12 @@ async def test_a_message_held_in_the_senders_queue_is_found_queued_and_never_res
     (message,) = messages
     history = await intent_history(pool, f"{key}/sms")
     found_queued = [
-        o for o in history["observations"] if o["kind"] == "found" and o["provider_status"] == "queued" and o["applied"]
+        o for o in history.observations if o.kind == "found" and o.provider_status == "queued" and o.applied
     ]
     assert found_queued, "the lookup never saw the message while it was queued"
     # The lookup found it before it had a date_sent: no DateSent filter could have.
-    assert found_queued[0]["observed_at"] < datetime.fromisoformat(message["date_sent"])
-    assert [t["to_state"] for t in history["transitions"]] == ["submitting", "accepted", "delivered"]
+    assert found_queued[0].observed_at < datetime.fromisoformat(message["date_sent"])
+    assert [t.to_state for t in history.transitions] == ["submitting", "accepted", "delivered"]
 
 
 async def test_a_message_that_outstays_its_validity_period_is_dropped_then_retried_once(
@@ -116,7 +117,7 @@ async def test_a_busy_recipient_is_searched_down_to_the_attempts_start(
     to the attempt's start, finds the message and ends the intent delivered; exactly one message of ours."""
     key, to = fresh_key(), fresh_recipient()
     request = receipt_request(key, to)
-    body = build_intent(parse_request(request), datetime.now(UTC)).body
+    body = build_intent(parse_request(request), datetime.now(UTC), SESSION_KEYRING).body
     await _create_messages(settings, to, [body] * 300 + [f"Earlier notice {n}" for n in range(300)])
     # Earlier means earlier than the search's 2 s allowance for clock skew: a copy of the same text
     # created within it would make the search ambiguous (Unavailable, never a guess).
@@ -189,7 +190,7 @@ async def test_a_report_during_the_backoff_stops_the_retry(
     assert final.attempts[0].seen_after_presumed_absent
     assert len(await emulator.messages(to)) == 1
     history = await intent_history(pool, workflow_id)
-    states = [t["to_state"] for t in history["transitions"]]
+    states = [t.to_state for t in history.transitions]
     assert states[:2] == ["submitting", "retryable_failure"] and states[-1] == "delivered"
     assert "pending" not in states, "the retry went ahead after the evidence"
     (row,) = await reads.eventually(lambda: _contradictions(pool, workflow_id), "the contradiction in the view")
@@ -257,6 +258,8 @@ async def test_a_report_after_the_close_is_recorded_and_counted(
     assert await emulator.release_callbacks(to) == 1
     (conflict,) = await reads.eventually(lambda: _conflict_observations(pool, workflow_id), "the conflicting observation")
     assert conflict["attempt_number"] == 1 and "after the intent closed" in conflict["reason"]
+    # The rule the machine applies before the close names the later copy after it too.
+    assert "later attempt(s) [2] went to the provider too" in conflict["reason"]
     (row,) = await _contradictions(pool, workflow_id)
     assert (row["cause"], row["copy_went_out"], row["later_copies"], row["after_close"]) == ("lookup_not_found", True, 1, True)
     after = await ledger_report(pool)
@@ -294,11 +297,11 @@ async def test_the_horizon_looks_once_more_before_unknown(
     await herald.send(receipt_request(key, to), policy=HORIZON_POLICY)
     final = await reads.final(herald, key)
     history = await intent_history(pool, f"{key}/sms")
-    assert final.state is IntentState.DELIVERED, (final.transitions[-1].reason, history["observations"])
+    assert final.state is IntentState.DELIVERED, (final.transitions[-1].reason, history.observations)
     assert len(await emulator.messages(to)) == 1
-    looks = [o for o in history["observations"] if o["source"] == "poll"]
-    assert looks and all(o["observed_at"] >= started + HORIZON_POLICY.resolution_horizon for o in looks)
-    assert "unknown" not in [t["to_state"] for t in history["transitions"]]
+    looks = [o for o in history.observations if o.source == "poll"]
+    assert looks and all(o.observed_at >= started + HORIZON_POLICY.resolution_horizon for o in looks)
+    assert "unknown" not in [t.to_state for t in history.transitions]
 
 
 async def test_unknown_only_after_a_last_lookup_found_nothing_final(
@@ -313,8 +316,8 @@ async def test_unknown_only_after_a_last_lookup_found_nothing_final(
     assert final.state is IntentState.UNKNOWN
     assert "last lookup at" in final.transitions[-1].reason and "attempt 1 found sent" in final.transitions[-1].reason
     history = await intent_history(pool, f"{key}/sms")
-    looks = [o for o in history["observations"] if o["source"] == "poll"]
+    looks = [o for o in history.observations if o.source == "poll"]
     # One look found it sent. On a loaded machine the emulator may not answer the first try in time:
     # the last look asks again (a bounded number of times), and each such try is recorded as unavailable.
-    assert [(o["kind"], o["provider_status"]) for o in looks if o["kind"] != "unavailable"] == [("found", "sent")]
-    assert [o["kind"] for o in looks][-1] == "found"
+    assert [(o.kind, o.provider_status) for o in looks if o.kind != "unavailable"] == [("found", "sent")]
+    assert [o.kind for o in looks][-1] == "found"

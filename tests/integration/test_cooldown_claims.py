@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import recipient_fingerprint
 from herald.ledger import policy_store
 from tests.intents import fresh_recipient
+from tests.keys import SESSION_KEYRING
 
 COOLDOWN = timedelta(seconds=1)
 
@@ -39,7 +39,7 @@ async def _stamp(pool: AsyncConnectionPool, fingerprint: str) -> datetime:
 
 async def test_a_claim_decided_long_ago_is_stamped_when_it_is_made(pool: AsyncConnectionPool) -> None:
     """The workflow decided an hour ago (its activity started late): the claim counts from now."""
-    fingerprint = recipient_fingerprint(fresh_recipient())
+    fingerprint = SESSION_KEYRING.recipient(fresh_recipient())
     before = datetime.now(UTC)
     assert await _claim(pool, fingerprint, "first/sms", before - timedelta(hours=1)) is None
     assert await _stamp(pool, fingerprint) >= before
@@ -51,7 +51,7 @@ async def test_the_provider_answer_restamps_the_claim_and_the_next_intent_waits_
     pool: AsyncConnectionPool,
 ) -> None:
     """A submit that took 0.5 s: the next intent's cooldown runs from the answer, not the claim."""
-    fingerprint = recipient_fingerprint(fresh_recipient())
+    fingerprint = SESSION_KEYRING.recipient(fresh_recipient())
     claimed_at = datetime.now(UTC)
     assert await _claim(pool, fingerprint, "first/sms", claimed_at) is None
     claim_stamp = await _stamp(pool, fingerprint)
@@ -66,7 +66,7 @@ async def test_the_provider_answer_restamps_the_claim_and_the_next_intent_waits_
 
 
 async def test_an_answer_moves_only_its_own_claim_and_never_backwards(pool: AsyncConnectionPool) -> None:
-    fingerprint = recipient_fingerprint(fresh_recipient())
+    fingerprint = SESSION_KEYRING.recipient(fresh_recipient())
     ahead = datetime.now(UTC) + timedelta(hours=1)  # a time-skipping workflow clock, ahead of the wall
     assert await _claim(pool, fingerprint, "first/sms", ahead) is None
     await policy_store.count_cooldown_from_answer(pool, fingerprint=fingerprint, channel="sms", workflow_id="first/sms")

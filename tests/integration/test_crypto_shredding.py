@@ -26,6 +26,7 @@ from herald.lifecycle import IntentState
 from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
 from tests import reads
 from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 
 _TOKEN = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._:-]+:[A-Za-z0-9_=-]+")
@@ -63,12 +64,12 @@ async def test_a_history_decoded_with_the_codec_key_holds_tokens_and_erasure_shr
     tokens = set(_TOKEN.findall(history))
     assert tokens, "no sealed token in the history"
     # Before the erasure, any process with the ledger opens them (a fresh vault: nothing cached).
-    assert to in await _opened(RecipientVault(pool), tokens)
+    assert to in await _opened(RecipientVault(pool, SESSION_KEKS), tokens)
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="shred test")
+    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="shred test", keyring=SESSION_KEYRING)
 
     assert erasure.keys_destroyed == 1
-    after = RecipientVault(pool)
+    after = RecipientVault(pool, SESSION_KEKS)
     for token in tokens:
         with pytest.raises(RecipientErased):
             await after.open(token, "recipient")
@@ -91,9 +92,11 @@ async def test_an_intent_whose_recipient_was_erased_before_it_ran_is_refused_and
     """Sealed, then the person erased (their key destroyed) before the first submit: nothing is
     sent, the intent ends refused naming why, and the ledger records it as an erased intent."""
     to, key = fresh_recipient(), fresh_key()
-    intent = build_intent(parse_request(receipt_request(key, to)), datetime.now(UTC))
-    sealed = await RecipientVault(pool).seal_intent(intent)
-    assert (await erase_recipient(pool, recipient=to, operator="dpo", reason="before it ran")).keys_destroyed == 1
+    intent = build_intent(parse_request(receipt_request(key, to)), datetime.now(UTC), SESSION_KEYRING)
+    sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(intent)
+    assert (
+        await erase_recipient(pool, recipient=to, operator="dpo", reason="before it ran", keyring=SESSION_KEYRING)
+    ).keys_destroyed == 1
 
     await herald._start(sealed, TEST_POLICY)  # as a client that sealed a moment before the erasure
 
@@ -111,7 +114,7 @@ async def test_clients_sealing_for_one_new_recipient_at_once_agree_on_one_key(po
     """Twenty clients (each its own vault, nothing cached) seal for a recipient never seen: one key
     wins, and every token opens with it."""
     to = fresh_recipient()
-    intent = build_intent(parse_request(receipt_request(fresh_key(), to)), datetime.now(UTC))
-    sealed = await asyncio.gather(*(RecipientVault(pool).seal_intent(intent) for _ in range(20)))
-    reader = RecipientVault(pool)
+    intent = build_intent(parse_request(receipt_request(fresh_key(), to)), datetime.now(UTC), SESSION_KEYRING)
+    sealed = await asyncio.gather(*(RecipientVault(pool, SESSION_KEKS).seal_intent(intent) for _ in range(20)))
+    reader = RecipientVault(pool, SESSION_KEKS)
     assert {await reader.open(one.recipient, "recipient") for one in sealed} == {to}

@@ -17,6 +17,7 @@ from herald.client import HeraldClient
 from herald.intent import Category
 from herald.lifecycle import IntentState
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, category_published
 
 PUBLISHED_PRIORITY = 4  # transactional's built-in is 2
@@ -43,7 +44,9 @@ async def test_a_client_with_the_ledger_reads_the_order_at_start_and_the_workflo
 ) -> None:
     with_ledger = fresh_key()
     without_ledger = fresh_key()
-    bare = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY)  # no vault: no ledger
+    bare = HeraldClient(
+        temporal, settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
+    )  # no vault: no ledger
     await herald.send(receipt_request(with_ledger, fresh_recipient()))
     await bare.send(receipt_request(without_ledger, fresh_recipient()))
     finals = await asyncio.wait_for(asyncio.gather(herald.wait(with_ledger), bare.wait(without_ledger)), 60)

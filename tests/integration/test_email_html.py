@@ -32,6 +32,7 @@ from herald.recipient_vault import PREFIX, RecipientErased, RecipientVault
 from herald.send_policy import Category
 from tests import reads
 from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import Esp
 from worker import build_providers
 
@@ -73,13 +74,15 @@ async def test_the_html_part_is_sealed_in_temporals_copy_and_erasure_shreds_it(
     history = await reads.decoded_payloads(temporal, settings, f"{key}/email")
     assert marker not in history and to not in history
     tokens = set(_TOKEN.findall(history))
-    [html] = set(await _opened_as(RecipientVault(pool), tokens, "html_body"))
+    [html] = set(await _opened_as(RecipientVault(pool, SESSION_KEKS), tokens, "html_body"))
     assert f"&quot;&gt;&lt;img src=x onerror=alert({marker})&gt;" in html and "<img" not in html
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="html shred test")
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="html shred test", keyring=SESSION_KEYRING
+    )
 
     assert erasure.keys_destroyed == 1
-    after = RecipientVault(pool)
+    after = RecipientVault(pool, SESSION_KEKS)
     for token in tokens:
         with pytest.raises(RecipientErased):
             await after.open(token, "html_body")
@@ -108,13 +111,15 @@ async def test_the_submit_activity_opens_the_sealed_html_part_and_the_relay_gets
     text/html; the attempt is recorded once."""
     to, key = fresh_address(), fresh_key()
     merchant, marker = hostile_merchant()
-    intent = build_intent(parse_request(html_request(key, to, merchant)), datetime.now(UTC))
-    sealed = await RecipientVault(pool).seal_intent(intent)
+    intent = build_intent(parse_request(html_request(key, to, merchant)), datetime.now(UTC), SESSION_KEYRING)
+    sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(intent)
     assert sealed.html_body is not None and sealed.html_body.startswith(PREFIX) and marker not in sealed.html_body
-    providers = build_providers(settings)
+    providers = build_providers(settings, SESSION_KEYRING)
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(environment.info, start_to_close_timeout=timedelta(seconds=30))
-    activities = ProviderActivities(providers, settings.receipts.public_url, pool, vault=RecipientVault(pool))
+    activities = ProviderActivities(
+        providers, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
     try:
         step = await environment.run(activities.submit, _first_attempt(sealed, f"run-{secrets.token_hex(4)}"))
     finally:

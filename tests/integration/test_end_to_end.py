@@ -18,12 +18,13 @@ from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.errors import IntentConflict, InvalidIntent
 from herald.intent import workflow_id_for
-from herald.ledger.store import intent_history
+from herald.ledger.history import intent_history
 from herald.lifecycle import IntentState
 from herald.providers.twilio_signature import compute_signature
 from herald.temporal_client import connect
 from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
@@ -48,14 +49,14 @@ async def test_happy_path_is_delivered_by_report(herald: HeraldClient, emulator:
     messages = await emulator.messages(to)
     assert len(messages) == 1
     history = await intent_history(pool, receipt.workflow_id)
-    assert [(t["from_state"], t["to_state"]) for t in history["transitions"]] == [
+    assert [(t.from_state, t.to_state) for t in history.transitions] == [
         ("pending", "submitting"),
         ("submitting", "accepted"),
         ("accepted", "delivered"),
     ]
-    assert history["transitions"][-1]["source"] == "report"
-    assert [t["seq"] for t in history["transitions"]] == [1, 2, 3]
-    assert [a["number"] for a in history["attempts"]] == [1]
+    assert history.transitions[-1].source == "report"
+    assert [t.seq for t in history.transitions] == [1, 2, 3]
+    assert [a.number for a in history.attempts] == [1]
     # The body sent is the body rendered once at intent creation.
     assert messages[0]["body"] == "Herald Shop: payment of 42.50 EUR for order ord_84721 received. Thank you."
     inbox = await reads.eventually(lambda: _inbox_rows(pool, messages[0]["sid"]), "the reports in the inbox", 15)
@@ -94,7 +95,7 @@ async def test_happy_path_costs_one_signal_and_at_most_six_billed_actions(
     sid = (await emulator.messages(to))[0]["sid"]
     inbox = await _inbox_rows(pool, sid)
     assert sorted((status, outcome) for status, outcome, _ in inbox) == [("delivered", "applied"), ("sent", "applied")]
-    assert (await intent_history(pool, receipt.workflow_id))["transitions"][-1]["to_state"] == "delivered"
+    assert (await intent_history(pool, receipt.workflow_id)).transitions[-1].to_state == "delivered"
 
 
 async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> None:
@@ -105,10 +106,10 @@ async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClie
     assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     assert len(await emulator.messages(to)) == 1
     history = await intent_history(pool, receipt.workflow_id)
-    submit = [o for o in history["observations"] if o["source"] == "submit"]
-    assert submit[0]["kind"] == "unknown"  # the timeout was recorded as unknown, not as a failure
-    assert len(history["attempts"]) == 1
-    assert "retryable_failure" not in [t["to_state"] for t in history["transitions"]]
+    submit = [o for o in history.observations if o.source == "submit"]
+    assert submit[0].kind == "unknown"  # the timeout was recorded as unknown, not as a failure
+    assert len(history.attempts) == 1
+    assert "retryable_failure" not in [t.to_state for t in history.transitions]
 
 
 async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message(
@@ -122,7 +123,12 @@ async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message
 
     def racer() -> None:
         async def go() -> None:
-            client = HeraldClient(await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY)
+            client = HeraldClient(
+                await connect(settings.temporal),
+                settings.temporal.task_queue,
+                policy=TEST_POLICY,
+                keyring=SESSION_KEYRING,
+            )
             barrier.wait(timeout=10)
             results.append(await client.send(receipt_request(key, to)))
 
@@ -154,8 +160,8 @@ async def test_report_before_create_response_is_applied(herald: HeraldClient, em
     messages = await emulator.messages(to)
     assert len(messages) == 1
     history = await intent_history(pool, receipt.workflow_id)
-    reports = [o for o in history["observations"] if o["source"] == "report"]
-    assert {o["provider_status"] for o in reports if o["applied"]} >= {"delivered"}
+    reports = [o for o in history.observations if o.source == "report"]
+    assert {o.provider_status for o in reports if o.applied} >= {"delivered"}
     inbox = await _inbox_rows(pool, messages[0]["sid"])
     assert all(outcome is not None for _, outcome, _ in inbox)
 
@@ -196,8 +202,8 @@ async def test_out_of_order_reports_never_move_delivered_back(herald: HeraldClie
     assert verdicts["sent"][0] == "ignored"
     assert "already final" in verdicts["sent"][1] or "workflow has closed" in verdicts["sent"][1]
     history = await intent_history(pool, receipt.workflow_id)
-    assert [t["to_state"] for t in history["transitions"]][-1] == "delivered"
-    assert "delivered" not in [t["from_state"] for t in history["transitions"]]
+    assert [t.to_state for t in history.transitions][-1] == "delivered"
+    assert "delivered" not in [t.from_state for t in history.transitions]
 
 
 async def test_forged_or_missing_signature_is_refused_and_stores_nothing(receipt_server: str, pool: AsyncConnectionPool, settings) -> None:

@@ -19,14 +19,13 @@ from psycopg_pool import AsyncConnectionPool
 from herald import fingerprints
 from herald.artifacts import ArtifactRefused, PostgresArtifactStore
 from herald.client import HeraldClient
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
 from tests import reads
 from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
-from tests.keys import SESSION_FINGERPRINT_KEYS
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
 from tests.stack import Emulator
 
 
@@ -53,10 +52,12 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     bodies = {row["body"] for row in before}
     assert all(len(body) > 20 for body in bodies)
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="erasure request 42")
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="erasure request 42", keyring=SESSION_KEYRING
+    )
 
     assert erasure.rows_affected == 2
-    assert erasure.recipient_fingerprint == recipient_fingerprint(to)
+    assert erasure.recipient_fingerprint == SESSION_KEYRING.recipient(to)
     # The number is nowhere in the ledger; the bodies are gone from these intents (other tests'
     # intents render the same template with the same data, so a body is not unique to this recipient).
     for table in await _ledger_tables(owner_pool):
@@ -74,11 +75,19 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     assert await reads.rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids) == transitions_before
     [purge] = await reads.rows(pool, "SELECT * FROM ledger_purges WHERE id = %s", erasure.purge_id)
     assert (purge["kind"], purge["recipient_fingerprint"], purge["rows_affected"], purge["operator"]) == (
-        "erasure", recipient_fingerprint(to), 2, "dpo",
+        "erasure", SESSION_KEYRING.recipient(to), 2, "dpo",
     )  # fmt: skip
     # The opt-out outlives the erasure: the policy gate still sees it, by fingerprint.
     async with pool.connection() as conn:
-        now = await standing(conn, at=datetime.now(UTC), recipient=to, channel="sms", category=Category.TRANSACTIONAL, workflow_id="x")
+        now = await standing(
+            conn,
+            at=datetime.now(UTC),
+            recipient=to,
+            channel="sms",
+            category=Category.TRANSACTIONAL,
+            workflow_id="x",
+            fps=SESSION_KEYRING.recipient_candidates(to),
+        )
     assert [cause for cause, _, _ in now.suppressions] == ["opt_out"]
 
 
@@ -151,14 +160,16 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
     for key in (quiet, loud):
         status = await asyncio.wait_for(herald.wait(key, "email"), 60)
         assert status.state.is_terminal
-        assert status.destination_fingerprint == fingerprints.short(recipient_fingerprint(address))
+        assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(address))
         assert status.destination_fingerprint != hashlib.sha256(address.encode()).hexdigest()[:16]
     ids = [f"{quiet}/email", f"{loud}/email"]
     stored = await reads.rows(owner_pool, "SELECT recipient FROM intents WHERE workflow_id = ANY(%s) ORDER BY recipient", ids)
     assert {row["recipient"].lower() for row in stored} == {address}  # as given, two spellings
     assert len({row["recipient"] for row in stored}) == 2
 
-    erasure = await erase_recipient(pool, recipient=f"{local.title()}@{domain.upper()}", operator="dpo", reason="r 9")
+    erasure = await erase_recipient(
+        pool, recipient=f"{local.title()}@{domain.upper()}", operator="dpo", reason="r 9", keyring=SESSION_KEYRING
+    )
 
     assert erasure.rows_affected == 2
     after = await reads.rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
@@ -182,7 +193,9 @@ async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipien
     for key, _, _ in sends:
         assert (await asyncio.wait_for(herald.wait(key, "email"), 60)).state.is_terminal
 
-    erasure = await erase_recipient(pool, recipient=erased_person, operator="dpo", reason="r 10")
+    erasure = await erase_recipient(
+        pool, recipient=erased_person, operator="dpo", reason="r 10", keyring=SESSION_KEYRING
+    )
 
     assert (erasure.rows_affected, erasure.artifacts_erased) == (2, 1)
     rows = await reads.rows(owner_pool, "SELECT sha256, size_bytes, filename, octet_length(content) AS n FROM artifacts "

@@ -26,7 +26,6 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from devstack.stack import LocalStack
-from herald import fingerprints, key_encryption
 from herald.client import HeraldClient
 from herald.intent import build_intent, parse_request
 from herald.key_encryption import KeyUnavailable, LocalKeks
@@ -34,6 +33,7 @@ from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.recipient_vault import KeyRow, RecipientVault, wrap_context
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 
 WAIT = 60
 KINDS = ("table", "index", "wal")
@@ -89,7 +89,7 @@ async def test_erasure_on_disk_the_raw_data_key_is_never_in_the_ledgers_files_an
     data = {"order_ref": ref, "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
     await herald.send(receipt_request(key, to, render_data=data))
     assert (await asyncio.wait_for(herald.wait(key), WAIT)).state is IntentState.DELIVERED
-    fingerprint = fingerprints.keyring().recipient(to)
+    fingerprint = SESSION_KEYRING.recipient(to)
     async with await psycopg.AsyncConnection.connect(stack.database_url, autocommit=True) as owner:
         data_dir = await _data_directory(owner, stack)
         cursor = await owner.execute(
@@ -101,14 +101,18 @@ async def test_erasure_on_disk_the_raw_data_key_is_never_in_the_ledgers_files_an
         query = "SELECT recipient_fingerprint, key_id, data_key, wrapped_key, kek_id FROM recipient_keys"
         dumped = await (await owner.execute(query)).fetchall()
         assert all(row[2] is None for row in dumped), "a data key in the clear"
-        another = build_intent(parse_request(receipt_request(fresh_key(), to, render_data=data)), datetime.now(UTC))
-        sealed = await RecipientVault(pool).seal_intent(another)
+        another = build_intent(
+            parse_request(receipt_request(fresh_key(), to, render_data=data)), datetime.now(UTC), SESSION_KEYRING
+        )
+        sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(another)
         stranger = LocalKeks({kek_id: os.urandom(32)}, kek_id)
         with pytest.raises(KeyUnavailable):
             await RecipientVault(pool, stranger, rows=_Dumped(dumped)).open(sealed.recipient, "recipient")
-        assert await RecipientVault(pool, rows=_Dumped(dumped)).open(sealed.recipient, "recipient") == to  # with it
+        assert (
+            await RecipientVault(pool, SESSION_KEKS, rows=_Dumped(dumped)).open(sealed.recipient, "recipient") == to
+        )  # with it
         assert clear is None
-        raw_key = await key_encryption.installed().unwrap(kek_id, bytes(wrapped), wrap_context(fingerprint, key_id))
+        raw_key = await SESSION_KEKS.unwrap(kek_id, bytes(wrapped), wrap_context(fingerprint, key_id))
         needles = {"number": to.encode(), "order ref": ref.encode(), "raw data key": raw_key, "wrapped key": bytes(wrapped)}
 
         table: list[tuple[str, dict[str, Counter[str]]]] = []
@@ -120,7 +124,7 @@ async def test_erasure_on_disk_the_raw_data_key_is_never_in_the_ledgers_files_an
             return counts
 
         sent = await measure("sent (delivered)")
-        await erase_recipient(pool, recipient=to, operator="dpo", reason="on-disk measurement")
+        await erase_recipient(pool, recipient=to, operator="dpo", reason="on-disk measurement", keyring=SESSION_KEYRING)
         erased = await measure("erase")
         await owner.execute("VACUUM intents, recipient_keys")
         await measure("VACUUM")

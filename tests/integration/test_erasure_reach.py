@@ -26,18 +26,20 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.stack import LocalStack
 from herald import outbox
-from herald.cli import commands as starter
-from herald.cli_services import Services
+from herald.cli.erase import cmd_erase
+from herald.cli.parser import parse_args
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.notice import NoticeRequest
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.outbox.relay import OutboxRelay
 from herald.payload_codec import decode_in_place
+from herald.runtime.process import ProcessRuntime
 from herald.temporal_client import payload_codec
 from herald.temporal_erasure import erase_executions
 from tests import reads
 from tests.intents import fresh_address, fresh_key, fresh_recipient
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator, create_outbox_database
 
 WAIT = 90
@@ -143,8 +145,8 @@ async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_an
     await emulator.arm(to, "silent")
     # Clients without the ledger's recipient vault, so the histories carry the numbers under the codec
     # key alone (as any client without a vault writes them, and every history from before sealing).
-    several_runs = HeraldClient(temporal, settings.temporal.task_queue, policy=SEVERAL_RUNS)
-    plain = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY)
+    several_runs = HeraldClient(temporal, settings.temporal.task_queue, policy=SEVERAL_RUNS, keyring=SESSION_KEYRING)
+    plain = HeraldClient(temporal, settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
     await several_runs.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
     await plain.send(sms_notice(other_key, other)["channels"][0] | {"business_key": other_key})
     pending = await _enqueue(owner_outbox, sms_notice(fresh_key(), to))
@@ -169,13 +171,13 @@ async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_an
     assert to in others_before[others[1]]["text"]
 
     command = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"database_url": SecretStr(outbox_db[1])})})
-    services = Services(lambda: command)
+    runtime = ProcessRuntime(command, own_temporal_runtime=True)
     try:
-        code = await starter.cmd_erase(
-            starter.parse_args(["erase", to, "--operator", "dpo", "--reason", "erasure request 9"]), services
+        code = await cmd_erase(
+            parse_args(["erase", to, "--operator", "dpo", "--reason", "erasure request 9"]), runtime
         )
     finally:
-        services.close()
+        runtime.close()
     out = capsys.readouterr().out
 
     assert code == 0, out
@@ -226,7 +228,7 @@ async def test_a_parked_intent_is_cancelled_through_herald_then_deleted(
     parked = HeraldClient(
         temporal,
         settings.temporal.task_queue,
-        policy=TEST_POLICY.model_copy(update={"retry_after_cap": timedelta(minutes=15)}),
+        policy=TEST_POLICY.model_copy(update={"retry_after_cap": timedelta(minutes=15)}), keyring=SESSION_KEYRING,
     )
     await parked.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
 
@@ -265,7 +267,7 @@ async def test_an_intent_still_tracking_its_message_is_reported_never_terminated
     tracking = HeraldClient(
         temporal,
         settings.temporal.task_queue,
-        policy=SEVERAL_RUNS.model_copy(update={"resolution_horizon": timedelta(seconds=15)}),
+        policy=SEVERAL_RUNS.model_copy(update={"resolution_horizon": timedelta(seconds=15)}), keyring=SESSION_KEYRING,
     )
     await tracking.send(sms_notice(key, to)["channels"][0] | {"business_key": key})
 

@@ -23,6 +23,7 @@ from herald.ledger.privacy import erase_recipient
 from herald.lifecycle import IntentState
 from herald.recipient_vault import RecipientVault
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
@@ -44,16 +45,22 @@ async def test_a_returning_person_is_sent_to_and_an_intent_sealed_before_their_e
     await herald.send(receipt_request(before, to, render_data=_order("ord-before")))
     assert (await asyncio.wait_for(herald.wait(before), WAIT)).state is IntentState.DELIVERED
     # The client and the worker now hold this person's key in their caches.
-    sealed_before = await RecipientVault(pool).seal_intent(
-        build_intent(parse_request(receipt_request(stale, to, render_data=_order("ord-stale"))), datetime.now(UTC))
+    sealed_before = await RecipientVault(pool, SESSION_KEKS).seal_intent(
+        build_intent(
+            parse_request(receipt_request(stale, to, render_data=_order("ord-stale"))),
+            datetime.now(UTC),
+            SESSION_KEYRING,
+        )
     )
 
-    erasure = await erase_recipient(pool, recipient=to, operator="dpo", reason="returning person")
+    erasure = await erase_recipient(
+        pool, recipient=to, operator="dpo", reason="returning person", keyring=SESSION_KEYRING
+    )
     assert erasure.keys_destroyed == 1
 
     # The person comes back at once: the same client, then another client process (nothing cached).
     await herald.send(receipt_request(after, to, render_data=_order("ord-after")))
-    second_client = herald.with_vault(RecipientVault(pool))
+    second_client = herald.with_vault(RecipientVault(pool, SESSION_KEKS))
     await second_client.send(receipt_request(other, to, render_data=_order("ord-other")))
     await herald._start(sealed_before, TEST_POLICY)  # sealed a moment before the erasure, started after
 
@@ -77,12 +84,14 @@ async def test_the_returning_persons_new_intent_is_sealed_under_the_key_the_ledg
     to = fresh_recipient()
 
     def intent(ref: str) -> Intent:
-        return build_intent(parse_request(receipt_request(fresh_key(), to, render_data=_order(ref))), datetime.now(UTC))
+        return build_intent(
+            parse_request(receipt_request(fresh_key(), to, render_data=_order(ref))), datetime.now(UTC), SESSION_KEYRING
+        )
 
-    vault = RecipientVault(pool)  # one client process: its cache holds the key it sealed with
+    vault = RecipientVault(pool, SESSION_KEKS)  # one client process: its cache holds the key it sealed with
     first = await vault.seal_intent(intent("ord-1"))
-    await erase_recipient(pool, recipient=to, operator="dpo", reason="returning person")
+    await erase_recipient(pool, recipient=to, operator="dpo", reason="returning person", keyring=SESSION_KEYRING)
     second = await vault.seal_intent(intent("ord-2"))
 
     assert second.recipient != first.recipient
-    assert await RecipientVault(pool).open(second.recipient, "recipient") == to
+    assert await RecipientVault(pool, SESSION_KEKS).open(second.recipient, "recipient") == to

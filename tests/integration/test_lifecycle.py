@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
-from herald.ledger.store import intent_history
+from herald.ledger.history import IntentHistory, intent_history
 from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.twilio_signature import compute_signature
 from tests import reads
@@ -21,7 +21,7 @@ from tests.stack import TEST_POLICY, Emulator
 WAIT = 60
 
 
-async def _history(pool: AsyncConnectionPool, key: str) -> dict:
+async def _history(pool: AsyncConnectionPool, key: str) -> IntentHistory:
     history = await intent_history(pool, f"{key}/sms")
     assert history is not None
     return history
@@ -37,8 +37,8 @@ async def _sent_once_faulted(
     return key, to, await reads.final(herald, key, wait=WAIT)
 
 
-def _states(history: dict) -> list[str]:
-    return [t["to_state"] for t in history["transitions"]]
+def _states(history: IntentHistory) -> list[str]:
+    return [t.to_state for t in history.transitions]
 
 
 async def test_500_then_success_retries_after_proving_absence(herald: HeraldClient, emulator: Emulator, pool) -> None:
@@ -49,16 +49,16 @@ async def test_500_then_success_retries_after_proving_absence(herald: HeraldClie
     assert len(await emulator.messages(to)) == 1
     history = await _history(pool, key)
     assert _states(history) == ["submitting", "retryable_failure", "pending", "submitting", "accepted", "delivered"]
-    proof = [o for o in history["observations"] if o["kind"] == "not_found" and o["applied"]]
-    assert proof and "not accepted" in proof[0]["reason"]
+    proof = [o for o in history.observations if o.kind == "not_found" and o.applied]
+    assert proof and "not accepted" in proof[0].reason
 
 
 async def test_429_retry_after_is_honoured(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """After a 429 with Retry-After: 2, the next attempt is not prepared earlier than two seconds later."""
     key, to, final = await _sent_once_faulted(herald, emulator, "rate_limit", retry_after=2)
     assert final.state is IntentState.DELIVERED
-    first, second = (await _history(pool, key))["attempts"]
-    assert second["prepared_at"] - first["prepared_at"] >= timedelta(seconds=2)
+    first, second = (await _history(pool, key)).attempts
+    assert second.prepared_at - first.prepared_at >= timedelta(seconds=2)
     assert final.attempts[0].retry_delay_seconds >= 2.0
     assert len(await emulator.messages(to)) == 1
 
@@ -67,9 +67,9 @@ async def test_http_date_retry_after_is_honoured(herald: HeraldClient, emulator:
     """A Retry-After given as an HTTP date is honoured like seconds (the next attempt waits for it)."""
     key, _, final = await _sent_once_faulted(herald, emulator, "rate_limit", retry_after=3, retry_after_format="http-date")
     assert final.state is IntentState.DELIVERED
-    first, second = (await _history(pool, key))["attempts"]
+    first, second = (await _history(pool, key)).attempts
     # HTTP dates have one-second resolution, so the hint can shrink by up to a second.
-    assert second["prepared_at"] - first["prepared_at"] >= timedelta(seconds=2)
+    assert second.prepared_at - first.prepared_at >= timedelta(seconds=2)
 
 
 async def test_permanent_error_ends_the_intent_at_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
@@ -124,9 +124,9 @@ async def test_accept_then_hang_without_id_is_found_by_our_reference(herald: Her
     assert len(messages) == 1
     assert final.attempts[0].provider_id == messages[0]["sid"]
     history = await _history(pool, key)
-    found = [o for o in history["observations"] if o["kind"] == "found" and o["applied"]]
-    assert found and found[0]["provider_id"] == messages[0]["sid"]
-    assert len(history["attempts"]) == 1
+    found = [o for o in history.observations if o.kind == "found" and o.applied]
+    assert found and found[0].provider_id == messages[0]["sid"]
+    assert len(history.attempts) == 1
 
 
 async def test_hang_without_acceptance_is_proven_and_sent_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
@@ -159,8 +159,8 @@ async def test_silence_ends_unknown_at_the_horizon_across_runs(herald: HeraldCli
     assert description.run_id != receipt.run_id, "the polling intent should have continued as new"
     history = await _history(pool, key)
     assert _states(history) == ["submitting", "accepted", "unknown"]
-    assert [t["seq"] for t in history["transitions"]] == [1, 2, 3]
-    assert [o["seq"] for o in history["observations"]] == list(range(1, len(history["observations"]) + 1))
+    assert [t.seq for t in history.transitions] == [1, 2, 3]
+    assert [o.seq for o in history.observations] == list(range(1, len(history.observations) + 1))
 
 
 async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: HeraldClient, emulator: Emulator, pool) -> None:
@@ -177,8 +177,8 @@ async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: Heral
     assert final.attempts[0].provider_status.value == "delivered"
     assert len(await emulator.messages(to)) == 1
     history = await _history(pool, key)
-    delivered = [o for o in history["observations"] if o["provider_status"] == "delivered" and o["applied"]]
-    assert delivered and "intent stays cancelled" in delivered[0]["reason"]
+    delivered = [o for o in history.observations if o.provider_status == "delivered" and o.applied]
+    assert delivered and "intent stays cancelled" in delivered[0].reason
     assert _states(history)[-1] == "cancelled"
 
 
@@ -208,10 +208,10 @@ async def test_report_for_a_closed_intent_is_still_recorded(herald: HeraldClient
 
     async def recorded():
         history = await _history(pool, key)
-        return [o for o in history["observations"] if o["provider_status"] == "undelivered"]
+        return [o for o in history.observations if o.provider_status == "undelivered"]
 
     deadline = asyncio.get_running_loop().time() + 15
     while not (late := await recorded()) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.2)
-    assert late and not late[0]["applied"] and "closed" in late[0]["reason"]
+    assert late and not late[0].applied and "closed" in late[0].reason
     assert (await herald.status(key)).state is IntentState.DELIVERED

@@ -21,6 +21,7 @@ from herald.lifecycle import IntentState
 from herald.metrics.exporter import build_exporter, ledger_pool
 from tests.faults.workers import service, worker
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
@@ -58,7 +59,7 @@ async def test_a_worker_serves_sdk_metrics_and_how_its_intents_ended(
     task_queue = f"herald-metrics-{secrets.token_hex(4)}"
     address = f"127.0.0.1:{free_port()}"
     with worker(stack, "metrics-worker", HERALD_TASK_QUEUE=task_queue, HERALD_WORKER_METRICS_ADDRESS=address):
-        herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY)
+        herald = HeraldClient(temporal, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
         delivered_key, undelivered_key, undelivered_to = fresh_key(), fresh_key(), fresh_recipient()
         await emulator.arm(undelivered_to, "undelivered")
         await herald.send(receipt_request(delivered_key, fresh_recipient()))

@@ -12,7 +12,7 @@ template loader at it for its own duration. The workers here sign links (the ses
 unsubscribe key), and the links point at a receipt server here that verifies them; SendGrid's events
 go to the session's receipt server, as in production. The links are https:// (RFC 8058; Herald writes no
 other kind) on that server's loopback host and port; it speaks plain HTTP with no TLS proxy in front, so
-the test, as the mail client, calls the same host, port and path over http (devstack.demo.over_loopback).
+the test, as the mail client, calls the same host, port and path over http (devstack.demo_email.over_loopback).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from temporalio.client import Client
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from devstack.demo import over_loopback
+from devstack.demo_email import over_loopback
 from devstack.processes import free_port
 from herald import templates
 from herald.client import HeraldClient
 from herald.contracts import IntentStatus
-from herald.intent import Channel, recipient_fingerprint
+from herald.intent import Channel
 from herald.lifecycle import IntentState
 from herald.providers.smtp import SmtpAdapter
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
@@ -46,6 +46,7 @@ from herald.recipient_vault import RecipientVault
 from herald.settings import UnsubscribeSettings
 from tests import reads
 from tests.intents import email_request, fresh_address, fresh_key
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY, Esp, consented_to_marketing
 from worker import build_submit_worker, build_worker
 
@@ -92,7 +93,11 @@ async def signing(
         update={"unsubscribe": keys, "port": port, "public_url": f"http://127.0.0.1:{port}"}
     )
     endpoint = ReceiptEndpoint(
-        receipts, auth_token=settings.twilio.auth_token.get_secret_value(), pool=pool, client=temporal
+        receipts,
+        auth_token=settings.twilio.auth_token.get_secret_value(),
+        pool=pool,
+        client=temporal,
+        keyring=SESSION_KEYRING,
     )
     server = build_receipt_server(endpoint, "127.0.0.1", port)
     serving = asyncio.create_task(server.serve())
@@ -100,15 +105,27 @@ async def signing(
         await asyncio.sleep(0.02)
     task_queue = f"herald-unsubscribe-{secrets.token_hex(4)}"
     local = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
-    adapter = SmtpAdapter(settings.email.model_copy(update={"unsubscribe": keys}))
-    provider = ProviderActivities({Channel.EMAIL: adapter}, receipts.public_url, pool)
+    adapter = SmtpAdapter(settings.email.model_copy(update={"unsubscribe": keys}), keyring=SESSION_KEYRING)
+    provider = ProviderActivities(
+        {Channel.EMAIL: adapter},
+        receipts.public_url,
+        pool,
+        vault=RecipientVault(pool, SESSION_KEKS),
+        keyring=SESSION_KEYRING,
+    )
     try:
         async with (
-            build_worker(temporal, local, LedgerActivities(pool), provider),
+            build_worker(temporal, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider),
             build_submit_worker(temporal, local, provider),
         ):
             yield (
-                HeraldClient(temporal, task_queue, policy=TEST_POLICY, vault=RecipientVault(pool)),
+                HeraldClient(
+                    temporal,
+                    task_queue,
+                    policy=TEST_POLICY,
+                    vault=RecipientVault(pool, SESSION_KEKS),
+                    keyring=SESSION_KEYRING,
+                ),
                 keys.url or "",
             )
     finally:
@@ -186,7 +203,7 @@ async def test_a_one_click_post_stops_marketing_and_receipts_still_go(
 
         base, token = link.rsplit("/", 1)
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        mine, theirs = (bytes.fromhex(recipient_fingerprint(a).split(":")[1]) for a in (to, other))
+        mine, theirs = (bytes.fromhex(SESSION_KEYRING.recipient(a).split(":")[1]) for a in (to, other))
         forged = base64.urlsafe_b64encode(raw.replace(mine, theirs)).rstrip(b"=").decode()
         refused = await http.post(f"{base}/{forged}", data={"List-Unsubscribe": "One-Click"})
         assert refused.status_code == 403 and await reads.recipient_requests(pool, other) == []

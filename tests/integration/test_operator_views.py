@@ -138,8 +138,8 @@ async def test_policy_list_and_show_read_version_one_in_force_from_the_beginning
 
     from herald.ledger.policy_store import policy_version, policy_versions
 
-    assert (await policy_versions(pool))[0]["effective_from"] is None
-    assert (await policy_version(pool, 1))["effective_from"] is None
+    assert (await policy_versions(pool))[0].effective_from is None
+    assert (await policy_version(pool, 1)).effective_from is None
     env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value()}
     for command in (["policy", "list"], ["policy", "show", "1"]):
         ran = await asyncio.to_thread(

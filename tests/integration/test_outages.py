@@ -38,11 +38,13 @@ from herald.lifecycle import IntentState, SubmitResult
 from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
+from herald.recipient_vault import RecipientVault
 from herald.send_policy import Category, CategoryRules, PolicyRules
 from herald.settings import SendGridActivitySettings
 from tests import reads
 from tests.integration.refusing_proxy import RefusingProxy
 from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator, Esp
 from worker import build_submit_worker, build_worker
 
@@ -107,16 +109,28 @@ async def outages(
     feed = SendGridActivitySettings(
         api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=ACTIVITY_KEY, requests_per_minute=600, lag_seconds=2
     )
-    adapters = [TwilioAdapter(sms), SmtpAdapter(smtp), TwilioAdapter(sms), SmtpAdapter(smtp, SendGridActivity(feed))]
+    adapters = [
+        TwilioAdapter(sms),
+        SmtpAdapter(smtp, keyring=SESSION_KEYRING),
+        TwilioAdapter(sms),
+        SmtpAdapter(smtp, SendGridActivity(feed), keyring=SESSION_KEYRING),
+    ]
     workers = []
     for name, (twilio_adapter, smtp_adapter) in {"events": adapters[:2], "feed": adapters[2:]}.items():
         queue = f"herald-outages-{name}-{secrets.token_hex(3)}"
         on_queue = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": queue})})
         providers = {Channel.SMS: twilio_adapter, Channel.EMAIL: smtp_adapter}
-        activities = ProviderActivities(providers, settings.receipts.public_url, pool)
-        workers += [build_worker(temporal, on_queue, LedgerActivities(pool), activities),
+        activities = ProviderActivities(
+            providers,
+            settings.receipts.public_url,
+            pool,
+            vault=RecipientVault(pool, SESSION_KEKS),
+            keyring=SESSION_KEYRING,
+        )
+        ledger = LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS))
+        workers += [build_worker(temporal, on_queue, ledger, activities),
                     build_submit_worker(temporal, on_queue, activities)]  # fmt: skip
-        client = HeraldClient(temporal, queue, policy=POLICY)
+        client = HeraldClient(temporal, queue, policy=POLICY, keyring=SESSION_KEYRING)
         if name == "events":
             found.events_only = client
         else:

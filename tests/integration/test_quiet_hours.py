@@ -26,11 +26,13 @@ from herald.intent import Channel
 from herald.ledger.policy_store import publish_policy
 from herald.lifecycle import IntentState
 from herald.providers.twilio import TwilioAdapter
+from herald.recipient_vault import RecipientVault
 from herald.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.settings import TemporalSettings
 from herald.temporal_client import data_converter
 from herald.workflow_api import SEARCH_ATTRIBUTES
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY, Emulator
 from worker import build_submit_worker, build_worker
 
@@ -79,15 +81,22 @@ async def test_quiet_hours_defer_a_non_urgent_intent_to_the_window_end_and_never
     task_queue = f"herald-quiet-{fresh_key()[-8:]}"
     local = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     adapter = TwilioAdapter(settings.twilio)
-    provider = ProviderActivities({Channel.SMS: adapter}, settings.receipts.public_url, pool)
-    herald = HeraldClient(skipping.client, task_queue, policy=POLICY)
+    provider = ProviderActivities(
+        {Channel.SMS: adapter},
+        settings.receipts.public_url,
+        pool,
+        vault=RecipientVault(pool, SESSION_KEKS),
+        keyring=SESSION_KEYRING,
+    )
+    herald = HeraldClient(skipping.client, task_queue, policy=POLICY, keyring=SESSION_KEYRING)
     reminder, urgent = fresh_key("class_reminder"), fresh_key("class_opening")
     to_reminder, to_urgent = fresh_recipient(), fresh_recipient()
     # No emulator faults: an answered submit is polled by its SID, which does not depend on clocks.
     # (A lookup by reference compares the provider's real clock with the skipped one: not here.)
     try:
-        async with build_worker(skipping.client, local, LedgerActivities(pool), provider), build_submit_worker(
-            skipping.client, local, provider
+        async with (
+            build_worker(skipping.client, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider),
+            build_submit_worker(skipping.client, local, provider),
         ):
             await herald.send(receipt_request(reminder, to_reminder, template_id="class_reminder", template_version=1,
                                               render_data=CLASS, time_zone=zone))  # fmt: skip

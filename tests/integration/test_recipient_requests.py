@@ -11,19 +11,19 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.recipient_requests import RecipientRequest, record_requests, requests_of
 from herald.ledger.report import ledger_report
 from herald.lifecycle import IntentState
 from herald.send_policy import Category
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import Emulator
 
 
 def _request(to: str, request: str, *, category: Category | None = None, ref: str | None = None) -> RecipientRequest:
     return RecipientRequest(
-        fingerprint=recipient_fingerprint(to), channel="sms", request=request, category=category,
+        fingerprint=SESSION_KEYRING.recipient(to), channel="sms", request=request, category=category,
         source="inbound_keyword", detail=f"keyword {request}", source_ref=ref or f"SM{secrets.token_hex(16)}",
         requested_at=datetime.now(UTC),
     )  # fmt: skip
@@ -50,7 +50,7 @@ async def test_an_opt_out_suppresses_the_next_intent_and_an_opt_in_lifts_it(
     assert (await asyncio.wait_for(herald.wait(allowed), 60)).state is IntentState.DELIVERED
     assert len(await emulator.messages(to)) == 1
     async with pool.connection() as conn:
-        recorded = await requests_of(conn, [recipient_fingerprint(to)])
+        recorded = await requests_of(conn, [SESSION_KEYRING.recipient(to)])
     assert [r.request for r in recorded] == ["opt_in", "opt_out"]
     # Seen by operators: the report counts them by kind and source, with the time of the last.
     counts = {(c.request, c.source, c.channel): c for c in (await ledger_report(pool)).consent}
@@ -63,11 +63,9 @@ async def test_an_unsubscribe_stops_its_own_category_only(pool: AsyncConnectionP
     async with pool.connection() as conn:
         await record_requests(conn, [_request(to, "unsubscribe", category=Category.MARKETING)])
         later = datetime.now(UTC) + timedelta(seconds=1)
-        marketing = await standing(
-            conn, at=later, recipient=to, channel="sms", category=Category.MARKETING, workflow_id="x"
-        )
-        receipts = await standing(
-            conn, at=later, recipient=to, channel="sms", category=Category.TRANSACTIONAL, workflow_id="x"
-        )
+        marketing = await standing(conn, at=later, recipient=to, channel="sms", category=Category.MARKETING,
+                                   workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
+        receipts = await standing(conn, at=later, recipient=to, channel="sms", category=Category.TRANSACTIONAL,
+                                  workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"]
     assert receipts.suppressions == []

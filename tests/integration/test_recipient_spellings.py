@@ -21,15 +21,15 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald import fingerprints
-from herald.cli import commands as starter
-from herald.cli_services import Services
+from herald.cli.erase import cmd_erase
+from herald.cli.parser import parse_args
 from herald.client import HeraldClient
 from herald.errors import InvalidIntent
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import grant_consent
 from herald.lifecycle import IntentState
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
 from herald.recipients import NUMBER_RULE
+from herald.runtime.process import ProcessRuntime
 from herald.send_policy import Category
 from tests.integration.test_erasure_reach import (  # noqa: F401 - the service database's fixtures, shared
     _enqueue,
@@ -41,6 +41,7 @@ from tests.integration.test_erasure_reach import (  # noqa: F401 - the service d
 )
 from tests.integration.test_inbound_sms import PROMOTION, text_us
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import Emulator
 
 WAIT = 60
@@ -57,7 +58,7 @@ async def _consenting_and_stopped(
         # A spelling no door reads has no fingerprint at all (herald.recipients): nothing to record.
         with contextlib.suppress(ValueError):
             await grant_consent(
-                pool, fingerprint=recipient_fingerprint(recipient), category=Category.MARKETING,
+                pool, fingerprint=SESSION_KEYRING.recipient(recipient), category=Category.MARKETING,
                 source="signup form", granted_at=datetime.now(UTC),
             )  # fmt: skip
     stop = await text_us(emulator, receipts, to, "STOP")
@@ -72,13 +73,13 @@ async def _messages(emulator: Emulator, *spellings: str) -> list[dict[str, Any]]
 async def _erase(settings: Any, number: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
     """`starter.py erase NUMBER` in process, against the session's Temporal and ledger (no outbox)."""
     command = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"database_url": None})})
-    services = Services(lambda: command)
+    runtime = ProcessRuntime(command, own_temporal_runtime=True)
     try:
-        code = await starter.cmd_erase(
-            starter.parse_args(["erase", number, "--operator", "dpo", "--reason", "erasure request 29"]), services
+        code = await cmd_erase(
+            parse_args(["erase", number, "--operator", "dpo", "--reason", "erasure request 29"]), runtime
         )
     finally:
-        services.close()
+        runtime.close()
     out = capsys.readouterr().out
     assert code == 0, out
     return out.splitlines()
@@ -135,7 +136,7 @@ async def test_a_spelling_the_rule_normalises_is_the_number_for_stop_fingerprint
     for key in (marketing, receipt):
         status = await asyncio.wait_for(herald.wait(key), WAIT)
         assert status.state is IntentState.SUPPRESSED, status.transitions[-1].reason
-        assert status.destination_fingerprint == fingerprints.short(recipient_fingerprint(to))
+        assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(to))
     assert await _messages(emulator, to, spelling) == []
     ids = sorted([f"{marketing}/sms", f"{receipt}/sms"])
     assert sorted(await _intents_holding(owner_pool, to)) == [(workflow_id, to) for workflow_id in ids]

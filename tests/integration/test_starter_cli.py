@@ -2,7 +2,7 @@
 
 The abort was "Fatal Python error: PyGILState_Release" at exit, 1 run in 5 to 30 of a command that
 exits right after a Temporal call: a thread of the Temporal runtime was still handing the last call's
-result to asyncio when the interpreter finalized (herald.cli_services.Services explains it). These runs repeat
+result to asyncio when the interpreter finalized (herald.runtime.process.ProcessRuntime explains it). These runs repeat
 the commands that showed it.
 """
 
@@ -16,10 +16,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from devstack.processes import free_port
-from herald.cli import commands as starter
+from herald.cli import main as starter
+from herald.cli.parser import parse_args
+from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
 from tests.keys import SESSION_FINGERPRINT_KEYS
 
@@ -84,14 +84,13 @@ def test_a_command_ending_right_after_a_temporal_call_exits_cleanly_every_time(s
         assert_clean_exit(done, 2, f"error: key: no intent on any channel for {key}\n")
 
 
-def test_closing_the_services_releases_the_temporal_runtime(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_closing_the_runtime_releases_the_temporal_runtime(stack: Any) -> None:
     """After a command that used Temporal, close() finds the runtime gone: its threads stopped before exit."""
-    monkeypatch.setattr(starter, "_settings", lambda: load_settings(stack_env(stack)))
-    services = starter.services()
-    code = starter.run(starter.parse_args(["status", f"order_receipt:absent_{uuid.uuid4().hex[:12]}"]), services)
+    runtime = ProcessRuntime(lambda: load_settings(stack_env(stack)), own_temporal_runtime=True)
+    code = starter.run(parse_args(["status", f"order_receipt:absent_{uuid.uuid4().hex[:12]}"]), runtime)
     assert code == 2
-    assert services._runtime is not None
-    assert services.close() is True
+    assert runtime._runtime is not None
+    assert runtime.close() is True
 
 
 async def test_send_and_wait_then_status_with_the_ledger(stack: Any, herald: Any) -> None:

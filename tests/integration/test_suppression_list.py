@@ -16,11 +16,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald import fingerprints
 from herald.client import HeraldClient
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import lift_suppression
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.lifecycle import IntentState
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.stack import Emulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ async def reply(pool: AsyncConnectionPool, to: str, request: str, keyword: str) 
         await record_requests(
             conn,
             [RecipientRequest(
-                fingerprint=recipient_fingerprint(to), channel="sms", request=request, source="inbound_keyword",
+                fingerprint=SESSION_KEYRING.recipient(to), channel="sms", request=request, source="inbound_keyword",
                 detail=f"keyword {keyword}", source_ref=f"SM{secrets.token_hex(16)}", requested_at=datetime.now(UTC),
             )],
         )  # fmt: skip
@@ -59,13 +59,15 @@ async def test_the_list_names_each_request_and_report_and_what_suppresses_now(
     key = fresh_key()
     await herald.send(receipt_request(key, to))
     assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.PERMANENT_FAILURE
-    await lift_suppression(pool, fingerprint=recipient_fingerprint(to), channel="sms", operator="alice", reason="asked")
+    await lift_suppression(
+        pool, fingerprint=SESSION_KEYRING.recipient(to), channel="sms", operator="alice", reason="asked"
+    )
     await reply(pool, to, "opt_out", "STOP")
     await reply(pool, to, "help", "HELP")
 
     listed = await suppression_list(stack, to)
     assert to not in listed and to.lstrip("+") not in listed
-    assert listed.startswith(f"recipient fingerprint {fingerprints.short(recipient_fingerprint(to))}, channel sms")
+    assert listed.startswith(f"recipient fingerprint {fingerprints.short(SESSION_KEYRING.recipient(to))}, channel sms")
     assert "now: transactional suppressed by opt_out (keyword STOP)" in listed
     assert "now: marketing suppressed by opt_out (keyword STOP)" in listed
     lines = listed.splitlines()

@@ -16,9 +16,11 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
 from herald.lifecycle import IntentState
+from herald.recipient_vault import RecipientVault
 from herald.temporal_client import connect
 from herald.tracing import tracing_interceptors
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY
 from worker import build_providers, build_submit_worker, build_worker
 
@@ -34,13 +36,16 @@ async def test_a_traced_intent_is_one_trace_from_start_to_provider_call(
     task_queue = f"herald-tracing-{secrets.token_hex(4)}"
     traced = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": task_queue})})
     client = await connect(traced.temporal, interceptors=tracing_interceptors(provider))
-    adapters = build_providers(traced)
-    activities = ProviderActivities(adapters, traced.receipts.public_url, pool)
+    adapters = build_providers(traced, SESSION_KEYRING)
+    activities = ProviderActivities(
+        adapters, traced.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
     try:
-        async with build_worker(client, traced, LedgerActivities(pool), activities), build_submit_worker(
-            client, traced, activities
+        async with (
+            build_worker(client, traced, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), activities),
+            build_submit_worker(client, traced, activities),
         ):
-            herald = HeraldClient(client, task_queue, policy=TEST_POLICY)
+            herald = HeraldClient(client, task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
             key = fresh_key()
             receipt = await herald.send(receipt_request(key, fresh_recipient()))
             assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED

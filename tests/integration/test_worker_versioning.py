@@ -15,7 +15,9 @@ from temporalio.service import RPCError
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
+from herald.recipient_vault import RecipientVault
 from herald.settings import WorkerVersionSettings
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from worker import build_submit_worker, build_worker
 
 
@@ -45,8 +47,12 @@ async def test_a_versioned_worker_registers_both_task_queues_under_its_version(
             "worker_version": WorkerVersionSettings(deployment_name=deployment, build_id=build_id),
         }
     )
-    provider = ProviderActivities({}, settings.receipts.public_url, pool)
-    workflow_worker = build_worker(temporal, versioned, LedgerActivities(pool), provider)
+    provider = ProviderActivities(
+        {}, settings.receipts.public_url, pool, vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING
+    )
+    workflow_worker = build_worker(
+        temporal, versioned, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider
+    )
     submit_worker = build_submit_worker(temporal, versioned, provider)
     expected = {
         (task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),

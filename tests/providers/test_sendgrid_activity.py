@@ -25,6 +25,7 @@ from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings, SendGridActivitySettings
 from tests.depth import examples
+from tests.keys import SESSION_KEYRING
 
 KEY = "SG.activity-test-key"
 REF = "att_0123456789abcdef01234567_1"
@@ -240,7 +241,7 @@ def relay(esp: EspServer) -> SmtpAdapter:
             api_base=f"http://127.0.0.1:{esp.admin_port}", api_key=KEY, requests_per_minute=600, lag_seconds=1
         )
     )
-    return SmtpAdapter(config, activity)
+    return SmtpAdapter(config, activity, keyring=SESSION_KEYRING)
 
 
 async def test_the_relay_declares_the_lookup_and_finds_its_message_once_the_feed_lists_it(esp: EspServer) -> None:
@@ -287,7 +288,7 @@ def test_without_a_feed_the_relay_declares_no_lookup() -> None:
     config = EmailSettings(
         host="relay.example", from_address="receipts@herald.example", message_id_domain="mail.herald.example"
     )
-    assert not SmtpAdapter(config).capabilities.lookup_by_reference
+    assert not SmtpAdapter(config, keyring=SESSION_KEYRING).capabilities.lookup_by_reference
 
 
 def test_the_transcribed_description_matches_the_adapters_constants() -> None:

@@ -18,6 +18,7 @@ from herald.outcomes import Accepted, ProviderStatus, Rejected, Retryable, Unkno
 from herald.providers.port import Attachment
 from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings
+from tests.keys import SESSION_KEYRING
 
 USERNAME, PASSWORD = "apikey", "SG.emulator-secret"
 DOMAIN = "mail.herald.example"
@@ -44,7 +45,7 @@ def adapter(esp: EspServer, **overrides: Any) -> SmtpAdapter:
         "connect_timeout": 2.0,
     }  # fmt: skip
     values.update(overrides)
-    return SmtpAdapter(EmailSettings(**values))
+    return SmtpAdapter(EmailSettings(**values), keyring=SESSION_KEYRING)
 
 
 def submission(to: str, ref: str = "att_0123456789abcdef01234567_1", **overrides: Any) -> EmailSubmission:
@@ -149,14 +150,14 @@ async def test_a_relay_that_is_not_listening_is_unreachable() -> None:
         port = probe.getsockname()[1]
     config = EmailSettings(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
                         message_id_domain=DOMAIN, connect_timeout=1.0)  # fmt: skip
-    outcome = await SmtpAdapter(config).send_email(submission("someone@example.com"))
+    outcome = await SmtpAdapter(config, keyring=SESSION_KEYRING).send_email(submission("someone@example.com"))
     assert isinstance(outcome.result, Unreachable) and "before DATA" in outcome.result.reason
 
 
 def test_every_copy_of_one_attempt_has_the_same_message_id() -> None:
     """The Message-ID is a function of the attempt reference, so a second copy is recognisably the same message."""
     config = EmailSettings(host="relay.example", from_address="receipts@herald.example", message_id_domain=DOMAIN)
-    built = [SmtpAdapter(config).build(submission("a@example.com")) for _ in range(2)]
+    built = [SmtpAdapter(config, keyring=SESSION_KEYRING).build(submission("a@example.com")) for _ in range(2)]
     assert built[0]["Message-ID"] == built[1]["Message-ID"] == f"<att_0123456789abcdef01234567_1@{DOMAIN}>"
 
 

@@ -31,6 +31,7 @@ from herald.providers.port import Attachment, OutboundMessage
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings
 from herald.templates import render_message
+from tests.keys import SESSION_KEYRING
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = '"><img src=x onerror=alert(1)>'
@@ -73,7 +74,8 @@ async def esp() -> AsyncIterator[EspServer]:
 def adapter(port: int) -> SmtpAdapter:
     return SmtpAdapter(
         EmailSettings(host="127.0.0.1", port=port, security="none", from_address="receipts@herald.example",
-                      message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0)
+                      message_id_domain="mail.herald.example", read_timeout=2.0, connect_timeout=2.0),
+        keyring=SESSION_KEYRING,
     )  # fmt: skip
 
 

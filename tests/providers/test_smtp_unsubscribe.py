@@ -14,13 +14,13 @@ from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
 from devstack.processes import free_port
-from herald import fingerprints
 from herald.outcomes import Accepted, Rejected
 from herald.providers.port import OutboundMessage
 from herald.providers.smtp import SmtpAdapter
 from herald.send_policy import Category
 from herald.settings import EmailSettings, UnsubscribeSettings
 from herald.unsubscribe import TokenKeys, read
+from tests.keys import SESSION_KEYRING
 
 KEY = secrets.token_bytes(32)
 RECEIPTS_URL = "https://hooks.example.com"
@@ -53,7 +53,7 @@ def _adapter(port: int, **unsubscribe: Any) -> SmtpAdapter:
         host="127.0.0.1", port=port, security="none", from_address="news@herald.example",
         message_id_domain="mail.herald.example", unsubscribe=UnsubscribeSettings(**keys, **unsubscribe),
     )  # fmt: skip
-    return SmtpAdapter(config)
+    return SmtpAdapter(config, keyring=SESSION_KEYRING)
 
 
 def _message(to: str, category: Category) -> OutboundMessage:
@@ -90,7 +90,7 @@ async def test_marketing_mail_carries_the_pair_each_on_one_line_and_the_token_na
     assert "List-Unsubscribe-Post: List-Unsubscribe=One-Click" in lines
     assert b"=?" not in raw.split(b"\r\n\r\n", 1)[0] and to.encode() not in match.group(1).encode()
     token = read(TokenKeys({"u1": KEY}, "u1"), match.group(1), now=datetime.now(UTC))
-    assert token.fingerprint == fingerprints.keyring().recipient(to) and token.category is Category.MARKETING
+    assert token.fingerprint == SESSION_KEYRING.recipient(to) and token.category is Category.MARKETING
     assert timedelta(days=59) < token.expires_at - datetime.now(UTC) <= timedelta(days=60)
 
 

@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.settings import ReceiptSettings, TwilioSettings, UnsubscribeSettings
+from tests.keys import SESSION_KEYRING
 
 
 class RecordingClient:
@@ -55,7 +56,9 @@ async def receipt_app(
         public_url=public_url, hold_seconds=hold_seconds, sendgrid_public_key=public_key, store_timeout=store_timeout,
         inbound_replies=inbound_replies, unsubscribe=unsubscribe or UnsubscribeSettings(),
     )  # fmt: skip
-    endpoint = ReceiptEndpoint(receipts, auth_token=auth_token, pool=pool, client=client, twilio=twilio)  # type: ignore[arg-type]
+    endpoint = ReceiptEndpoint(
+        receipts, auth_token=auth_token, pool=pool, client=client, twilio=twilio, keyring=SESSION_KEYRING
+    )  # type: ignore[arg-type]
     server = build_receipt_server(endpoint, "127.0.0.1", 0)
     serving = asyncio.create_task(server.serve())
     while not server.started:

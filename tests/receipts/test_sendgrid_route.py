@@ -43,6 +43,7 @@ from herald.receipts.app import MAX_SENDGRID_BODY_BYTES, ReceiptEndpoint
 from herald.receipts.delivery import StoredReport, UnknownProviderError, deliver
 from herald.settings import EmailSettings, ReceiptSettings
 from tests import reads
+from tests.keys import SESSION_KEYRING as KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
 
 KEY = new_private_key()
@@ -319,7 +320,7 @@ def test_a_malformed_verification_key_stops_the_endpoint_at_construction() -> No
     with pytest.raises(ValueError, match="public key"):
         ReceiptEndpoint(
             ReceiptSettings(sendgrid_public_key="bm90IGEga2V5"),
-            auth_token="x", pool=None, client=None,  # type: ignore[arg-type]
+            auth_token="x", pool=None, client=None, keyring=KEYRING,  # type: ignore[arg-type]
         )  # fmt: skip
 
 
@@ -561,7 +562,7 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
                     EmailSettings(
                         host="127.0.0.1", port=esp.smtp_port, security="none", from_address="receipts@herald.example",
                         message_id_domain="herald.test",
-                    )
+                    ), keyring=KEYRING
                 )  # fmt: skip
                 token = secrets.token_hex(10)
                 first, second = f"att_{token}_1", f"att_{token}_2"

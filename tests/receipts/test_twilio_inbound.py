@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.store import open_pool
 from herald.providers.twilio_signature import compute_signature
@@ -33,6 +32,7 @@ from herald.settings import TwilioSettings
 from tests import reads
 from tests.depth import examples
 from tests.intents import fresh_recipient
+from tests.keys import SESSION_KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
 
 TOKEN = "inbound-test-auth-token"
@@ -102,7 +102,7 @@ async def test_a_signed_stop_is_one_opt_out_row_without_the_body_or_the_number(
         "sms",
         "inbound_keyword",
     )
-    assert row["recipient_fingerprint"] == recipient_fingerprint(sender)
+    assert row["recipient_fingerprint"] == SESSION_KEYRING.recipient(sender)
     assert sender not in _as_text(row) and sender.lstrip("+") not in _as_text(row)
     assert not [signal for signal in client.signals if sid in repr(signal)]
 
@@ -156,7 +156,7 @@ async def test_help_is_recorded_and_suppresses_nothing(
     async with pool.connection() as conn:
         found = await standing(
             conn, at=datetime.now(UTC) + timedelta(seconds=1), recipient=sender, channel="sms",
-            category=Category.MARKETING, workflow_id="inbound-test",
+            category=Category.MARKETING, workflow_id="inbound-test", fps=SESSION_KEYRING.recipient_candidates(sender),
         )  # fmt: skip
     assert found.suppressions == []
 

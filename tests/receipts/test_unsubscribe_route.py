@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
 
-from herald.intent import recipient_fingerprint
 from herald.ledger.policy_store import standing
 from herald.ledger.store import open_pool
 from herald.receipts.app import MAX_UNSUBSCRIBE_BODY_BYTES
@@ -33,6 +32,7 @@ from herald.unsubscribe import TokenKeys, issue
 from tests import reads
 from tests.depth import examples
 from tests.intents import fresh_address
+from tests.keys import SESSION_KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
 
 KEY = secrets.token_bytes(32)
@@ -51,7 +51,7 @@ async def route(pool: AsyncConnectionPool) -> AsyncIterator[tuple[str, Recording
 def link(to: str, *, keys: TokenKeys = KEYS, days: float = 60, category: Category = Category.MARKETING) -> str:
     """A token for `to`, as the SMTP adapter writes it into a marketing e-mail."""
     expires = datetime.now(UTC) + timedelta(days=days)
-    return issue(keys, fingerprint=recipient_fingerprint(to), category=category, expires_at=expires)
+    return issue(keys, fingerprint=SESSION_KEYRING.recipient(to), category=category, expires_at=expires)
 
 
 async def call(base: str, method: str, token: str, **kwargs: Any) -> httpx.Response:
@@ -72,7 +72,7 @@ def _not_ours(case: str, to: str, other: str) -> str:
     token = link(to)
     raw = _raw(token)
     if case == "another recipient's fingerprint under this signature":
-        mine, theirs = (bytes.fromhex(recipient_fingerprint(a).split(":")[1]) for a in (to, other))
+        mine, theirs = (bytes.fromhex(SESSION_KEYRING.recipient(a).split(":")[1]) for a in (to, other))
         return _spelled(raw.replace(mine, theirs))
     if case == "the category changed to transactional":
         raw[len(raw) - 32 - 16 - 4 - 1] = 0  # the category byte: marketing (2) becomes transactional (0)
@@ -104,7 +104,7 @@ async def test_get_shows_a_button_and_changes_nothing(
     assert (await call(base, "HEAD", token)).status_code == 200
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<form method="post">' in page.text and "marketing e-mail" in page.text
-    assert token not in page.text and to not in page.text and recipient_fingerprint(to) not in page.text
+    assert token not in page.text and to not in page.text and SESSION_KEYRING.recipient(to) not in page.text
     assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert await reads.recipient_requests(pool, to) == [] and client.signals == []
@@ -130,12 +130,10 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     assert len(row["source_ref"]) == 32 and row["source_ref"] not in token
     later = datetime.now(UTC) + timedelta(seconds=1)
     async with pool.connection() as conn:
-        marketing = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.MARKETING, workflow_id="x"
-        )
-        receipts = await standing(
-            conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL, workflow_id="x"
-        )
+        marketing = await standing(conn, at=later, recipient=to, channel="email", category=Category.MARKETING,
+                                   workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
+        receipts = await standing(conn, at=later, recipient=to, channel="email", category=Category.TRANSACTIONAL,
+                                  workflow_id="x", fps=SESSION_KEYRING.recipient_candidates(to))  # fmt: skip
     assert [cause for cause, _, _ in marketing.suppressions] == ["unsubscribe"] and receipts.suppressions == []
 
 
@@ -230,7 +228,7 @@ async def test_a_post_without_the_one_click_pair_is_400_naming_it_and_records_no
 
 def _signed_for(category: Category, to: str) -> str:
     """A token laid out and signed with our key exactly as issue() would, for a category issue() refuses."""
-    key_id, mac = recipient_fingerprint(to).split(":")
+    key_id, mac = SESSION_KEYRING.recipient(to).split(":")
     expiry = int((datetime.now(UTC) + timedelta(days=60)).timestamp())
     code = {Category.TRANSACTIONAL: 0, Category.ACCOUNT: 1}[category]
     signed = b"".join(

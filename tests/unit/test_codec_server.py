@@ -22,7 +22,8 @@ from herald.codec_server import (
     host_allowed,
 )
 from herald.payload_codec import EncryptionCodec
-from herald.settings import InvalidSetting
+from herald.runtime.process import ProcessRuntime
+from herald.settings import InvalidSetting, load_settings
 
 KEY = os.urandom(32)
 TOKEN = "operator-token"
@@ -108,7 +109,7 @@ async def test_a_malformed_body_or_an_unknown_key_is_400_naming_the_rule(codec_h
 def test_the_server_refuses_to_start_without_a_key() -> None:
     """No key configured: one line naming the variable, instead of a server that cannot decrypt anything."""
     with pytest.raises(InvalidSetting) as refused:
-        build_codec_server({})
+        build_codec_server(ProcessRuntime(load_settings({})))
     assert str(refused.value).startswith("HERALD_CODEC_KEYS: no key configured")
 
 
@@ -154,9 +155,13 @@ def test_an_entry_without_a_port_allows_any_port_and_one_with_a_port_only_that(h
 async def test_the_server_binds_loopback_and_an_allowed_hosts_list_replaces_the_default() -> None:
     """Built from settings it binds 127.0.0.1; HERALD_CODEC_SERVER_ALLOWED_HOSTS, when set, is the whole list."""
     keys = f"k1:{base64.b64encode(KEY).decode()}"
-    server = build_codec_server({"HERALD_CODEC_KEYS": keys})
+    server = build_codec_server(ProcessRuntime(load_settings({"HERALD_CODEC_KEYS": keys})))
     assert server.config.host == "127.0.0.1"
-    proxied = build_codec_server({"HERALD_CODEC_KEYS": keys, "HERALD_CODEC_SERVER_ALLOWED_HOSTS": "codec.example.com"})
+    proxied = build_codec_server(
+        ProcessRuntime(
+            load_settings({"HERALD_CODEC_KEYS": keys, "HERALD_CODEC_SERVER_ALLOWED_HOSTS": "codec.example.com"})
+        )
+    )
     for built, host, status in [
         (server, "127.0.0.1:8238", 200),
         (server, "codec.example.com", 421),
@@ -172,7 +177,7 @@ async def test_a_real_server_refuses_a_rebound_name_on_its_own_address() -> None
     """Over a real socket on 127.0.0.1, a request naming another host in Host is refused 421; its own name passes."""
     port = free_port()
     env = {"HERALD_CODEC_KEYS": f"k1:{base64.b64encode(KEY).decode()}", "HERALD_CODEC_SERVER_PORT": str(port)}
-    server = build_codec_server(env)
+    server = build_codec_server(ProcessRuntime(load_settings(env)))
     serving = asyncio.create_task(server.serve())
     try:
         for _ in range(250):

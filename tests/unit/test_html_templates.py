@@ -32,6 +32,7 @@ from herald.templates import (
     render_message,
 )
 from tests.depth import examples
+from tests.keys import SESSION_KEYRING as KEYRING
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -156,8 +157,8 @@ def test_the_content_hash_covers_the_html_part_and_text_only_hashes_are_unchange
     """The intent's content hash changes with the HTML part; a text-only e-mail hashes as it always did."""
     request = {"business_key": "order_receipt:pay_1", "channel": "email", "recipient": "a@example.com",
                "template_id": "order_receipt_email", "render_data": {**RECEIPT, "merchant": "Acme"}}  # fmt: skip
-    v1 = build_intent(parse_request({**request, "template_version": 1}), NOW)
-    v2 = build_intent(parse_request({**request, "template_version": 2}), NOW)
+    v1 = build_intent(parse_request({**request, "template_version": 1}), NOW, KEYRING)
+    v2 = build_intent(parse_request({**request, "template_version": 2}), NOW, KEYRING)
     assert v1.html_body is None and v2.html_body is not None and v1.body == v2.body
     assert v1.content_sha256 == content_sha256(v1.body, v1.subject)
     assert v2.content_sha256 == content_sha256(v2.body, v2.subject, None, v2.html_body)

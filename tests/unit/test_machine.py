@@ -1,220 +1,392 @@
-"""The intent machine, driven event by event with no Temporal: state, rows and what comes next.
+"""The intent machine as tables: the events it is stepped with and the commands it answers, no Temporal.
 
-The workflow (``workflows/notification.py``) only runs the machine; these tests give it the
-events the workflow would and check what it answers. The same paths run through the real workflow
-on the time-skipping server in ``tests/workflow``.
+Each case is a path; each row moves the test clock, steps the machine with one event and lists the
+commands it returned (``tests/unit/machine_tables.py`` shows each as one line: rows as "intent,
+attempt 1, t1 submitting, o1 unknown, inbox 7 applied", waits as their length). The same paths run
+through the real workflow on the time-skipping server in ``tests/workflow``.
 """
 
 from __future__ import annotations
 
 import ast
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-from herald.contracts import (
-    CancelRequest,
-    DeliveryReport,
-    Held,
-    KeyConflict,
-    NotificationInput,
-    NotSent,
-    ReportBatch,
-    Sent,
+import pytest
+
+from herald.contracts import AlreadyRecorded, Held, KeyConflict, NotSent
+from herald.ledger.records import IntentRecorded
+from herald.lifecycle import IntentState
+from herald.machine import IntentMachine
+from herald.machine.commands import ContinueAsNew, ReadOrder, Submit
+from herald.machine.events import (
+    HistoryChecked,
+    KeyConflictArrived,
+    OrderRead,
+    ProviderCancelAnswered,
+    SubmitAnswered,
+    SubmitFailed,
 )
-from herald.delivery_policy import DeliveryPolicy, proof_window
-from herald.intent import build_intent, parse_request
-from herald.lifecycle import IntentState, ObservationKind, SubmitResult
-from herald.machine import IntentMachine, Look
-from herald.machine.attempt import AttemptRecord
-from herald.machine.looks import LookPlan
-from herald.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unknown
+from herald.outcomes import ProviderStatus, Retryable, Unknown
 from herald.providers.twilio import TwilioAdapter
-from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, dispatch_order
+from herald.send_policy import Category, Decision, PolicyDecision, PolicyRules, built_in_order, dispatch_order
 from tests.unit.clock import TestClock
+from tests.unit.machine_tables import (
+    AT,
+    DONE,
+    EMAIL,
+    ENDED,
+    LOST,
+    ORDER_READ,
+    POLICY,
+    SHORT,
+    SMS,
+    STARTED,
+    UNAVAILABLE,
+    WRITTEN,
+    Case,
+    accepted,
+    cancel,
+    found,
+    machine_for,
+    not_found,
+    play,
+    report,
+    sent,
+    show,
+    smtp,
+    stream,
+)
 
-AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}
-POLICY = DeliveryPolicy()
-ORDER = dispatch_order(PolicyRules(), 1, Category.TRANSACTIONAL, "shared", None)
-
-
-def machine(clock: TestClock, **request: object) -> IntentMachine:
-    fields = {"business_key": "order_receipt:pay_1", "channel": "sms", "recipient": "+15551230001",
-              "template_id": "order_receipt", "template_version": 1, "render_data": DATA, **request}  # fmt: skip
-    intent = build_intent(parse_request(fields), clock.now())
-    return IntentMachine(NotificationInput(intent=intent, policy=POLICY), clock, "run-1")
-
-
-def submitting(clock: TestClock, **request: object) -> tuple[IntentMachine, AttemptRecord]:
-    """A machine whose first attempt is prepared and handed to the submit (its rows taken)."""
-    m = machine(clock, **request)
-    attempt = m.begin_attempt(ORDER)
-    assert attempt is not None
-    m.rows_for_submit()
-    return m, attempt
-
-
-def accepted(provider_id: str = "SM1") -> Sent:
-    result = Accepted(provider_id=provider_id, status=ProviderStatus.QUEUED)
-    return Sent(outcome=SubmitOutcome(result=result), provider="twilio", capabilities=TwilioAdapter.capabilities)
-
-
-def report(m: IntentMachine, inbox_id: int, status: ProviderStatus, at: datetime) -> ReportBatch:
-    ref = m.attempts[-1].ref
-    return ReportBatch(reports=[DeliveryReport(inbox_id=inbox_id, attempt_ref=ref, provider_id="SM1", status=status, received_at=at)])
-
-
-def test_a_report_after_acceptance_delivers_and_every_change_is_a_numbered_row() -> None:
-    clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt(ORDER)
-    assert attempt is not None and m.state is IntentState.SUBMITTING
-    rows = m.rows_for_submit()
-    # The submit commits the intent row, the attempt row and the move into submitting first.
-    assert rows.record is not None and rows.record.run_id == "run-1"
-    assert [row.attempt_ref for row in rows.attempts] == [attempt.ref]
-    assert [(row.seq, row.to_state) for row in rows.transitions] == [(1, IntentState.SUBMITTING)]
-    assert m.on_submit(attempt, accepted()) is None
-    assert m.state is IntentState.ACCEPTED and attempt.provider_id == "SM1"
-    clock.advance(timedelta(seconds=3))
-    m.receive_reports(report(m, 7, ProviderStatus.DELIVERED, clock.now()))
-    m.receive_reports(report(m, 7, ProviderStatus.DELIVERED, clock.now()))  # signalled twice
-    assert m.has_reports
-    m.apply_reports()
-    assert m.state is IntentState.DELIVERED and m.closed_by == "report:delivered"
-    written = m.rows_to_write()
-    assert written is not None and written.record is None  # the submit wrote the intent row
-    assert [(row.seq, row.to_state) for row in written.transitions] == [(2, IntentState.ACCEPTED), (3, IntentState.DELIVERED)]
-    assert [row.inbox_id for row in written.observations if row.inbox_id is not None] == [7]
-    assert [row.outcome for row in written.receipt_outcomes] == ["applied"]
-    assert m.rows_to_write() is None  # taken once
+DELIVERED, SENT = ProviderStatus.DELIVERED, ProviderStatus.SENT
+NOT_SENT = SubmitAnswered(step=NotSent(reason="ledger unavailable"))
+NEVER_STARTED = SubmitFailed(failure="TimeoutError", never_started=True)
+HOLD = SubmitAnswered(
+    step=Held(
+        decision=PolicyDecision(
+            version=3, decision=Decision.DEFER, rule="cooldown", reason="cooldown", not_before=AT + timedelta(hours=1)
+        )
+    )
+)
+REFUSED = sent(Retryable(reason="busy"), TwilioAdapter.capabilities)
+OTHER_RUN = IntentRecorded(
+    created=False, same_payload=True, first_run_id="run-0", next_transition_seq=4, next_observation_seq=5,
+    last_state=IntentState.DELIVERED,
+)  # fmt: skip
+LONG = HistoryChecked(long=True)  # Temporal suggests continuing as new
+CANCELS = TwilioAdapter.capabilities.model_copy(update={"cancel_accepted": True})
+EMAIL_ID = "<att_1@example.com>"
 
 
-def test_a_submit_that_did_not_finish_is_unknown_and_its_rows_are_written_again() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    step = m.submit_did_not_finish("TimeoutError")
-    assert isinstance(step.outcome.result, Unknown)
-    m.on_submit(attempt, step)
-    assert m.state is IntentState.SUBMITTING and attempt.submit_result is SubmitResult.UNKNOWN
-    again = m.rows_to_write()
-    # Whether the activity committed them is unknown: written again (idempotently), intent row included.
-    assert again is not None and again.record is not None
-    assert [row.attempt_ref for row in again.attempts] == [attempt.ref]
-    assert [row.seq for row in again.transitions] == [1]
-    # It is looked up by our reference, never submitted again.
-    assert m.way_to_look(attempt) is Look.LOOKUP
+def expires_in(minutes: int) -> dict[str, object]:
+    return {**SMS, "expires_at": (AT + timedelta(minutes=minutes)).isoformat()}
 
 
-def test_not_found_proves_absence_only_past_the_proof_window_then_a_retry_follows_its_backoff() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    m.on_submit(attempt, m.submit_did_not_finish("TimeoutError"))
-    early = NotFound(searched_at=clock.now() + timedelta(seconds=5), queue_bounded=True)
-    assert m.on_lookup(attempt, LookupOutcome(result=early), by_reference=True) == "not found"
-    assert m.state is IntentState.SUBMITTING and attempt.lookups == 1
-    clock.advance(proof_window(POLICY) + timedelta(seconds=1))
-    late = NotFound(searched_at=clock.now(), queue_bounded=True)
-    m.on_lookup(attempt, LookupOutcome(result=late), by_reference=True)
-    assert attempt.submit_result is SubmitResult.NOT_ACCEPTED and m.state is IntentState.RETRYABLE_FAILURE
-    due = m.retry_due()
-    assert due is not None and due > clock.now() and attempt.retry_delay == due - clock.now()
-    clock.at = due
-    m.retry_elapsed()
-    assert m.state is IntentState.PENDING
-    second = m.begin_attempt(ORDER)
-    assert second is not None and second.number == 2
+# The opening every path without a client-read order shares: the order is read, attempt 1 submitted.
+OPENING = [
+    (0, STARTED, ["read order"]),
+    (0, ORDER_READ, ["submit attempt 1: intent, attempt 1, t1 submitting"]),
+]
+# An unknown submit to Twilio, checkpointed and waiting for its first lookup by our reference.
+LOST_SMS = [
+    *OPENING,
+    (0, LOST, ["check history"]),
+    (0, SHORT, ["write intent, attempt 1, t1 submitting, o1 unknown"]),
+    (0, WRITTEN, ["publish submitting/1", "wait 5s"]),
+]
+CLOSE_DELIVERED = [
+    (0, WRITTEN, ["publish delivered/1", "await handlers"]),
+    (0, DONE, ["finish delivered"]),
+]
+
+CASES = [
+    Case("a report after acceptance delivers; the first wait writes nothing; a report signalled twice counts once", [
+        *OPENING,
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (3, report(7, DELIVERED), ["(woken)"]),
+        (0, report(7, DELIVERED), ["(woken)"]),
+        (0, ENDED, ["write t2 accepted, t3 delivered, o1 accepted, o2 status, inbox 7 applied"]),
+        *CLOSE_DELIVERED,
+    ]),
+    Case("the starting client's order, read just now, spares the read", [
+        (0, STARTED, ["submit attempt 1: intent, attempt 1, t1 submitting"]),
+    ], first_order_at=AT),
+    Case("the starting client's order, read 31 s ago, is read again", [
+        (0, STARTED, ["read order"]),
+    ], first_order_at=AT - timedelta(seconds=31)),
+    Case("a submit that did not finish is looked up by our reference, never resent; its rows are written again", [
+        *LOST_SMS,
+        (5, ENDED, ["look attempt 1 by reference"]),
+        (0, found(DELIVERED), ["write t2 delivered, o2 found"]),
+        *CLOSE_DELIVERED,
+    ]),
+    Case("not found proves absence only past the proof window; the retry waits its backoff, reads the order again", [
+        *LOST_SMS,
+        (5, ENDED, ["look attempt 1 by reference"]),
+        (0, not_found(5), ["check history"]),
+        (0, SHORT, ["write o2 not_found (not applied)"]),
+        (0, WRITTEN, ["wait 10s"]),
+        (661, ENDED, ["look attempt 1 by reference"]),
+        (0, not_found(666), ["check history"]),
+        (0, SHORT, ["write t2 retryable_failure, o3 not_found"]),
+        (0, WRITTEN, ["publish retryable_failure/1", "wait 3.75s"]),
+        (2.5, ENDED, ["check history"]),
+        (0, SHORT, ["wait 1.25s"]),  # woken early: the same deadline, nothing new to write
+        (1.25, ENDED, ["check history"]),
+        (0, SHORT, ["read order"]),
+        (0, ORDER_READ, ["submit attempt 2: attempt 2, t3 pending, t4 submitting"]),
+    ]),
+    Case("a report of an attempt presumed absent, during the backoff, settles without a resend and is counted", [
+        *LOST_SMS,
+        (666, ENDED, ["look attempt 1 by reference"]),
+        (0, not_found(666), ["check history"]),
+        (0, SHORT, ["write t2 retryable_failure, o2 not_found"]),
+        (0, WRITTEN, ["publish retryable_failure/1", "wait 3.75s"]),
+        (1, report(9, DELIVERED), ["(woken)"]),
+        (0, ENDED, ["write t3 delivered, o3 status, o4 presumed_not_accepted_then_seen, inbox 9 applied"]),
+        *CLOSE_DELIVERED,
+    ]),
+    Case("a poll by id that finds nothing proves nothing, even past the proof window", [
+        *OPENING,
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (30, ENDED, ["look attempt 1 by id SM1"]),
+        (0, not_found(30), ["check history"]),
+        (0, SHORT, ["write t2 accepted, o1 accepted, o2 not_found (not applied)"]),
+        (0, WRITTEN, ["publish accepted/1", "wait 60s"]),
+        (660, ENDED, ["look attempt 1 by id SM1"]),
+        (0, found(DELIVERED), ["write t3 delivered, o3 found"]),
+        *CLOSE_DELIVERED,
+    ]),
+    Case("the ledger cannot take the rows: a wait that writes nothing; a cancel meanwhile ends it never sent", [
+        *OPENING,
+        (0, NOT_SENT, ["wait 5s"]),
+        (1, cancel(), ["reply cancelled", "(woken)"]),
+        # Nothing of the first try was committed: its rows come back, ahead of the cancel's.
+        (0, ENDED, ["write intent, attempt 1, t1 submitting, t2 cancelled, o1 not_sent"]),
+        (0, WRITTEN, ["publish cancelled/1", "await handlers"]),
+        (0, DONE, ["finish cancelled"]),
+    ]),
+    Case("the ledger back, the same attempt is submitted again with what was learned meanwhile", [
+        *OPENING,
+        (0, KeyConflictArrived(conflict=KeyConflict(intent_fingerprint="f" * 64, observed_at=AT)), []),
+        (0, NOT_SENT, ["wait 5s"]),
+        (5, ENDED, ["submit attempt 1: intent, attempt 1, t1 submitting, o1 key_conflict (not applied)"]),
+    ]),
+    Case("a submit still queued at expiry ends expired in the route queue, never sent", [
+        *OPENING,
+        (120, NEVER_STARTED, ["write intent, attempt 1, t1 submitting, t2 expired, o1 not_sent"]),
+        (0, WRITTEN, ["publish expired/1", "await handlers"]),
+        (0, DONE, ["finish expired"]),
+    ], request=expires_in(2), reason="expired in the route queue"),
+    Case("a deferral gives the attempt back; an expiry during it names both reasons", [
+        *OPENING,
+        # The withdrawn attempt leaves no row, and its transition number is given back.
+        (0, HOLD, ["write intent, o1 deferred"]),
+        (0, WRITTEN, ["wait 300s"]),
+        (300, ENDED, ["write t1 expired"]),
+        (0, WRITTEN, ["publish expired/0", "await handlers"]),
+        (0, DONE, ["finish expired"]),
+    ], request=expires_in(5), reason="held by policy v3 (cooldown)"),
+    Case("the retry budget spent, the intent fails permanently", [
+        *OPENING,
+        (0, REFUSED, ["check history"]),
+        (0, SHORT, ["write t2 retryable_failure, o1 retryable"]),
+        (0, WRITTEN, ["publish retryable_failure/1", "wait 3.75s"]),
+        (10, ENDED, ["check history"]),
+        (0, SHORT, ["read order"]),
+        (0, ORDER_READ, ["submit attempt 2: attempt 2, t3 pending, t4 submitting"]),
+        (0, REFUSED, ["write t5 retryable_failure, t6 permanent_failure, o2 retryable"]),
+    ], policy=POLICY.model_copy(update={"max_attempts": 2}), reason="retry budget exhausted after 2 attempts"),
+    Case("at the horizon, a provider that cannot answer is asked again 2 s and 4 s later, then unknown", [
+        *OPENING,
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 20s"]),
+        (20, ENDED, ["look attempt 1 by id SM1"]),
+        (0, UNAVAILABLE, ["pause 2s"]),
+        (2, ENDED, ["look attempt 1 by id SM1"]),
+        (0, UNAVAILABLE, ["pause 4s"]),
+        (4, ENDED, ["look attempt 1 by id SM1"]),
+        (0, UNAVAILABLE, [(
+            "write t2 accepted, t3 unknown, o1 accepted, o2 unavailable (not applied), "
+            "o3 unavailable (not applied), o4 unavailable (not applied)"
+        )]),
+        (0, WRITTEN, ["publish unknown/1", "await handlers"]),
+        (0, DONE, ["finish unknown"]),
+    ], policy=POLICY.model_copy(update={"resolution_horizon": timedelta(seconds=20)}), reason="attempt 1 unavailable"),
+    Case("at the horizon, the last look's second try finds it delivered", [
+        *OPENING,
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 20s"]),
+        (20, ENDED, ["look attempt 1 by id SM1"]),
+        (0, UNAVAILABLE, ["pause 2s"]),
+        (2, ENDED, ["look attempt 1 by id SM1"]),
+        (0, found(DELIVERED), ["write t2 accepted, t3 delivered, o1 accepted, o2 unavailable (not applied), o3 found"]),
+        *CLOSE_DELIVERED,
+    ], policy=POLICY.model_copy(update={"resolution_horizon": timedelta(seconds=20)})),
+    Case("a cancel after acceptance asks a provider that can cancel, then follows the attempt; a second cancel is refused", [
+        *OPENING,
+        (0, accepted(capabilities=CANCELS), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (1, cancel(), ["reply cancelled", "(woken)"]),
+        (0, ENDED, ["ask the provider to cancel SM1"]),
+        (0, ProviderCancelAnswered(canceled=False, reason="already sent"), ["check history"]),
+        (0, SHORT, ["write t2 accepted, t3 cancelled, o1 accepted, o2 provider_cancel (not applied)"]),
+        (0, WRITTEN, ["publish cancelled/1", "wait 30s, a cancel does not wake it"]),
+        (0, cancel(), ["reply cancelled (refused)"]),
+        (30, ENDED, ["look attempt 1 by id SM1"]),
+        (0, found(DELIVERED), ["write o3 found"]),
+        (0, WRITTEN, ["await handlers"]),
+        (0, DONE, ["finish cancelled"]),
+    ]),
+    Case("the key already in the ledger from a run Temporal forgot: suppressed, its rows numbered after that run's", [
+        *LOST_SMS[:-1],
+        (0, WRITTEN.model_copy(update={"recorded": OTHER_RUN}), ["write t4 suppressed"]),
+        (0, WRITTEN, ["publish suppressed/0", "wait 5s"]),
+        (5, ENDED, ["await handlers"]),
+        (0, DONE, ["finish suppressed"]),
+    ]),
+    Case("the submit finds the key recorded by an earlier run: suppressed, nothing sent", [
+        *OPENING,
+        (0, SubmitAnswered(step=AlreadyRecorded(recorded=OTHER_RUN)), ["write t4 suppressed"]),
+        (0, WRITTEN, ["publish suppressed/0", "await handlers"]),
+        (0, DONE, ["finish suppressed"]),
+    ]),
+    # What the provider declares decides how an open attempt is asked about.
+    Case("e-mail accepted by a relay with events: never asked; quiet until the first poll's time, then to the horizon", [
+        *OPENING,
+        (0, accepted(EMAIL_ID, smtp(events=True)), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (30, ENDED, ["check history"]),
+        (0, SHORT, ["write t2 accepted, o1 accepted"]),
+        (0, WRITTEN, ["publish accepted/1", "wait 86370s"]),
+        (5, report(4, DELIVERED, provider_id=EMAIL_ID, request=EMAIL), ["(woken)"]),
+        (0, ENDED, ["write t3 delivered, o2 status, inbox 4 applied"]),
+        *CLOSE_DELIVERED,
+    ], request=EMAIL),
+    Case("e-mail accepted by a relay without events: relayed, nothing more can be known", [
+        *OPENING,
+        (0, accepted(EMAIL_ID, smtp(events=False)), ["write t2 accepted, t3 relayed, o1 accepted"]),
+        (0, WRITTEN, ["publish relayed/1", "await handlers"]),
+        (0, DONE, ["finish relayed"]),
+    ], request=EMAIL),
+    Case("e-mail accepted by a provider that declares lookups is polled by id: the declaration wins", [
+        *OPENING,
+        (0, accepted("EM1"), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (30, ENDED, ["look attempt 1 by id EM1"]),
+    ], request=EMAIL),
+    Case((
+        "an unknown e-mail submit (the channel's assumption): the stream is read after the evidence window; "
+        "silence counts only once the stream has flowed past it"
+    ), [
+        *OPENING,
+        (0, LOST, ["check history"]),
+        (0, SHORT, ["write intent, attempt 1, t1 submitting, o1 unknown"]),
+        (0, WRITTEN, ["publish submitting/1", "wait 600s"]),
+        (600, ENDED, ["read stream"]),
+        (0, stream(), ["check history"]),
+        (0, SHORT, ["write o2 stream_silent (not applied)"]),
+        (0, WRITTEN, ["wait 60s"]),
+        (600, ENDED, ["read stream"]),
+        (0, stream(passed_after=90), ["check history"]),
+        (0, SHORT, ["write t2 retryable_failure, o3 no_evidence"]),
+        (0, WRITTEN, ["publish retryable_failure/1", "wait 3.75s"]),
+    ], request=EMAIL, reason="presumed not accepted"),
+    Case("an unknown submit to a relay without events still has a question: its stream is read", [
+        *OPENING,
+        (0, sent(Unknown(reason="lost after DATA"), smtp(events=False), "relay"), ["check history"]),
+        (0, SHORT, ["write o1 unknown"]),
+        (0, WRITTEN, ["publish submitting/1", "wait 600s"]),
+        (600, ENDED, ["read stream"]),
+    ], request=EMAIL),
+]  # fmt: skip
 
 
-def test_a_poll_by_id_that_finds_nothing_proves_nothing() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    m.on_submit(attempt, accepted())
-    assert m.way_to_look(attempt) is Look.POLL
-    clock.advance(timedelta(days=1))
-    m.on_lookup(attempt, LookupOutcome(result=NotFound(searched_at=clock.now(), queue_bounded=True)), by_reference=False)
-    assert m.state is IntentState.ACCEPTED and attempt.submit_result is SubmitResult.ACCEPTED
-    m.on_lookup(attempt, LookupOutcome(result=Found(provider_id="SM1", status=ProviderStatus.DELIVERED)), by_reference=False)
-    assert m.state is IntentState.DELIVERED
-
-
-def test_a_ledger_that_cannot_take_the_rows_waits_and_a_cancel_meanwhile_ends_it_never_sent() -> None:
-    clock = TestClock(AT)
-    m = machine(clock)
-    attempt = m.begin_attempt(ORDER)
-    assert attempt is not None
-    first = m.rows_for_submit()
-    due = m.not_sent()
-    assert due > clock.now() and m.waits_to_resubmit(due)
-    m.on_cancel(CancelRequest(reason="refunded", operator="ops"))
-    assert m.state is IntentState.CANCELLED and not m.waits_to_resubmit(due)
-    assert m.abandon_not_sent(attempt, NotSent(reason="ledger unavailable"))
-    assert attempt.submit_result is SubmitResult.NOT_SENT and attempt.resolved
-    written = m.rows_to_write()
-    # Nothing of the first try was committed: its rows come back, ahead of the cancel's.
-    assert written is not None and written.record is not None
-    assert [row.seq for row in written.transitions] == [1, 2] and written.transitions[0] == first.transitions[0]
-    assert [(row.kind, row.applied) for row in written.observations] == [(ObservationKind.NOT_SENT, True)]
-
-
-def test_the_ledger_coming_back_submits_the_same_attempt_with_what_was_learned_meanwhile() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    m.on_key_conflict(KeyConflict(intent_fingerprint="f" * 64, observed_at=clock.now()))
-    clock.at = m.not_sent()
-    assert not m.waits_to_resubmit(clock.now()) and not m.abandon_not_sent(attempt, NotSent(reason="ledger away"))
-    again = m.rows_for_submit()
-    assert [row.attempt_ref for row in again.attempts] == [attempt.ref]
-    assert [row.kind for row in again.observations] == [ObservationKind.KEY_CONFLICT]
-
-
-def test_a_deferral_gives_the_attempt_back_and_an_expiry_during_it_names_both_reasons() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock, expires_at=(AT + timedelta(minutes=5)).isoformat())
-    not_before = AT + timedelta(hours=1)
-    hold = Held(decision=PolicyDecision(version=3, decision=Decision.DEFER, rule="cooldown", reason="cooldown", not_before=not_before))
-    assert m.on_submit(attempt, hold) == not_before
-    assert m.state is IntentState.PENDING and m.attempts == [] and m.deferred(not_before)
-    clock.advance(timedelta(minutes=5))
-    m.deferral_woken(hold)
-    assert m.state is IntentState.EXPIRED and not m.deferred(not_before)
-    assert "held by policy v3 (cooldown)" in m.status().transitions[-1].reason
-    written = m.rows_to_write()
-    # The withdrawn attempt left no row, and its transition number was given back.
-    assert written is not None and written.attempts == []
-    assert [(row.seq, row.to_state) for row in written.transitions] == [(1, IntentState.EXPIRED)]
-
-
-def test_an_accepted_attempt_first_waits_lazily_to_its_first_poll() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    m.on_submit(attempt, accepted())
-    plan = LookPlan(m)
-    until, governing, lazy = plan.next_wait()
-    assert governing is attempt and lazy and until > clock.now()
-    assert not plan.take_if_due(attempt)
-    clock.at = until
-    assert plan.take_if_due(attempt)
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_a_path_steps_as_its_table(case: Case) -> None:
+    """Stepped with the case's events, the machine answers with the case's commands, row by row."""
+    play(case)
 
 
 def test_a_run_continued_as_new_carries_everything_it_knows() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock)
-    m.on_submit(attempt, accepted())
-    m.receive_reports(report(m, 3, ProviderStatus.SENT, clock.now()))
-    m.apply_reports()
-    carried = m.carry()
-    after = IntentMachine(NotificationInput(intent=m.intent, policy=POLICY, carried=carried), clock, "run-1")
-    assert after.status() == m.status()
-    after.receive_reports(report(after, 3, ProviderStatus.SENT, clock.now()))  # seen by the earlier run
-    assert not after.has_reports
+    """Asked to continue as new, the machine writes everything, lets the handlers finish and hands
+    the next run a state from which it answers as this one would; a report it saw stays seen."""
+    case = Case("continued as new", [
+        *OPENING,
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (1, report(3, SENT), ["(woken)"]),
+        (0, ENDED, ["check history"]),
+        (0, LONG, ["write t2 accepted, o1 accepted, o2 status, inbox 3 applied"]),
+        (0, WRITTEN, ["publish accepted/1", "await handlers"]),
+        (0, DONE, ["continue as new (accepted)"]),
+    ])  # fmt: skip
+    before, clock, (continued,) = play(case)
+    assert isinstance(continued, ContinueAsNew)
+    after = IntentMachine(continued.input, clock, "run-1")
+    assert after.status() == before.status()
+    assert [show(command, clock.now()) for command in after.step(STARTED)] == ["check history"]
+    assert [show(command, clock.now()) for command in after.step(SHORT)] == ["wait 30s"]
+    assert after.step(report(3, SENT)) == [] and not after.woken  # seen by the earlier run
+    assert after.step(report(5, DELIVERED)) == [] and after.woken
 
 
-def test_only_the_machine_changes_state() -> None:
-    """The workflow package assigns no attribute outside its own objects' setup and never reaches
-    into the machine's record, rows or attempts to change them."""
+def test_an_event_that_answers_nothing_the_machine_waits_on_is_refused() -> None:
+    """The machine names the event and the command it waits on; started twice, it refuses too."""
+    m = machine_for(Case("refused", []), TestClock(AT))
+    with pytest.raises(ValueError, match="order_read: answers no command the machine waits on"):
+        m.step(ORDER_READ)
+    m.step(STARTED)
+    with pytest.raises(ValueError, match=r"wait_ended: .* \(it waits on read_order\)"):
+        m.step(ENDED)
+    with pytest.raises(ValueError, match="started: the machine has started already"):
+        m.step(STARTED)
+
+
+@pytest.mark.parametrize(
+    ("request_", "validity", "requested"),
+    [
+        (SMS, 600, None),  # the delivery policy's validity
+        (expires_in(1), 60, None),  # never past the intent's expiry
+        ({**SMS, "priority": 5}, 600, 5),  # an intent may ask to go lower than its category
+    ],
+)
+def test_the_order_is_read_for_the_intent_and_the_submit_goes_where_it_says(
+    request_: dict[str, object], validity: int, requested: int | None
+) -> None:
+    """The send policy is asked with the intent's requested priority; the submit carries the order's
+    place in the route's queue and a validity no longer than the intent lives."""
+    m = machine_for(Case("submit", [], request=request_), TestClock(AT))
+    (read,) = m.step(STARTED)
+    assert isinstance(read, ReadOrder) and (read.query.requested, read.query.at) == (requested, AT)
+    order = dispatch_order(PolicyRules(), 4, Category.TRANSACTIONAL, "shared", requested)
+    (submit,) = m.step(OrderRead(order=order))
+    assert isinstance(submit, Submit)
+    assert (submit.input.validity_seconds, submit.priority_key, submit.fairness_weight) == (
+        validity, order.priority_key, order.fairness_weight,
+    )  # fmt: skip
+    assert (submit.input.policy_at, submit.fairness_key, submit.timeout) == (AT, "shared", POLICY.submit_timeout)
+
+
+def test_an_order_that_cannot_be_read_sends_at_the_built_in_priorities() -> None:
+    """The ledger away, the attempt goes at the built-in order rather than wait, and its
+    preparation says why."""
+    m = machine_for(Case("unread", []), TestClock(AT))
+    m.step(STARTED)
+    (submit,) = m.step(OrderRead(order=None, failure="ApplicationError"))
+    assert isinstance(submit, Submit)
+    assert submit.priority_key == built_in_order(Category.TRANSACTIONAL, "shared", None).priority_key
+    assert "send policy unreadable (ApplicationError): built-in defaults" in m.status().transitions[-1].reason
+
+
+def test_only_the_machine_changes_state_and_the_workflow_uses_its_door() -> None:
+    """The workflow package assigns no attribute outside its own objects' setup, never reaches into
+    the machine's rules, record, rows or attempts, and uses only the machine's step, status and woken."""
     paths = sorted((Path(__file__).parents[2] / "workflows").glob("*.py"))
-    assert {path.name for path in paths} >= {"notification.py", "checkpoints.py", "provider_calls.py"}
+    assert {path.name for path in paths} >= {"notification.py", "provider_calls.py"}
+    used: set[str] = set()
     for path in paths:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -225,47 +397,31 @@ def test_only_the_machine_changes_state() -> None:
                         owner = target.value
                         assert isinstance(owner, ast.Name) and owner.id == "self", (path.name, ast.unparse(node))
             if isinstance(node, ast.Attribute):
-                assert node.attr not in {"_record", "ledger", "transition", "settle"}, (path.name, ast.unparse(node))
+                reached = node.attr in {"_rules", "_record", "ledger", "transition", "settle"}
+                assert not reached, (path.name, ast.unparse(node))
+                if isinstance(node.value, ast.Attribute) and node.value.attr == "_machine":
+                    used.add(node.attr)
+    assert used == {"step", "status", "woken"}
 
 
-def test_a_submit_still_queued_at_expiry_ends_expired_in_the_route_queue_never_sent() -> None:
-    clock = TestClock(AT)
-    m, attempt = submitting(clock, expires_at=(AT + timedelta(minutes=2)).isoformat())
-    step = m.expired_in_queue()
-    clock.advance(timedelta(minutes=2))  # the queue's deadline is the intent's expiry
-    m.not_sent()
-    assert m.abandon_not_sent(attempt, step)
-    assert m.state is IntentState.EXPIRED and attempt.submit_result is SubmitResult.NOT_SENT
-    reason = m.status().transitions[-1].reason
-    assert reason.startswith("intent expired at") and "expired in the route queue" in reason
-    written = m.rows_to_write()
-    # The attempt was prepared, never written by a submit: its rows go with the close.
-    assert written is not None and [row.attempt_ref for row in written.attempts] == [attempt.ref]
+# What the machine may import: the standard library's pure parts, pydantic, and Herald's own
+# rules and types. No database, HTTP, Temporal, clock, randomness or environment of its own.
+_PURE_STDLIB = {"__future__", "collections", "collections.abc", "dataclasses", "datetime", "enum", "typing"}
+_IO = {"asyncio", "httpx", "os", "psycopg", "psycopg_pool", "random", "socket", "temporalio", "time"}
 
 
-def test_the_provider_may_hold_an_attempt_no_longer_than_the_intent_lives() -> None:
-    clock = TestClock(AT)
-    _, attempt = submitting(clock, expires_at=(AT + timedelta(seconds=45)).isoformat())
-    assert attempt.validity == timedelta(seconds=45)  # the policy's 600 s would outlive the intent
-    _, attempt = submitting(clock)
-    assert attempt.validity == POLICY.provider_queue_validity
-
-
-def test_the_starting_clients_order_serves_the_first_attempt_only_while_fresh() -> None:
-    """An order read by the client at start spares the workflow its own read for the first attempt,
-    read within the last 30 s; a stale one, and every later attempt, asks the send policy again."""
-    clock = TestClock(AT)
-    fields = {"business_key": "order_receipt:pay_1", "channel": "sms", "recipient": "+15551230001",
-              "template_id": "order_receipt", "template_version": 1, "render_data": DATA}  # fmt: skip
-    intent = build_intent(parse_request(fields), clock.now())
-    order = dispatch_order(PolicyRules(), 4, Category.TRANSACTIONAL, "shared", 5)
-    fresh = IntentMachine(NotificationInput(intent=intent, first_order=order, first_order_at=AT), clock, "run-1")
-    assert fresh.known_order() == order
-    attempt = fresh.begin_attempt(order)
-    assert attempt is not None and attempt.priority == 5
-    assert fresh.known_order() is None  # a second attempt would read the policy in force then
-
-    later = TestClock(AT + timedelta(seconds=31))  # e.g. the first worker task came late
-    stale = IntentMachine(NotificationInput(intent=intent, first_order=order, first_order_at=AT), later, "run-1")
-    assert stale.known_order() is None
-    assert machine(clock).known_order() is None  # a client without the ledger read nothing
+def test_the_machine_imports_no_io() -> None:
+    """Every module of herald/machine imports only pure modules: no I/O library, and of Herald's
+    ledger and providers only their row and capability types."""
+    for path in sorted((Path(__file__).parents[2] / "herald" / "machine").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in _IO, (path.name, name)
+                assert name in _PURE_STDLIB or name == "pydantic" or name.startswith("herald."), (path.name, name)
+                assert not name.startswith(("herald.ledger.", "herald.providers.")) or name in {
+                    "herald.ledger.records",
+                    "herald.providers.port",
+                }, (path.name, name)

@@ -18,6 +18,7 @@ from herald.machine.record import IntentRecord
 from herald.notice import parse_notice
 from herald.notice_view import render_notice
 from tests.intents import EMAIL_ENTRY, SMS_ENTRY
+from tests.keys import SESSION_KEYRING
 from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -106,7 +107,7 @@ def test_the_notice_view_shows_a_missing_channel() -> None:
 
 
 def _record_with(*results: SubmitResult | None) -> IntentRecord:
-    intent = build_intent(parse_request({"business_key": "order_receipt:pay_1", **EMAIL}), AT)
+    intent = build_intent(parse_request({"business_key": "order_receipt:pay_1", **EMAIL}), AT, SESSION_KEYRING)
     record = IntentRecord(intent, TestClock(AT), "run-1")
     for number, result in enumerate(results, start=1):
         attempt = AttemptRecord(number, f"att_x_{number}", AT)

@@ -20,6 +20,7 @@ from herald.notice import parse_notice
 from herald.notice_view import render_notice
 from herald.outbox import stored_notice
 from tests.intents import EMAIL_ENTRY, SMS_ENTRY
+from tests.keys import SESSION_KEYRING
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 SMS, EMAIL = SMS_ENTRY, EMAIL_ENTRY
@@ -35,7 +36,7 @@ def test_the_notices_tenant_and_each_channels_priority_reach_its_intent() -> Non
     """One tenant for every channel; each channel its own priority (or none: the category's)."""
     requests = parse_notice(notice({**SMS, "priority": 3}, EMAIL, tenant="acme")).requests()
     assert [(r.channel.value, r.tenant, r.priority) for r in requests] == [("sms", "acme", 3), ("email", "acme", None)]
-    intents = [build_intent(request, AT) for request in requests]
+    intents = [build_intent(request, AT, SESSION_KEYRING) for request in requests]
     assert [(i.tenant, i.priority) for i in intents] == [("acme", 3), ("acme", None)]
 
 
@@ -46,9 +47,14 @@ def test_a_notice_without_them_is_the_shared_tenants_at_the_categorys_priority()
 
 def test_a_notice_for_another_tenant_is_another_notice() -> None:
     """The tenant is part of every channel's intent fingerprint when named, as for a single request."""
-    shared = [build_intent(r, AT).intent_fingerprint for r in parse_notice(notice(SMS)).requests()]
-    acme = [build_intent(r, AT).intent_fingerprint for r in parse_notice(notice(SMS, tenant="acme")).requests()]
-    single = build_intent(parse_request({"business_key": "order_receipt:pay_1", **SMS, "tenant": "acme"}), AT)
+    shared = [build_intent(r, AT, SESSION_KEYRING).intent_fingerprint for r in parse_notice(notice(SMS)).requests()]
+    acme = [
+        build_intent(r, AT, SESSION_KEYRING).intent_fingerprint
+        for r in parse_notice(notice(SMS, tenant="acme")).requests()
+    ]
+    single = build_intent(
+        parse_request({"business_key": "order_receipt:pay_1", **SMS, "tenant": "acme"}), AT, SESSION_KEYRING
+    )
     assert shared != acme == [single.intent_fingerprint]
 
 

@@ -35,6 +35,7 @@ from herald.recipient_vault import (
 )
 from tests.depth import examples
 from tests.intents import fresh_key, receipt_request
+from tests.keys import SESSION_KEYRING
 
 TO = "+15552900001"
 FINGERPRINT = "fp:0123456789abcdef"
@@ -72,7 +73,7 @@ def _vault(rows: MemoryRows, keks: LocalKeks | None = None) -> RecipientVault:
 def _intent(body_ref: str = "ord-1") -> Intent:
     request = receipt_request(fresh_key(), TO, render_data={"order_ref": body_ref, "amount": "1.00",
                                                              "currency": "EUR", "merchant": "Shop"})  # fmt: skip
-    return build_intent(parse_request(request), datetime.now(UTC)).model_copy(
+    return build_intent(parse_request(request), datetime.now(UTC), SESSION_KEYRING).model_copy(
         update={"recipient_fingerprint": FINGERPRINT}
     )
 
@@ -218,6 +219,7 @@ def test_an_altered_token_opens_to_its_own_value_or_is_refused_by_name(position:
 async def test_a_worker_without_a_key_encryption_key_stops_at_start_naming_the_variable() -> None:
     """worker.py's run_worker, given a ledger and fingerprint keys but no KEK, refuses before connecting
     to anything, in one InvalidSetting naming HERALD_KEY_ENCRYPTION_KEY_FILES."""
+    from herald.runtime.process import ProcessRuntime
     from herald.settings import InvalidSetting, load_settings
     from tests.keys import SESSION_FINGERPRINT_KEYS
     from worker import run_worker
@@ -227,4 +229,4 @@ async def test_a_worker_without_a_key_encryption_key_stops_at_start_naming_the_v
         "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
     })  # fmt: skip
     with pytest.raises(InvalidSetting, match="^HERALD_KEY_ENCRYPTION_KEY_FILES: required"):
-        await run_worker(settings, asyncio.Event(), providers=lambda _: {})
+        await run_worker(ProcessRuntime(settings), asyncio.Event(), providers=lambda *_: {})

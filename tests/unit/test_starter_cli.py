@@ -12,15 +12,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from herald import cli_input, cli_services, fingerprints
-from herald.cli import commands as starter
+from herald import cli_input
+from herald.cli import main as starter
+from herald.cli import parser as cli_parser
 from herald.cli_input import CliInputError
 from herald.recipients import NUMBER_RULE
+from herald.runtime import reach
+from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
+from tests.keys import SESSION_FINGERPRINT_KEYS
 
 # The command line's own reading of settings, before a test replaces it (use_env).
-READ_SETTINGS = starter._settings
-UNREACHABLE = {"HERALD_TEMPORAL_ADDRESS": "127.0.0.1:1", "DATABASE_URL": "postgresql://herald@127.0.0.1:1/herald"}
+READ_SETTINGS = starter.read_settings
+UNREACHABLE = {
+    "HERALD_TEMPORAL_ADDRESS": "127.0.0.1:1", "DATABASE_URL": "postgresql://herald@127.0.0.1:1/herald",
+    "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+}  # fmt: skip
 PHONE = "+15551230001"
 RECEIPT = ["send", "--key", "order_receipt:pay_157", "--to", PHONE, "--template", "order_receipt", "--version", "1",
            "--data", "order_ref=ord_1", "--data", "currency=EUR", "--data", "merchant=Shop"]  # fmt: skip
@@ -43,15 +50,15 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             'connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused'
         )
 
-    monkeypatch.setattr(cli_services, "connect", temporal)
-    monkeypatch.setattr(starter.psycopg.AsyncConnection, "connect", database)
+    monkeypatch.setattr(reach, "connect", temporal)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", database)
     use_env(monkeypatch, UNREACHABLE)
     return tried
 
 
 def use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
     """Settings from `env` alone (not the developer's shell or a running stack's stack.env)."""
-    monkeypatch.setattr(starter, "_settings", lambda: load_settings(env))
+    monkeypatch.setattr(starter, "read_settings", lambda env_file: load_settings(env))
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -255,7 +262,6 @@ def test_a_flag_request_names_the_option_that_was_typed(capsys: Any, attempts: l
         (["policy", "show", "0"], "python starter.py policy show: argument VERSION: must be a version number (1 or more)", "xx"),
         (["policy", "publish", "r.json", "--owner", "o", "--effective-from", "2026-12-02T08:00"],
          "python starter.py policy publish: argument --effective-from: must carry a time zone", "xx"),
-        (["demo", "--emulator-url", "ftp://host"], "python starter.py demo: argument --emulator-url: must be an http://", "ftp://host"),
         (["sendd"], "python starter.py: argument COMMAND: must be one of 'send'", "sendd"),
         (["consent", "grant", PHONE, "spam", "--source", "s"], "python starter.py consent grant: argument CATEGORY: must be one of", PHONE),
     ],
@@ -364,21 +370,23 @@ def test_an_unreachable_database_is_one_line_exit_1(capsys: Any, attempts: list[
 def test_the_fingerprint_keys_of_the_stacks_env_file_are_used(
     capsys: Any, attempts: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], reached: str
 ) -> None:
-    """With its keys only in `<state folder>/stack.env` and none in the environment, a command that
-    fingerprints a recipient gets past the fingerprint to the service it needs (here away: exit 1)."""
+    """With its keys only in the env file HERALD_ENV_FILE names (a stack's `stack.env`) and none in the
+    environment, a command that fingerprints a recipient gets past the fingerprint to the service it
+    needs (here away: exit 1); without the file, the same command is refused naming the keys' variable."""
     key = "c2Vzc2lvbi1rZXktb2YtdGhpcnR5LXR3by1ieXRlcyE="  # 32 bytes
+    unreachable = {name: value for name, value in UNREACHABLE.items() if not name.startswith("HERALD_FINGERPRINT")}
     (tmp_path / "stack.env").write_text(f"HERALD_FINGERPRINT_KEYS=stack:{key}\n" + "".join(
-        f"{name}={value}\n" for name, value in UNREACHABLE.items()
+        f"{name}={value}\n" for name, value in unreachable.items()
     ))  # fmt: skip
     for name in [name for name in os.environ if name.startswith("HERALD_") or name == "DATABASE_URL"]:
         monkeypatch.delenv(name)
-    monkeypatch.setenv("HERALD_STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(starter, "_settings", READ_SETTINGS)
-    monkeypatch.setattr(fingerprints, "_installed", None)  # a process with no keyring yet, as starter.py starts
+    monkeypatch.setattr(starter, "read_settings", READ_SETTINGS)
+    refused, _, err = cli(capsys, *argv)
+    assert (refused, attempts) == (2, []) and err.startswith("error: HERALD_FINGERPRINT_KEYS: required"), err
+    monkeypatch.setenv("HERALD_ENV_FILE", str(tmp_path / "stack.env"))
     code, _, err = cli(capsys, *argv)
     assert (code, attempts) == (1, [reached]), err
     assert err.startswith("error: cannot reach "), err
-    assert fingerprints.keyring().active_key_id == "stack"
 
 
 def test_a_bug_is_one_line_naming_where_not_what(
@@ -386,10 +394,10 @@ def test_a_bug_is_one_line_naming_where_not_what(
 ) -> None:
     """An unexpected exception is exit 1 with its type and place, without its message (it may hold data)."""
 
-    async def broken(args: argparse.Namespace, services: starter.Services) -> int:
+    async def broken(args: argparse.Namespace, runtime: object) -> int:
         raise ValueError(f"invalid literal for int() with base 10: {PHONE!r}")
 
-    monkeypatch.setattr(starter, "cmd_report", broken)
+    monkeypatch.setattr(cli_parser, "cmd_report", broken)
     code, _, err = cli(capsys, "report")
     assert code == 1
     assert err.startswith("error: internal error (ValueError at test_starter_cli.py:") and err.count("\n") == 1
@@ -398,8 +406,8 @@ def test_a_bug_is_one_line_naming_where_not_what(
 
 def test_without_a_temporal_call_there_is_no_runtime_to_close() -> None:
     """A command that never connected leaves nothing to shut down (no Temporal runtime is made up front)."""
-    services = starter.services()
-    assert services.close() is True
+    runtime = ProcessRuntime(lambda: load_settings({}), own_temporal_runtime=True)
+    assert runtime.close() is True
 
 
 def _leaves(
@@ -415,10 +423,10 @@ def _leaves(
 
 def test_help_has_examples_for_every_command_and_a_description_of_every_option() -> None:
     """Every parser's --help ends with examples of its own command, and every argument has help text."""
-    parsers = _leaves(starter.build_parser())
+    parsers = _leaves(cli_parser.build_parser())
     assert (
-        len(parsers) == 21
-    )  # the program, 11 commands and 9 actions under artifact, policy, consent, suppression, template
+        len(parsers) == 20
+    )  # the program, 10 commands and 9 actions under artifact, policy, consent, suppression, template
     for path, parser in parsers:
         assert isinstance(parser.formatter_class, type) and issubclass(
             parser.formatter_class, argparse.RawDescriptionHelpFormatter
@@ -429,8 +437,8 @@ def test_help_has_examples_for_every_command_and_a_description_of_every_option()
         for action in parser._actions:
             if not isinstance(action, argparse._SubParsersAction):
                 assert action.help, (path, action.dest)
-    top = starter.build_parser().format_help()
-    for command in starter.EXAMPLES:
+    top = cli_parser.build_parser().format_help()
+    for command in cli_parser.EXAMPLES:
         assert f"python starter.py {command}" in top
 
 

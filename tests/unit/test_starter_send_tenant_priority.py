@@ -15,14 +15,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald import cli_services
-from herald.cli import commands as starter
+from herald.cli import main as starter
+from herald.cli import send
+from herald.cli import status as status_command
+from herald.cli.parser import build_parser, parse_args
 from herald.contracts import AttemptStatus, IntentStatus
 from herald.errors import InvalidIntent
 from herald.intent import IntentRequest
 from herald.lifecycle import IntentState, SubmitResult
 from herald.notice import NoticeRequest
+from herald.runtime import reach
 from herald.settings import load_settings
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
 
 PHONE = "+15551230001"
 RECEIPT = ["send", "--key", "order_receipt:pay_157", "--to", PHONE, "--template", "order_receipt", "--version", "1",
@@ -41,8 +45,9 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         tried.append("temporal")
         raise RuntimeError("Failed client connect: Connection refused")
 
-    monkeypatch.setattr(cli_services, "connect", temporal)
-    monkeypatch.setattr(starter, "_settings", lambda: load_settings({"HERALD_TEMPORAL_ADDRESS": "127.0.0.1:1"}))
+    monkeypatch.setattr(reach, "connect", temporal)
+    env = {"HERALD_TEMPORAL_ADDRESS": "127.0.0.1:1", "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS)}
+    monkeypatch.setattr(starter, "read_settings", lambda env_file: load_settings(env))
     return tried
 
 
@@ -55,13 +60,13 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 
 def test_tenant_and_priority_options_reach_the_request() -> None:
-    request = starter.send_request(starter.parse_args([*RECEIPT, "--tenant", "acme", "--priority", "4"]))
+    request = send.send_request(parse_args([*RECEIPT, "--tenant", "acme", "--priority", "4"]), SESSION_KEYRING)
     assert isinstance(request, IntentRequest)
     assert (request.tenant, request.priority) == ("acme", 4)
 
 
 def test_without_them_the_request_is_the_shared_tenants_at_the_categorys_priority() -> None:
-    request = starter.send_request(starter.parse_args(RECEIPT))
+    request = send.send_request(parse_args(RECEIPT), SESSION_KEYRING)
     assert isinstance(request, IntentRequest)
     assert (request.tenant, request.priority) == ("shared", None)
 
@@ -104,13 +109,13 @@ def test_a_request_file_and_a_notice_file_carry_tenant_and_priority(tmp_path: Pa
     single = tmp_path / "intent.json"
     single.write_text(json.dumps({"business_key": "order_receipt:pay_9", "recipient": PHONE, "template_id": "order_receipt",
                                   "template_version": 1, "render_data": ORDER, "tenant": "acme", "priority": 3}))  # fmt: skip
-    request = starter.send_request(starter.parse_args(["send", "--file", str(single)]))
+    request = send.send_request(parse_args(["send", "--file", str(single)]), SESSION_KEYRING)
     assert isinstance(request, IntentRequest) and (request.tenant, request.priority) == ("acme", 3)
     notice = tmp_path / "notice.json"
     notice.write_text(json.dumps({"business_key": "order_receipt:pay_9", "tenant": "acme", "channels": [
         {"channel": "sms", "recipient": PHONE, "template_id": "order_receipt", "template_version": 1,
          "render_data": ORDER, "priority": 4}]}))  # fmt: skip
-    parsed = starter.send_request(starter.parse_args(["send", "--file", str(notice)]))
+    parsed = send.send_request(parse_args(["send", "--file", str(notice)]), SESSION_KEYRING)
     assert isinstance(parsed, NoticeRequest)
     assert [(r.tenant, r.priority) for r in parsed.requests()] == [("acme", 4)]
 
@@ -144,42 +149,35 @@ def test_any_typed_tenant_and_priority_are_taken_exactly_in_their_shapes(
             *([f"--priority={priority}"] if priority is not None else [])]  # fmt: skip
     tenant_ok = tenant is None or _TENANT.fullmatch(tenant) is not None
     priority_ok = priority is None or (re.fullmatch(r"[0-9]{1,16}", priority) is not None and 1 <= int(priority) <= 5)
-    args = starter.parse_args(argv)
+    args = parse_args(argv)
     if tenant_ok and priority_ok:
-        request = starter.send_request(args)
+        request = send.send_request(args, SESSION_KEYRING)
         assert isinstance(request, IntentRequest)
         assert (request.tenant, request.priority) == (tenant or "shared", None if priority is None else int(priority))
         return
     with pytest.raises(InvalidIntent) as refused:
-        starter.send_request(args)
+        send.send_request(args, SESSION_KEYRING)
     expected = {("--tenant", TENANT_RULE)} if not tenant_ok else set()
     expected |= {("--priority", PRIORITY_RULE)} if not priority_ok else set()
     assert set(refused.value.problems) == expected
 
 
 def test_help_shows_the_options_and_an_example_with_them() -> None:
-    text = starter.build_parser()._subparsers._group_actions[0].choices["send"].format_help()  # type: ignore[union-attr]
+    text = build_parser()._subparsers._group_actions[0].choices["send"].format_help()  # type: ignore[union-attr]
     assert "--tenant ID" in text and "--priority N" in text
     assert "--tenant acme --priority 4" in text
 
 
-class _Services:
-    """What `status --channel` asks of its services, without the ledger."""
+class _Runtime:
+    """What `status --channel` asks of the process runtime, without the ledger."""
 
-    def __init__(self, status: IntentStatus) -> None:
-        self._status = status
-
-    def optional_ledger_url(self) -> None:
+    def database_url(self) -> None:
         return None
 
-    async def herald(self) -> Any:
-        async def status(key: str, channel: str) -> IntentStatus:
-            return self._status
 
-        return SimpleNamespace(status=status)
-
-
-async def test_status_shows_each_attempts_priority_key_and_weight(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_status_shows_each_attempts_priority_key_and_weight(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     status = IntentStatus(
         workflow_id="order_receipt:pay_1/sms", business_key="order_receipt:pay_1", channel="sms",
@@ -188,8 +186,15 @@ async def test_status_shows_each_attempts_priority_key_and_weight(capsys: pytest
                                 priority=4, fairness_weight=3.0),
                   AttemptStatus(number=2, attempt_ref="att_2", started_at=at)],
     )  # fmt: skip
-    args = starter.parse_args(["status", "order_receipt:pay_1", "--channel", "sms"])
-    assert await starter.cmd_status(args, _Services(status)) == 0  # type: ignore[arg-type]
+    async def client(runtime: Any) -> Any:
+        async def answer(key: str, channel: str) -> IntentStatus:
+            return status
+
+        return SimpleNamespace(status=answer)
+
+    monkeypatch.setattr(status_command, "herald_client", client)
+    args = parse_args(["status", "order_receipt:pay_1", "--channel", "sms"])
+    assert await status_command.cmd_status(args, _Runtime()) == 0  # type: ignore[arg-type]
     attempts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("attempt ")]
     assert "   priority 4 weight 3" in attempts[0]
     assert "priority" not in attempts[1]

@@ -16,6 +16,7 @@ from herald import templates
 from herald.errors import InvalidIntent
 from herald.intent import build_intent, parse_request
 from herald.templates import PublishRefused, TemplateError, available_templates, load_template, publish, render
+from tests.keys import SESSION_KEYRING
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -79,12 +80,16 @@ def test_a_file_changed_after_publication_is_refused_not_rendered(monkeypatch: p
 
 
 def test_latest_resolves_when_the_intent_is_created_and_is_never_stored() -> None:
-    latest = build_intent(parse_request(request(template_version="latest")), NOW)
-    explicit = build_intent(parse_request(request(template_version=2)), NOW)
+    latest = build_intent(parse_request(request(template_version="latest")), NOW, SESSION_KEYRING)
+    explicit = build_intent(parse_request(request(template_version=2)), NOW, SESSION_KEYRING)
     assert latest.template_version == 2
     assert latest.intent_fingerprint == explicit.intent_fingerprint  # one intent, however it was named
     # An intent of v1 still renders v1 after v2 was published: versions never move under it.
-    v1 = build_intent(parse_request(request(template_version=1, render_data={"order_ref": "A-1", "order_total": "EUR 18.00"})), NOW)
+    v1 = build_intent(
+        parse_request(request(template_version=1, render_data={"order_ref": "A-1", "order_total": "EUR 18.00"})),
+        NOW,
+        SESSION_KEYRING,
+    )
     assert v1.template_version == 1 and "item(s)" not in v1.body
 
 
@@ -110,7 +115,7 @@ _ASCII_RULE = "must be a whole number written in ASCII digits, with an optional 
 )
 def test_render_data_breaking_the_contract_is_refused_by_field_path(render_data: dict[str, object], problem: tuple[str, str]) -> None:
     with pytest.raises(InvalidIntent) as refused:
-        build_intent(parse_request(request(render_data=render_data)), NOW)
+        build_intent(parse_request(request(render_data=render_data)), NOW, SESSION_KEYRING)
     assert problem in refused.value.problems
     assert "x" * 100 not in str(refused.value) and "DROP TABLE" not in str(refused.value)
 

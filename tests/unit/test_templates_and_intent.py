@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from herald import fingerprints
 from herald.artifacts import ArtifactRef
 from herald.contracts import attempt_number_of, attempt_ref
 from herald.errors import InvalidIntent
@@ -35,6 +34,7 @@ from herald.templates import (
     render_message,
 )
 from tests.depth import examples
+from tests.keys import SESSION_KEYRING as KEYRING
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 RECIPIENT = "+15551234567"
@@ -271,7 +271,7 @@ def test_render_data_keys_must_be_identifiers() -> None:
 def test_an_overlong_value_is_refused_naming_its_field() -> None:
     """A value over 500 characters is refused before any template sees it, naming render_data.<field>."""
     with pytest.raises(InvalidIntent) as caught:
-        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": "x" * 501})), NOW)
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": "x" * 501})), NOW, KEYRING)
     assert caught.value.problems == [("render_data.merchant", "must be at most 500 characters")]
     assert "x" * 501 not in str(caught.value)
 
@@ -298,7 +298,7 @@ def test_unknown_request_field_is_refused() -> None:
 def test_build_intent_freezes_body_and_its_sha256() -> None:
     """The intent carries the body rendered once and content_sha256 == sha256(body)."""
     request = parse_request(raw_request())
-    intent = build_intent(request, NOW)
+    intent = build_intent(request, NOW, KEYRING)
     assert intent.body == render("order_receipt", 1, RECEIPT_DATA)
     assert intent.body == "Acme: payment of 12.50 EUR for order A-1 received. Thank you."
     assert intent.content_sha256 == hashlib.sha256(intent.body.encode("utf-8")).hexdigest()
@@ -308,7 +308,7 @@ def test_build_intent_freezes_body_and_its_sha256() -> None:
 
 def test_default_expiry_is_the_default_lifetime() -> None:
     """Without an expiry the intent lives for DEFAULT_LIFETIME (24 h) from its creation."""
-    intent = build_intent(parse_request(raw_request()), NOW)
+    intent = build_intent(parse_request(raw_request()), NOW, KEYRING)
     assert intent.expires_at == NOW + DEFAULT_LIFETIME == NOW + timedelta(hours=24)
 
 
@@ -316,7 +316,7 @@ def test_default_expiry_is_the_default_lifetime() -> None:
 def test_expiry_not_in_the_future_is_refused(expires_at: datetime) -> None:
     """An expiry at or before now is refused naming expires_at: the message would never be worth sending."""
     with pytest.raises(InvalidIntent) as caught:
-        build_intent(parse_request(raw_request(expires_at=expires_at)), NOW)
+        build_intent(parse_request(raw_request(expires_at=expires_at)), NOW, KEYRING)
     assert fields_of(caught.value) == ["expires_at"]
     assert "future" in str(caught.value)
 
@@ -325,7 +325,7 @@ def test_expiry_in_another_zone_is_compared_as_an_instant() -> None:
     """An expiry written in another time zone is accepted when its instant is in the future."""
     plus_two = timezone(timedelta(hours=2))
     expires_at = datetime(2025, 3, 1, 14, 30, tzinfo=plus_two)  # 12:30 UTC, half an hour after NOW
-    assert build_intent(parse_request(raw_request(expires_at=expires_at)), NOW).expires_at == expires_at
+    assert build_intent(parse_request(raw_request(expires_at=expires_at)), NOW, KEYRING).expires_at == expires_at
 
 
 @pytest.mark.parametrize(
@@ -343,7 +343,7 @@ def test_business_key_containing_the_recipient_number_is_refused(business_key: s
     """A key that embeds the recipient's digits, with or without the separators the key alphabet allows, is refused naming business_key, never echoing it."""
     request = parse_request(raw_request(business_key=business_key))
     with pytest.raises(InvalidIntent) as caught:
-        build_intent(request, NOW)
+        build_intent(request, NOW, KEYRING)
     assert fields_of(caught.value) == ["business_key"]
     assert "15551234567" not in str(caught.value)
     assert business_key not in str(caught.value)
@@ -353,7 +353,7 @@ def test_template_errors_surface_as_invalid_intent_with_other_problems() -> None
     """build_intent reports a template problem and an expiry problem together, each by its field."""
     request = parse_request(raw_request(template_version=7, expires_at=NOW - timedelta(hours=1)))
     with pytest.raises(InvalidIntent) as caught:
-        build_intent(request, NOW)
+        build_intent(request, NOW, KEYRING)
     assert fields_of(caught.value) == ["expires_at", "template_version"]
 
 
@@ -361,12 +361,12 @@ def test_missing_render_datum_surfaces_through_build_intent() -> None:
     """A missing datum reaches the caller as InvalidIntent naming render_data.<field>."""
     data = {key: value for key, value in RECEIPT_DATA.items() if key != "merchant"}
     with pytest.raises(InvalidIntent) as caught:
-        build_intent(parse_request(raw_request(render_data=data)), NOW)
+        build_intent(parse_request(raw_request(render_data=data)), NOW, KEYRING)
     assert fields_of(caught.value) == ["render_data.merchant"]
 
 
 def _fingerprint(**overrides: Any) -> str:
-    return build_intent(parse_request(raw_request(**overrides)), NOW).intent_fingerprint
+    return build_intent(parse_request(raw_request(**overrides)), NOW, KEYRING).intent_fingerprint
 
 
 @pytest.mark.parametrize(
@@ -388,8 +388,8 @@ def test_fingerprint_changes_with_template_version_and_id() -> None:
     request = IntentRequest.model_validate(
         raw_request(template_id="seller_new_order", render_data={"order_ref": "O", "order_total": "1"})
     )
-    assert intent_fingerprint(request) != intent_fingerprint(request.model_copy(update={"template_version": 2}))
-    assert intent_fingerprint(request) != intent_fingerprint(request.model_copy(update={"template_id": "order_receipt"}))
+    assert intent_fingerprint(request, KEYRING) != intent_fingerprint(request.model_copy(update={"template_version": 2}), KEYRING)
+    assert intent_fingerprint(request, KEYRING) != intent_fingerprint(request.model_copy(update={"template_id": "order_receipt"}), KEYRING)
 
 
 def test_fingerprint_ignores_expiry_and_data_order() -> None:
@@ -405,7 +405,7 @@ def test_fingerprint_is_keyed_and_carries_no_recipient() -> None:
     plain SHA-256 that anyone could recompute from a guessed number."""
     fingerprint = _fingerprint()
     key_id, _, digest = fingerprint.partition(":")
-    assert key_id == fingerprints.keyring().active_key_id
+    assert key_id == KEYRING.active_key_id
     assert re.fullmatch(r"[0-9a-f]{64}", digest)
     assert RECIPIENT.lstrip("+") not in fingerprint
 
@@ -413,7 +413,7 @@ def test_fingerprint_is_keyed_and_carries_no_recipient() -> None:
 def test_workflow_id_is_key_slash_channel() -> None:
     """Request, intent and helper agree on the workflow id `<business key>/sms`."""
     request = parse_request(raw_request())
-    intent = build_intent(request, NOW)
+    intent = build_intent(request, NOW, KEYRING)
     assert request.workflow_id == intent.workflow_id == workflow_id_for("order_receipt:pay_157", "sms")
     assert intent.workflow_id == "order_receipt:pay_157/sms"
     assert RECIPIENT not in intent.workflow_id
@@ -480,13 +480,13 @@ def email_request(**overrides: Any) -> dict[str, Any]:
 
 def test_an_email_intent_carries_subject_attachment_and_a_normalised_address() -> None:
     """An e-mail intent renders its subject and body once, names its attachment by hash, and lower-cases the domain."""
-    intent = build_intent(parse_request(email_request()), NOW)
+    intent = build_intent(parse_request(email_request()), NOW, KEYRING)
     assert intent.workflow_id == "monthly_report:seller_7.2026-11/email"
     assert intent.recipient == "Seller.Seven@example.com"
     assert intent.subject == "Your 2026-11 sales report"
     assert "2026-11" in intent.body and intent.attachment == ATTACHMENT
     # The content hash covers the attachment: another file is another content revision.
-    other = build_intent(parse_request(email_request(attachment={**ATTACHMENT.model_dump(), "sha256": "cd" * 32})), NOW)
+    other = build_intent(parse_request(email_request(attachment={**ATTACHMENT.model_dump(), "sha256": "cd" * 32})), NOW, KEYRING)
     assert other.content_sha256 != intent.content_sha256
     assert other.intent_fingerprint != intent.intent_fingerprint
 
@@ -518,7 +518,7 @@ def test_an_attachment_on_an_sms_intent_is_refused() -> None:
 def test_a_template_is_rendered_only_for_its_own_channel() -> None:
     """An SMS template on the e-mail channel (or the reverse) is refused, naming the template's channel."""
     with pytest.raises(InvalidIntent) as refused:
-        build_intent(parse_request(email_request(template_id="order_receipt", render_data=RECEIPT_DATA)), NOW)
+        build_intent(parse_request(email_request(template_id="order_receipt", render_data=RECEIPT_DATA)), NOW, KEYRING)
     assert refused.value.problems == [("template_id", "order_receipt v1 is for the sms channel, not email")]
     with pytest.raises(TemplateError):
         render_message("monthly_report", 1, REPORT, channel="sms")
@@ -527,7 +527,7 @@ def test_a_template_is_rendered_only_for_its_own_channel() -> None:
 def test_sms_fingerprints_and_content_hashes_are_unchanged_by_the_email_channel() -> None:
     """An SMS intent hashes exactly as before e-mail existed (body only; no attachment key), so keys
     recorded earlier still match their payloads."""
-    intent = build_intent(parse_request(raw_request()), NOW)
+    intent = build_intent(parse_request(raw_request()), NOW, KEYRING)
     assert intent.content_sha256 == hashlib.sha256(intent.body.encode()).hexdigest()
     assert intent.subject is None and intent.attachment is None
 
@@ -548,7 +548,7 @@ def test_unsendable_characters_are_refused_naming_the_field(value: str) -> None:
     surrogates can be neither sent (an e-mail header cannot hold a line separator) nor stored: the
     intent is refused before anything starts, naming the field, without echoing the value."""
     with pytest.raises(InvalidIntent) as refused:
-        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": value})), NOW)
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "merchant": value})), NOW, KEYRING)
     assert refused.value.problems == [("render_data.merchant", UNSENDABLE_RULE)]
     assert value not in str(refused.value)
 
@@ -556,13 +556,13 @@ def test_unsendable_characters_are_refused_naming_the_field(value: str) -> None:
 def test_newline_tab_and_template_syntax_in_data_render_literally() -> None:
     """Newline and tab are text; `${...}` and SQL in data are rendered as the characters they are."""
     data = {**RECEIPT_DATA, "merchant": "A\tB\n${order_ref}'; DROP TABLE intents;--"}
-    intent = build_intent(parse_request(raw_request(render_data=data)), NOW)
+    intent = build_intent(parse_request(raw_request(render_data=data)), NOW, KEYRING)
     assert "A\tB\n${order_ref}'; DROP TABLE intents;--" in intent.body
 
 
 def test_a_huge_number_is_refused() -> None:
     with pytest.raises(InvalidIntent) as refused:
-        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "amount": 10**30})), NOW)
+        build_intent(parse_request(raw_request(render_data={**RECEIPT_DATA, "amount": 10**30})), NOW, KEYRING)
     assert refused.value.problems == [("render_data.amount", "whole numbers must be within ±2^53 (9007199254740992)")]
 
 
@@ -582,7 +582,7 @@ def test_a_tenant_and_a_priority_are_taken_only_in_their_shapes_and_a_refusal_na
     if tenant_ok and priority_ok:
         request = parse_request(raw)
         assert (request.tenant, request.priority) == (tenant, priority)
-        intent = build_intent(request, NOW)
+        intent = build_intent(request, NOW, KEYRING)
         assert (intent.tenant, intent.priority) == (tenant, priority)
         return
     with pytest.raises(InvalidIntent) as caught:
@@ -597,9 +597,9 @@ def test_a_tenant_and_a_priority_are_taken_only_in_their_shapes_and_a_refusal_na
 
 
 def test_another_tenant_makes_another_intent_and_the_shared_tenant_keeps_earlier_fingerprints() -> None:
-    shared = build_intent(parse_request(raw_request()), NOW)
-    named_shared = build_intent(parse_request(raw_request(tenant="shared")), NOW)
-    acme = build_intent(parse_request(raw_request(tenant="acme")), NOW)
+    shared = build_intent(parse_request(raw_request()), NOW, KEYRING)
+    named_shared = build_intent(parse_request(raw_request(tenant="shared")), NOW, KEYRING)
+    acme = build_intent(parse_request(raw_request(tenant="acme")), NOW, KEYRING)
     assert shared.intent_fingerprint == named_shared.intent_fingerprint != acme.intent_fingerprint
     # The priority is how it waits, not what it is: the same intent.
-    assert build_intent(parse_request(raw_request(priority=5)), NOW).intent_fingerprint == shared.intent_fingerprint
+    assert build_intent(parse_request(raw_request(priority=5)), NOW, KEYRING).intent_fingerprint == shared.intent_fingerprint

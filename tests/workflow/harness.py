@@ -45,6 +45,7 @@ from herald.workflow_api import (
     initial_search_attributes,
 )
 from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.workflow.standins import StandIns
 from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
@@ -67,12 +68,14 @@ async def server_now(env: WorkflowEnvironment) -> datetime:
 
 def sms_intent(now: datetime, **overrides: Any) -> Intent:
     """An order-receipt SMS intent, rendered at the server's `now`, for a fresh key and number."""
-    return build_intent(parse_request(receipt_request(fresh_key(), fresh_recipient(), **overrides)), now)
+    return build_intent(
+        parse_request(receipt_request(fresh_key(), fresh_recipient(), **overrides)), now, SESSION_KEYRING
+    )
 
 
 def email_intent(now: datetime, **overrides: Any) -> Intent:
     """An order-receipt e-mail intent, rendered at the server's `now`, for a fresh key and address."""
-    return build_intent(parse_request(email_request(fresh_key(), fresh_address(), **overrides)), now)
+    return build_intent(parse_request(email_request(fresh_key(), fresh_address(), **overrides)), now, SESSION_KEYRING)
 
 
 class Running:
