@@ -9,7 +9,7 @@ ARGS ?=
 # (tests/longest_first.py). Most tests wait on real timers and providers: the integration tier alone
 # took 389 s with two and 277 s with three, at under one core. With the 2,000-report burst in the suite
 # (280 CPU-seconds), a third process failed load-sensitive tests (the route-isolation test's 5 s
-# callback deadline, a fault-matrix submit count); without it the suite needs about 600 CPU-seconds.
+# callback deadline, a fault-matrix submit count); without it the suite needs about 550 CPU-seconds.
 # TEST_WORKERS=2 on a machine busy with other work; 0 runs in this process (to debug one test).
 TEST_WORKERS ?= 3
 # The tiers, one folder each under tests/ (README "Tests"): `make test-<tier>` runs one alone.
