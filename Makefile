@@ -6,13 +6,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 # Test processes, each taking whole files (module-scoped stacks stay in one process), longest first
-# (tests/conftest.py). Most tests wait on real timers and providers, so two overlap their waits on
-# 2 cores. Three took 525 and 505 s with every test passing, but a third run at 3 failed the route-
-# isolation test's 5 s callback deadline (5.2-6.1 s) and a fault-matrix submit count: the suite needs
-# about 800 CPU-seconds (the 2,000-report burst alone 280), and the load-sensitive tests feel a third.
-TEST_WORKERS ?= 2
-
-.PHONY: run test test-workflow venv clean soak
+# (tests/longest_first.py). Most tests wait on real timers and providers: the integration tier alone
+# took 389 s with two and 277 s with three, at under one core. With the 2,000-report burst in the suite
+# (280 CPU-seconds), a third process failed load-sensitive tests (the route-isolation test's 5 s
+# callback deadline, a fault-matrix submit count); without it the suite needs about 550 CPU-seconds.
+# TEST_WORKERS=2 on a machine busy with other work; 0 runs in this process (to debug one test).
+TEST_WORKERS ?= 3
+# The tiers, one folder each under tests/ (README "Tests"): `make test-<tier>` runs one alone.
+TIERS := unit workflow replay providers emulator receipts integration faults
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+.PHONY: run test test-deep $(addprefix test-,$(TIERS)) venv clean soak
 
 # The venv is rebuilt when pyproject.toml changes; everything comes from PyPI, nothing at run time.
 $(BIN)/.installed: pyproject.toml
@@ -27,12 +30,20 @@ venv: $(BIN)/.installed
 run: venv
 	$(BIN)/python -m devstack $(ARGS)
 
+# Every tier in one session: the CPU-bound tiers (unit, emulator) fill the time the stack tiers wait
+# on their clocks, and each process starts a stack once, when its first test that needs one runs.
 test: venv
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
+	$(PYTEST) -p tests.longest_first $(ARGS)
 
-# The fast workflow tier alone (tests/workflow): seconds, on the time-skipping server.
-test-workflow: venv
-	$(BIN)/python -m pytest -m workflow_fast $(ARGS)
+# The whole suite with every property search at the depth it was written for (tests/depth.py: the
+# suite runs a quarter of each): before a release, or after a change to the rules they search.
+test-deep: venv
+	HERALD_TEST_DEPTH=deep $(PYTEST) -p tests.longest_first $(ARGS)
+
+# One tier: `make test-unit`, `make test-workflow` (seconds, on the time-skipping server: the place
+# to start after a change to workflows/), ... `make test-faults`; ARGS and TEST_WORKERS as for `make test`.
+$(addprefix test-,$(TIERS)): test-%: venv
+	$(PYTEST) tests/$* $(ARGS)
 
 clean:
 	rm -rf .state .pytest_cache .hypothesis

@@ -15,7 +15,7 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -139,6 +139,19 @@ class ReceiptsResult:
     timed_out: bool = False
     # (current, peak) RSS in MiB of the variant's worker and of the Temporal server, once all parked.
     rss_after_parking: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    # Herald only, the report burst's invariants at load size (tests/faults/test_report_burst.py runs
+    # them at 200): inbox rows for the posted messages (stored once: one each) and reports left
+    # without a verdict once the run settled (0); None for the floor, which has no inbox.
+    stored_rows: int | None = None
+    undecided: int | None = None
+
+    @property
+    def burst_held(self) -> bool:
+        """Every report answered 2xx, stored once and decided, every intent delivered."""
+        return (
+            self.answered_2xx == self.stored_rows == self.states.get("delivered", 0) == self.reports
+            and self.undecided == 0
+        )
 
     @property
     def ingest_rate(self) -> float | None:
@@ -251,7 +264,22 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
         result.applied, last_decided = await cursor.fetchone()
     result.applied_seconds = (last_decided - first) if last_decided else 0.0
     result.states = await _final_states(bench, like)
+    listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
+    sids = [message["sid"] for message in listed]
+
+    async def count(sql: str) -> int:
+        async with bench.pool.connection() as conn:
+            return (await (await conn.execute(sql, (sids,))).fetchone())[0]
+
+    result.stored_rows = await count("SELECT count(*) FROM receipt_inbox WHERE provider_message_id = ANY(%s)")
+    undecided = "SELECT count(*) FROM undecided_reports WHERE provider_message_id = ANY(%s)"
+    await wait_until(lambda: _none(count(undecided)), 60, interval=0.5)
+    result.undecided = await count(undecided)
     return result
+
+
+async def _none(counted: Awaitable[int]) -> bool:
+    return await counted == 0
 
 
 # ---- parked intents -------------------------------------------------------------------------

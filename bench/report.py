@@ -218,6 +218,7 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
             applied="signal → workflow → verdict written to the ledger",
         ),
         f"- final states: {dict(r.states)}",
+        *_burst_lines(r),
     ]
     if floor is not None:
         lines += [
@@ -235,6 +236,17 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
             f" applied {_ratio(r.applied_rate, floor.applied_rate)}",
         ]
     return lines
+
+
+def _burst_lines(r: ReceiptsResult) -> list[str]:
+    """The report burst's invariants at this size (tests/faults/test_report_burst.py holds them at 200)."""
+    if r.stored_rows is None:
+        return []
+    return [
+        f"- the burst's invariants: answered 2xx {r.answered_2xx}/{r.reports}, stored once {r.stored_rows} inbox rows"
+        f" for {r.reports} messages, undecided once settled {r.undecided}, delivered"
+        f" {r.states.get('delivered', 0)}/{r.reports} → " + ("held" if r.burst_held else "**broken**"),
+    ]
 
 
 def _receipt_lines(r: ReceiptsResult, *, parked: str, ingested: str, applied: str) -> list[str]:

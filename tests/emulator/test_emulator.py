@@ -37,6 +37,7 @@ from emulator.app import create_app
 from emulator.config import EmulatorConfig
 from emulator.messages import count_segments
 from herald.providers.twilio_signature import is_valid_signature
+from tests import reads
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "emulator-test-auth-token"
@@ -248,14 +249,7 @@ async def send(http: httpx.AsyncClient, to: str, **params: str | None) -> httpx.
 
 async def wait_for(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 5.0) -> T:
     """Poll ``probe`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    return await reads.eventually(probe, what, timeout, every=0.02)  # type: ignore[arg-type]
 
 
 async def oracle(http: httpx.AsyncClient, to: str) -> list[dict[str, Any]]:

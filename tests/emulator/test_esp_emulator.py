@@ -54,6 +54,7 @@ from herald.providers.sendgrid_signature import (
     new_private_key,
     public_key_text,
 )
+from tests import reads
 
 USERNAME = "apikey"
 PASSWORD = "SG.esp-emulator-test-key"
@@ -350,14 +351,7 @@ async def send(
 
 async def wait_for(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = 5.0) -> T:
     """Poll ``probe`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    return await reads.eventually(probe, what, timeout, every=0.02)  # type: ignore[arg-type]
 
 
 async def wait_for_events(receiver: WebhookReceiver, email: str, count: int, timeout: float = 5.0) -> list[Post]:

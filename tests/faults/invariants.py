@@ -9,20 +9,14 @@ sequences have no gaps; I6 (checked where input is refused) no workflow and no s
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tests.support import Emulator
+from tests import reads
+from tests.stack import Emulator
 
 TERMINAL = {"delivered", "undelivered", "unknown", "permanent_failure", "expired", "cancelled", "suppressed"}
 _DEFINITE_FAILURES = {"failed", "undelivered", "canceled"}
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[tuple]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params)
-        return await cursor.fetchall()
 
 
 async def check_invariants(pool: AsyncConnectionPool, emulator: Emulator, intents: dict[str, str]) -> None:
@@ -37,7 +31,7 @@ async def check_invariants(pool: AsyncConnectionPool, emulator: Emulator, intent
             # I2: every callback the receipt server answered 2xx has its inbox row.
             for callback in message["callbacks"]:
                 if callback.get("http_status") and 200 <= callback["http_status"] < 300:
-                    stored = await _rows(
+                    stored = await reads.tuples(
                         pool,
                         "SELECT 1 FROM receipt_inbox WHERE provider_message_id = %s AND provider_status = %s",
                         message["sid"],
@@ -47,7 +41,7 @@ async def check_invariants(pool: AsyncConnectionPool, emulator: Emulator, intent
     # I3: every inbox row of these messages has exactly one verdict (receipt_outcomes' key makes it at most one).
     undecided: list[tuple] = []
     for _ in range(100):
-        undecided = await _rows(
+        undecided = await reads.tuples(
             pool,
             """SELECT r.id, r.provider_message_id, r.provider_status FROM receipt_inbox r
                 WHERE r.provider_message_id = ANY(%s)
@@ -60,7 +54,7 @@ async def check_invariants(pool: AsyncConnectionPool, emulator: Emulator, intent
     assert not undecided, f"I3: inbox rows without a verdict: {undecided}"
     ids = list(intents)
     # I4: no transition ever leaves a terminal state.
-    after_terminal = await _rows(
+    after_terminal = await reads.tuples(
         pool,
         "SELECT workflow_id, seq, from_state FROM transitions WHERE workflow_id = ANY(%s) AND from_state = ANY(%s)",
         ids,
@@ -69,12 +63,12 @@ async def check_invariants(pool: AsyncConnectionPool, emulator: Emulator, intent
     assert not after_terminal, f"I4: transitions out of a terminal state: {after_terminal}"
     # I5: sequences are dense from 1, and the tables refuse rewrites (the triggers are in place).
     for table in ("transitions", "observations"):
-        gaps = await _rows(
+        gaps = await reads.tuples(
             pool,
             f"""SELECT workflow_id FROM {table} WHERE workflow_id = ANY(%s)
                  GROUP BY workflow_id HAVING max(seq) <> count(*) OR min(seq) <> 1""",
             ids,
         )
         assert not gaps, f"I5: gaps in {table} of {gaps}"
-    triggers = await _rows(pool, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE '%%append_only'")
+    triggers = await reads.tuples(pool, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE '%%append_only'")
     assert triggers[0][0] >= 6, "I5: append-only triggers missing"

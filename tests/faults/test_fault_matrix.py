@@ -17,35 +17,25 @@ import pytest
 
 from devstack.embedded_postgres import kill_hard, restart
 from devstack.fault_points import FaultPoint
-from devstack.processes import ManagedProcess, free_port
+from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.core.contracts import attempt_ref
-from herald.core.intent import workflow_id_for
+from herald.core.intent import Channel, workflow_id_for
 from herald.core.lifecycle import IntentState
 from herald.intake.errors import IntentConflict
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from herald.temporal.client import connect
+from tests import reads
 from tests.faults.invariants import check_invariants
-from tests.faults.workers import worker
-from tests.support import SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.faults.workers import crashed, worker
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY
 
 # Scenario 6 stops and restarts the Temporal dev server: its workflows must outlive it (a file).
 RESTARTS_TEMPORAL = True
-WAIT = 90
-
-
-async def _final(herald: HeraldClient, key: str):
-    return await asyncio.wait_for(herald.wait(key), WAIT)
-
-
-async def _exit_of(process: ManagedProcess, timeout: float = 30) -> int:
-    deadline = time.monotonic() + timeout
-    while process.process.poll() is None:
-        assert time.monotonic() < deadline, f"{process.name} did not crash at its fault point"
-        await asyncio.sleep(0.1)
-    return process.process.returncode
 
 
 async def test_worker_killed_after_acceptance_resolves_by_lookup(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:
@@ -56,10 +46,10 @@ async def test_worker_killed_after_acceptance_resolves_by_lookup(fault_stack, fa
                 HERALD_FAULT_POINT_MARKER=str(marker)) as crashing:  # fmt: skip
         await fault_herald.send(receipt_request(key, to, render_data={
             "order_ref": "ord_s1", "amount": "1.00", "currency": "EUR", "merchant": "S1"}))  # fmt: skip
-        assert await _exit_of(crashing) == -9
+        assert await crashed(crashing) == -9
     assert len(await fault_emulator.messages(to)) == 1  # the provider really accepted before the crash
     with worker(fault_stack, "worker-recovery"):
-        final = await _final(fault_herald, key)
+        final = await reads.final(fault_herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 1 and final.attempts[0].submit_result == "unknown"
     assert len(await fault_emulator.messages(to)) == 1
@@ -73,13 +63,13 @@ async def test_worker_killed_before_the_provider_call_sends_once(fault_stack, fa
     with worker(fault_stack, "worker-crash", HERALD_FAULT_POINT=FaultPoint.BEFORE_PROVIDER_CALL.value,
                 HERALD_FAULT_POINT_MARKER=str(marker)) as crashing:  # fmt: skip
         receipt = await fault_herald.send(receipt_request(key, to))
-        assert await _exit_of(crashing) == -9
+        assert await crashed(crashing) == -9
     async with fault_pool.connection() as conn:
         rows = await (await conn.execute("SELECT number FROM attempts WHERE workflow_id = %s", (receipt.workflow_id,))).fetchall()
     assert rows == [(1,)]  # the attempt row was committed before the crash
     assert await fault_emulator.messages(to) == []
     with worker(fault_stack, "worker-recovery"):
-        final = await _final(fault_herald, key)
+        final = await reads.final(fault_herald, key)
     assert final.state is IntentState.DELIVERED
     assert [a.submit_result for a in final.attempts] == ["not_accepted", "accepted"]
     assert len(await fault_emulator.messages(to)) == 1
@@ -108,7 +98,7 @@ async def test_refusals_and_ambiguous_errors(fault_stack, fault_herald, fault_em
         await fault_emulator.arm(absurd_to, "rate_limit", retry_after=86400, count=1)
         await fault_herald.send(receipt_request(unavailable_key, unavailable_to), policy=policy)
         await fault_herald.send(receipt_request(absurd_key, absurd_to), policy=policy)
-        finals = await asyncio.gather(*(_final(fault_herald, k) for k in (refused_key, unavailable_key, absurd_key)))
+        finals = await asyncio.gather(*(reads.final(fault_herald, k) for k in (refused_key, unavailable_key, absurd_key)))
     assert [f.state for f in finals] == [IntentState.DELIVERED] * 3
     absurd = finals[2]
     assert absurd.attempts[0].retry_hint_seconds == 86400
@@ -131,7 +121,7 @@ async def test_concurrent_and_early_reports(fault_stack, fault_herald, fault_emu
     with worker(fault_stack, "worker-reports"):
         key, to = fresh_key(), fresh_recipient()
         await fault_herald.send(receipt_request(key, to))
-        final = await _final(fault_herald, key)
+        final = await reads.final(fault_herald, key)
         attempt = final.attempts[0]
         form = {"MessageSid": attempt.provider_id, "MessageStatus": "read", "AccountSid": fault_stack.config.emulator.account_sid}
         url, headers = _signed(fault_stack, attempt.attempt_ref, form)
@@ -156,7 +146,7 @@ async def test_concurrent_and_early_reports(fault_stack, fault_herald, fault_emu
         # The provider hangs without a visible message, so only the stored report can say what happened.
         await fault_emulator.arm(early_to, "hang_without_accept", hang_seconds=2, count=1)
         await fault_herald.send(receipt_request(early_key, early_to))
-        early = await _final(fault_herald, early_key)
+        early = await reads.final(fault_herald, early_key)
     assert early.state is IntentState.DELIVERED
     # The early report got exactly one verdict once its attempt was known. Whether it was applied
     # (it beat the lookup's proof of absence) or recorded against a superseded attempt depends on
@@ -196,7 +186,7 @@ async def test_temporal_restart_with_intents_in_flight(fault_stack, fault_herald
         herald = HeraldClient(
             await connect(settings.temporal), settings.temporal.task_queue, policy=TEST_POLICY, keyring=SESSION_KEYRING
         )
-        finals = await asyncio.gather(*(_final(herald, key) for key in keys))
+        finals = await asyncio.gather(*(reads.final(herald, key) for key in keys))
     assert [f.state for f in finals] == [IntentState.DELIVERED] * 5
     for recipient in intents.values():
         assert len(await fault_emulator.messages(recipient)) == 1
@@ -221,7 +211,7 @@ async def test_postgres_killed_while_reports_arrive(fault_stack, fault_herald, f
         kill_hard(fault_stack._postgres)
         await asyncio.sleep(3)  # reports arrive and are refused with 5xx
         restart(fault_stack._postgres)
-        finals = await asyncio.gather(*(_final(fault_herald, key) for key in keys))
+        finals = await asyncio.gather(*(reads.final(fault_herald, key) for key in keys))
     assert [f.state for f in finals] == [IntentState.DELIVERED] * 3
     refused = []
     for recipient in intents.values():
@@ -262,7 +252,7 @@ async def test_postgres_down_when_the_submit_runs_sends_nothing_until_the_attemp
             assert await fault_emulator.messages(to) == [], "nothing may reach the provider before its attempt row commits"
         finally:
             restart(fault_stack._postgres)
-        final = await _final(fault_herald, key)
+        final = await reads.final(fault_herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(await fault_emulator.messages(to)) == 1
     # The same attempt, prepared again: nothing was sent, so nothing was spent from the retry budget.
@@ -293,7 +283,7 @@ async def test_twenty_clients_one_key_and_a_conflicting_payload(fault_stack, fau
         other_to = fresh_recipient()
         with pytest.raises(IntentConflict):
             await fault_herald.send(receipt_request(key, other_to))
-        final = await _final(fault_herald, key)
+        final = await reads.final(fault_herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(await fault_emulator.messages(to)) == 1
     assert await fault_emulator.messages(other_to) == []  # I6: the refused payload sent nothing
@@ -319,7 +309,7 @@ async def test_hangs_rate_limits_and_late_reports_with_a_real_worker(
             if fault:
                 await fault_emulator.arm(to, fault, count=1, **params)
             await fault_herald.send(receipt_request(key, to))
-        finals = dict(zip(cases, await asyncio.gather(*(_final(fault_herald, k) for k, _ in keys.values())), strict=True))
+        finals = dict(zip(cases, await asyncio.gather(*(reads.final(fault_herald, k) for k, _ in keys.values())), strict=True))
         # A late report for the plain intent, whose workflow has closed: still recorded, never applied.
         plain = finals["plain"].attempts[0]
         form = {"MessageSid": plain.provider_id, "MessageStatus": "undelivered", "ErrorCode": "30005"}
@@ -387,8 +377,8 @@ async def test_seed_003_notice_race_email_delivered_sms_in_flight_worker_killed(
             (email_id,))).fetchall()  # fmt: skip
     assert [row[2] for row in before] == ["submitting", "accepted", "delivered"]
     with worker(fault_stack, "worker-notice-recovery"):
-        sms_final = await _final(fault_herald, key)
-        email_final = await asyncio.wait_for(fault_herald.wait(key, "email"), WAIT)
+        sms_final = await reads.final(fault_herald, key)
+        email_final = await reads.final(fault_herald, key, Channel.EMAIL)
     assert sms_final.state is IntentState.DELIVERED, sms_final.transitions
     assert len(sms_final.attempts) == 1  # resolved, never resent
     assert email_final.state is IntentState.DELIVERED and len(email_final.attempts) == 1

@@ -30,8 +30,9 @@ from herald.core.recipients import NUMBER_RULE
 from herald.intake.errors import InvalidIntent
 from herald.ledger.store import open_pool
 from herald.outbox.relay import backlog, describe
-from tests.faults.workers import service, worker
-from tests.support import Emulator, create_database, fresh_key, fresh_recipient
+from tests.faults.workers import crashed, service, worker
+from tests.intents import fresh_key, fresh_recipient
+from tests.stack import Emulator, create_outbox_database
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
@@ -46,10 +47,9 @@ def notice(key: str, to: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 async def service_db(fault_stack: LocalStack) -> AsyncIterator[str]:
     """A service's own database beside Herald's ledger, with its business table and the outbox."""
-    url = await create_database(fault_stack.database_url, "service")
+    url = await create_outbox_database(fault_stack.database_url, "service")
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         await conn.execute("CREATE TABLE payments (id text PRIMARY KEY, settled boolean NOT NULL)")
-        await outbox.apply_schema(conn)
     yield url
 
 
@@ -79,14 +79,6 @@ async def settle_payment(pool: AsyncConnectionPool, payment_id: str, key: str, t
             await outbox.enqueue(conn, notice(key, to))
 
 
-async def _exit_of(process: ManagedProcess, timeout: float = 30) -> int:
-    deadline = time.monotonic() + timeout
-    while process.process.poll() is None:
-        assert time.monotonic() < deadline, f"{process.name} did not crash at its fault point"
-        await asyncio.sleep(0.1)
-    return process.process.returncode
-
-
 async def _intents_for(pool: AsyncConnectionPool, key: str) -> int:
     async with pool.connection() as conn:
         cursor = await conn.execute("SELECT count(*) FROM intents WHERE business_key = %s", (key,))
@@ -109,7 +101,7 @@ async def test_a_relay_killed_around_the_start_still_yields_exactly_one_intent(
     marker = Path(fault_stack.config.state_path) / f"outbox-crash-{key.replace(':', '_')}"
     await settle_payment(service_pool, f"pay_{secrets.token_hex(4)}", key, to)
     with relay(fault_stack, service_db, "relay-crash", HERALD_FAULT_POINT=point.value, HERALD_FAULT_POINT_MARKER=str(marker)) as dying:
-        assert await _exit_of(dying) == -9
+        assert await crashed(dying) == -9
     assert await _row_state(service_pool, key) == "pending"
     with worker(fault_stack, "worker-outbox"), relay(fault_stack, service_db, "relay-recovery"):
         for _ in range(300):  # the dead relay's lease (2 s) must end before the row is due again

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
@@ -19,30 +17,13 @@ from herald.core.intent import Channel, workflow_id_for
 from herald.core.lifecycle import IntentState
 from herald.core.send_policy import Category, PolicyRules
 from herald.ledger.policy_store import grant_consent, lift_suppression, publish_policy
+from tests import reads
 from tests.faults.workers import worker
-from tests.support import (
-    SESSION_KEYRING,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import Emulator, Esp
 
-WAIT = 90
 CLASS = {"class_name": "Spin 18:00", "starts_at": "Mon 18:00"}
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
-
-
-async def _final(herald: HeraldClient, key: str, channel: Channel = Channel.SMS):  # type: ignore[no-untyped-def]
-    return await asyncio.wait_for(herald.wait(key, channel), WAIT)
 
 
 async def test_an_opt_out_suppresses_later_intents_until_an_operator_lifts_it(
@@ -55,10 +36,10 @@ async def test_an_opt_out_suppresses_later_intents_until_an_operator_lifts_it(
     with worker(fault_stack, "worker-policy"):
         first = fresh_key()
         await fault_herald.send(receipt_request(first, to))
-        assert (await _final(fault_herald, first)).state is IntentState.PERMANENT_FAILURE
+        assert (await reads.final(fault_herald, first)).state is IntentState.PERMANENT_FAILURE
         second = fresh_key()
         await fault_herald.send(receipt_request(second, to))
-        suppressed = await _final(fault_herald, second)
+        suppressed = await reads.final(fault_herald, second)
         assert suppressed.state is IntentState.SUPPRESSED and suppressed.attempts == []
         assert suppressed.closed_by == "policy:suppression"
         assert "opt_out (Twilio 21610)" in suppressed.transitions[-1].reason
@@ -73,12 +54,12 @@ async def test_an_opt_out_suppresses_later_intents_until_an_operator_lifts_it(
         )
         third = fresh_key()
         await fault_herald.send(receipt_request(third, to))
-        assert (await _final(fault_herald, third)).state is IntentState.DELIVERED
+        assert (await reads.final(fault_herald, third)).state is IntentState.DELIVERED
     assert len(await fault_emulator.messages(to)) == 1
-    [lift] = await _rows(fault_pool, "SELECT operator, reason FROM suppression_lifts WHERE recipient_fingerprint = %s",
+    [lift] = await reads.rows(fault_pool, "SELECT operator, reason FROM suppression_lifts WHERE recipient_fingerprint = %s",
                          SESSION_KEYRING.recipient(to))  # fmt: skip
     assert lift == {"operator": "alice", "reason": "resubscribed by phone"}
-    [row] = await _rows(fault_pool, "SELECT kind, source, reason FROM observations WHERE workflow_id = %s",
+    [row] = await reads.rows(fault_pool, "SELECT kind, source, reason FROM observations WHERE workflow_id = %s",
                         workflow_id_for(second, "sms"))  # fmt: skip
     assert (row["kind"], row["source"]) == ("policy_suppressed", "policy")
 
@@ -91,10 +72,10 @@ async def test_an_email_hard_bounce_suppresses_later_email_to_that_address(
     with worker(fault_stack, "worker-policy"):
         first = fresh_key()
         await fault_herald.send(email_request(first, to))
-        assert (await _final(fault_herald, first, Channel.EMAIL)).state is IntentState.UNDELIVERED
+        assert (await reads.final(fault_herald, first, Channel.EMAIL)).state is IntentState.UNDELIVERED
         second = fresh_key()
         await fault_herald.send(email_request(second, to))
-        suppressed = await _final(fault_herald, second, Channel.EMAIL)
+        suppressed = await reads.final(fault_herald, second, Channel.EMAIL)
     assert suppressed.state is IntentState.SUPPRESSED
     assert "hard_bounce (sendgrid bounce)" in suppressed.transitions[-1].reason
     assert len(await fault_esp.messages(to)) == 1
@@ -108,13 +89,13 @@ async def test_marketing_is_sent_only_with_consent_evidence(
     with worker(fault_stack, "worker-policy"):
         refused = fresh_key("class_promotion")
         await fault_herald.send(receipt_request(refused, to, **promotion))
-        final = await _final(fault_herald, refused)
+        final = await reads.final(fault_herald, refused)
         assert final.state is IntentState.SUPPRESSED and final.closed_by == "policy:consent"
         await grant_consent(fault_pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING,
                             source="signup form, box 3", granted_at=datetime.now(UTC))  # fmt: skip
         allowed = fresh_key("class_promotion")
         await fault_herald.send(receipt_request(allowed, to, **promotion))
-        assert (await _final(fault_herald, allowed)).state is IntentState.DELIVERED
+        assert (await reads.final(fault_herald, allowed)).state is IntentState.DELIVERED
     assert len(await fault_emulator.messages(to)) == 1
 
 
@@ -130,12 +111,12 @@ async def test_an_intent_whose_expiry_comes_during_a_deferral_closes_expired_wit
         with worker(fault_stack, "worker-policy"):
             first = fresh_key()
             await fault_herald.send(receipt_request(first, to))
-            assert (await _final(fault_herald, first)).state is IntentState.DELIVERED
+            assert (await reads.final(fault_herald, first)).state is IntentState.DELIVERED
             lapsing = fresh_key("class_opening")
             expires_at = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
             await fault_herald.send(receipt_request(lapsing, to, template_id="class_opening", template_version=1,
                                                     render_data={**CLASS, "hold_minutes": 15}, expires_at=expires_at))  # fmt: skip
-            final = await _final(fault_herald, lapsing)
+            final = await reads.final(fault_herald, lapsing)
     finally:
         await publish_policy(fault_pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
     assert final.state is IntentState.EXPIRED and final.attempts == []
@@ -160,7 +141,7 @@ async def test_cooldown_is_strict_across_two_workers_and_each_attempt_records_it
             await asyncio.gather(*(fault_herald.send(receipt_request(key, to)) for key in keys))
             await asyncio.sleep(cooldown * 1.5)  # the first is out, the others wait on the cooldown
             second_version = await publish_policy(fault_pool, rules, effective_from=datetime.now(UTC), owner="tests", note="again")
-            finals = await asyncio.gather(*(_final(fault_herald, key) for key in keys))
+            finals = await asyncio.gather(*(reads.final(fault_herald, key) for key in keys))
     finally:
         await publish_policy(fault_pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
     assert [final.state for final in finals] == [IntentState.DELIVERED] * 5
@@ -173,13 +154,13 @@ async def test_cooldown_is_strict_across_two_workers_and_each_attempt_records_it
     print(f"\ngaps between submits at the emulator, cooldown {cooldown}s: {', '.join(f'{gap:.3f}s' for gap in gaps)}")
     assert min(gaps) >= cooldown, gaps
     ids = [workflow_id_for(key, "sms") for key in keys]
-    deferrals = await _rows(
+    deferrals = await reads.rows(
         fault_pool,
         "SELECT count(*) AS n FROM observations WHERE workflow_id = ANY(%s) AND source = 'policy' AND kind = 'deferred'",
         ids,
     )
     assert deferrals[0]["n"] >= 4  # every intent but the first waited at least once
-    attempts = await _rows(
+    attempts = await reads.rows(
         fault_pool,
         """SELECT a.policy_version, a.policy_decision,
                   (SELECT v.version FROM policy_versions v WHERE v.effective_from <= a.prepared_at

@@ -1,8 +1,9 @@
 """Service subprocesses for the fault stack (workers, outbox relays): started, waited for until
-their log says they are ready, stopped."""
+their log says they are ready, stopped, or awaited as they crash at a fault point."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Iterator
@@ -40,3 +41,12 @@ def worker(stack: LocalStack, name: str, **env: str) -> Iterator[ManagedProcess]
     )
     with service(stack, name, argv, "worker polling task queue", env) as process:
         yield process
+
+
+async def crashed(process: ManagedProcess, timeout: float = 30) -> int:
+    """The exit code of a service that is to crash at its fault point, waited for at most `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while process.process.poll() is None:
+        assert time.monotonic() < deadline, f"{process.name} did not crash at its fault point"
+        await asyncio.sleep(0.1)
+    return process.process.returncode

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests beyond the shared stack (tests/conftest.py)."""
+"""The integration tier runs on the session's real stack (``tests/stack.py``); its own fixtures beyond it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import pytest
 from devstack.processes import ManagedProcess, free_port, wait_for_port
 from devstack.stack import LocalStack
 from tests.integration.routes import LIMIT
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.import_plugin("tests.stack")
 
 
 @pytest.fixture

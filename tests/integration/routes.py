@@ -17,7 +17,8 @@ from herald.client import HeraldClient
 from herald.core.intent import Channel
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.twilio import TwilioAdapter
-from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY
 from worker import build_submit_worker, build_worker, submit_pacer
 
 LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)

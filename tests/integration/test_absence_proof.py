@@ -9,45 +9,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.core.contracts import IntentStatus
 from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.outcomes import ProviderStatus
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger.history import intent_history
 from herald.ledger.report import ledger_report
-from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
-
-WAIT = 90
-T = TypeVar("T")
-
-
-async def _eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = 60.0) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
-async def _final(herald: HeraldClient, key: str) -> IntentStatus:
-    return await asyncio.wait_for(herald.wait(key), WAIT)
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 
 
 def _ours(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,7 +55,7 @@ async def test_a_message_held_in_the_senders_queue_is_found_queued_and_never_res
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "accept_then_hang", hang_seconds=3, queue_seconds=8, callbacks=callbacks, count=1)
     await herald.send(receipt_request(key, to), policy=QUEUE_POLICY)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 1
     messages = await emulator.messages(to)
@@ -103,14 +80,14 @@ async def test_a_message_that_outstays_its_validity_period_is_dropped_then_retri
     policy = QUEUE_POLICY.model_copy(update={"provider_queue_validity": timedelta(seconds=3)})
     await emulator.arm(to, "accept_then_hang", hang_seconds=3, queue_seconds=30, count=1)
     await herald.send(receipt_request(key, to), policy=policy)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED
     first, second = await emulator.messages(to)
     assert first["validity_seconds"] == 3
     assert (first["status"], first["error_code"], first["date_sent"]) == ("failed", 30036, None)
     assert second["status"] == "delivered"
     assert [a.provider_status for a in final.attempts] == [ProviderStatus.FAILED, ProviderStatus.DELIVERED]
-    assert await _rows(pool, "SELECT * FROM presumed_not_accepted_then_seen WHERE workflow_id = %s", f"{key}/sms") == []
+    assert await reads.rows(pool, "SELECT * FROM presumed_not_accepted_then_seen WHERE workflow_id = %s", f"{key}/sms") == []
 
 
 # ---- a busy recipient ----------------------------------------------------------------------------
@@ -152,9 +129,9 @@ async def test_a_busy_recipient_is_searched_down_to_the_attempts_start(
     async def ours_sent() -> bool:
         return any(m["date_sent"] for m in _ours(await emulator.messages(to)))
 
-    await _eventually(ours_sent, "the attempt's message to be sent")
+    await reads.eventually(ours_sent, "the attempt's message to be sent")
     await _create_messages(settings, to, [f"Later notice {n}" for n in range(250)])
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 1
     messages = await emulator.messages(to)
@@ -179,11 +156,11 @@ LYING_POLICY = TEST_POLICY.model_copy(
 
 
 async def _contradictions(pool: AsyncConnectionPool, workflow_id: str) -> list[dict[str, Any]]:
-    return await _rows(pool, "SELECT * FROM presumed_not_accepted_then_seen WHERE workflow_id = %s", workflow_id)
+    return await reads.rows(pool, "SELECT * FROM presumed_not_accepted_then_seen WHERE workflow_id = %s", workflow_id)
 
 
 async def _conflict_observations(pool: AsyncConnectionPool, workflow_id: str) -> list[dict[str, Any]]:
-    return await _rows(
+    return await reads.rows(
         pool,
         "SELECT * FROM observations WHERE workflow_id = %s AND kind = 'presumed_not_accepted_then_seen'",
         workflow_id,
@@ -204,9 +181,9 @@ async def test_a_report_during_the_backoff_stops_the_retry(
     async def waiting_to_retry() -> bool:
         return (await herald.status(key)).state is IntentState.RETRYABLE_FAILURE
 
-    await _eventually(waiting_to_retry, "the lookup to conclude 'not accepted'")
+    await reads.eventually(waiting_to_retry, "the lookup to conclude 'not accepted'")
     assert await emulator.release_callbacks(to) == 1
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 1
     assert final.attempts[0].submit_result is SubmitResult.NOT_ACCEPTED
@@ -216,9 +193,9 @@ async def test_a_report_during_the_backoff_stops_the_retry(
     states = [t.to_state for t in history.transitions]
     assert states[:2] == ["submitting", "retryable_failure"] and states[-1] == "delivered"
     assert "pending" not in states, "the retry went ahead after the evidence"
-    (row,) = await _eventually(lambda: _contradictions(pool, workflow_id), "the contradiction in the view")
+    (row,) = await reads.eventually(lambda: _contradictions(pool, workflow_id), "the contradiction in the view")
     assert (row["cause"], row["provider"], row["later_copies"], row["after_close"]) == ("lookup_not_found", "twilio", 0, False)
-    assert await _rows(pool, "SELECT * FROM duplicates_sent WHERE workflow_id = %s", workflow_id) == []
+    assert await reads.rows(pool, "SELECT * FROM duplicates_sent WHERE workflow_id = %s", workflow_id) == []
     assert len(await _conflict_observations(pool, workflow_id)) == 1
 
 
@@ -240,27 +217,27 @@ async def test_a_report_while_the_retry_is_out_settles_the_intent_and_counts_the
 
         return check
 
-    await _eventually(created(1), "attempt 1 at the emulator")
+    await reads.eventually(created(1), "attempt 1 at the emulator")
     # Attempt 2's own reports wait 20 s, so it is accepted and open when attempt 1 speaks up.
     await emulator.arm(to, "delayed_callback", delay_seconds=20, count=1)
-    await _eventually(created(2), "attempt 2 at the emulator")
+    await reads.eventually(created(2), "attempt 2 at the emulator")
 
     async def attempt_two_accepted() -> bool:
         status = await herald.status(key)
         return len(status.attempts) == 2 and status.state is IntentState.ACCEPTED
 
-    await _eventually(attempt_two_accepted, "attempt 2 to be accepted")
+    await reads.eventually(attempt_two_accepted, "attempt 2 to be accepted")
     assert await emulator.release_callbacks(to) == 1
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 2
     assert final.attempts[0].provider_status is ProviderStatus.DELIVERED
     assert "evidence about attempt 1 settles the intent" in final.transitions[-1].reason
     await asyncio.sleep(1)
     assert len(await emulator.messages(to)) == 2, "a third message went out after the evidence"
-    (row,) = await _eventually(lambda: _contradictions(pool, workflow_id), "the contradiction in the view")
+    (row,) = await reads.eventually(lambda: _contradictions(pool, workflow_id), "the contradiction in the view")
     assert (row["cause"], row["copy_went_out"], row["later_copies"], row["after_close"]) == ("lookup_not_found", True, 1, False)
-    assert len(await _rows(pool, "SELECT * FROM duplicates_sent WHERE workflow_id = %s", workflow_id)) == 1
+    assert len(await reads.rows(pool, "SELECT * FROM duplicates_sent WHERE workflow_id = %s", workflow_id)) == 1
     report = await ledger_report(pool)
     assert report.duplicates_sent >= 1 and report.duplicates_by_cause.get("twilio/lookup_not_found", 0) >= 1
     assert "duplicates sent" in report.render()
@@ -275,11 +252,11 @@ async def test_a_report_after_the_close_is_recorded_and_counted(
     workflow_id = f"{key}/sms"
     await emulator.arm(to, "lost_then_reported", hang_seconds=3, count=1)
     await herald.send(receipt_request(key, to), policy=LYING_POLICY)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.DELIVERED and len(final.attempts) == 2
     before = await ledger_report(pool)
     assert await emulator.release_callbacks(to) == 1
-    (conflict,) = await _eventually(lambda: _conflict_observations(pool, workflow_id), "the conflicting observation")
+    (conflict,) = await reads.eventually(lambda: _conflict_observations(pool, workflow_id), "the conflicting observation")
     assert conflict["attempt_number"] == 1 and "after the intent closed" in conflict["reason"]
     # The rule the machine applies before the close names the later copy after it too.
     assert "later attempt(s) [2] went to the provider too" in conflict["reason"]
@@ -318,7 +295,7 @@ async def test_the_horizon_looks_once_more_before_unknown(
     await emulator.arm(to, fault, count=1, **params)
     started = datetime.now(UTC)
     await herald.send(receipt_request(key, to), policy=HORIZON_POLICY)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     history = await intent_history(pool, f"{key}/sms")
     assert final.state is IntentState.DELIVERED, (final.transitions[-1].reason, history.observations)
     assert len(await emulator.messages(to)) == 1
@@ -335,7 +312,7 @@ async def test_unknown_only_after_a_last_lookup_found_nothing_final(
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "silent", count=1)
     await herald.send(receipt_request(key, to), policy=HORIZON_POLICY)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key)
     assert final.state is IntentState.UNKNOWN
     assert "last lookup at" in final.transitions[-1].reason and "attempt 1 found sent" in final.transitions[-1].reason
     history = await intent_history(pool, f"{key}/sms")

@@ -19,7 +19,7 @@ from temporalio.service import RPCError
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.core.intent import Channel
-from tests.support import Emulator
+from tests.stack import Emulator
 
 SELLER_PHONE = "+15550100017"  # sel_17, the seller of ord_1001 in agent_tool/store.py
 CALLER = "eu-marketplace-agent"

@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.core.artifacts import ArtifactMismatch, ArtifactRef, verify
 from herald.ledger.artifacts import PostgresArtifactStore
+from tests import reads
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,12 +26,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def fresh_content() -> bytes:
     """Bytes no other test (or earlier run against the same database) has stored."""
     return b"%PDF-1.7 report " + secrets.token_bytes(4096)
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: object) -> list[tuple]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params)
-        return await cursor.fetchall()
 
 
 async def test_put_then_load_returns_the_same_bytes_and_ref(pool: AsyncConnectionPool) -> None:
@@ -65,7 +60,7 @@ async def test_the_same_bytes_stored_twice_are_one_row_under_the_first_name(pool
     first = await store.put(content, media_type="application/pdf", filename="january.pdf")
     second = await store.put(content, media_type="application/octet-stream", filename="february.bin")
     assert second == first
-    assert await _rows(pool, "SELECT count(*) FROM artifacts WHERE sha256 = %s", first.sha256) == [(1,)]
+    assert await reads.tuples(pool, "SELECT count(*) FROM artifacts WHERE sha256 = %s", first.sha256) == [(1,)]
 
 
 async def test_update_and_delete_are_refused_by_the_trigger(pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool) -> None:
@@ -78,7 +73,7 @@ async def test_update_and_delete_are_refused_by_the_trigger(pool: AsyncConnectio
         async with owner_pool.connection() as conn:
             with pytest.raises(psycopg.errors.RaiseException, match="ledger table artifacts is append-only"):
                 await conn.execute(statement, (ref.sha256,))
-    assert await _rows(pool, "SELECT filename FROM artifacts WHERE sha256 = %s", ref.sha256) == [("r.pdf",)]
+    assert await reads.tuples(pool, "SELECT filename FROM artifacts WHERE sha256 = %s", ref.sha256) == [("r.pdf",)]
 
 
 async def test_a_row_tampered_behind_the_trigger_is_caught_by_verify(pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool) -> None:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from herald.core.send_policy import PolicyRules
 from herald.intake.requests import Category
-from herald.ledger.policy_store import publish_policy
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator, category_published
 
 VALIDITY = 5  # seconds: the transactional category's provider queue validity in the published policy
 BOUND = timedelta(seconds=2)
@@ -34,16 +33,10 @@ POLICY = TEST_POLICY.model_copy(
 
 @pytest.fixture
 async def short_validity(pool: AsyncConnectionPool) -> AsyncIterator[None]:
-    defaults = PolicyRules()
-    short = defaults.categories[Category.TRANSACTIONAL].model_copy(update={"provider_queue_validity_seconds": VALIDITY})
-    rules = defaults.model_copy(update={"categories": {**defaults.categories, Category.TRANSACTIONAL: short}})
-    await publish_policy(pool, rules, effective_from=datetime.now(UTC), owner="tests", note="short validity")
-    try:
+    async with category_published(
+        pool, Category.TRANSACTIONAL, "short validity", provider_queue_validity_seconds=VALIDITY
+    ):
         yield
-    finally:
-        await publish_policy(
-            pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again"
-        )
 
 
 @pytest.mark.parametrize(

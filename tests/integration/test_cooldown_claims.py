@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from herald.ledger import policy_store
-from tests.support import SESSION_KEYRING, fresh_recipient
+from tests.intents import fresh_recipient
+from tests.keys import SESSION_KEYRING
 
 COOLDOWN = timedelta(seconds=1)
 

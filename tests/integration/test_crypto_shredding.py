@@ -23,35 +23,13 @@ from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.privacy.payload_codec import decode_in_place, payloads_in
 from herald.privacy.recipient_vault import PREFIX, RecipientErased, RecipientVault
-from herald.temporal.client import payload_codec
-from tests.support import (
-    ORDER_DATA,
-    SESSION_KEKS,
-    SESSION_KEYRING,
-    TEST_POLICY,
-    Emulator,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests import reads
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 
 _TOKEN = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._:-]+:[A-Za-z0-9_=-]+")
-
-
-async def _decoded_history(temporal: Client, settings: Any, workflow_id: str) -> str:
-    """Every payload of every run, as the codec server would show it (outer encryption removed)."""
-    text = []
-    async for execution in temporal.list_workflows(f'WorkflowId = "{workflow_id}"'):
-        history = await temporal.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
-        await decode_in_place(history.events, payload_codec(settings.temporal.codec))
-        # The payloads' own bytes (JSON text once decoded), not the history's JSON, where they are base64.
-        text += [payload.data.decode("utf-8", "replace") for payload in payloads_in(history.events)]
-    assert text, "the workflow has no run"
-    return "\n".join(text)
 
 
 async def _opened(vault: RecipientVault, tokens: set[str]) -> set[str]:
@@ -80,7 +58,7 @@ async def test_a_history_decoded_with_the_codec_key_holds_tokens_and_erasure_shr
         query = "SELECT recipient, render_data FROM intents WHERE workflow_id = %s"
         cursor = await conn.execute(query, (f"{key}/sms",))
         assert await cursor.fetchone() == (to, data)
-    history = await _decoded_history(temporal, settings, f"{key}/sms")
+    history = await reads.decoded_payloads(temporal, settings, f"{key}/sms")
     assert to not in history and to.lstrip("+") not in history
     assert order not in history  # a render value and the body, sealed with the rest
     tokens = set(_TOKEN.findall(history))
@@ -103,7 +81,7 @@ async def test_an_email_subject_and_body_are_sealed_too(
     to, key, order = fresh_address(), fresh_key(), f"A-{secrets.token_hex(4)}"
     await herald.send(email_request(key, to, render_data={**ORDER_DATA, "order_ref": order}))
     assert (await asyncio.wait_for(herald.wait(key, "email"), 60)).state.is_terminal
-    history = await _decoded_history(temporal, settings, f"{key}/email")
+    history = await reads.decoded_payloads(temporal, settings, f"{key}/email")
     assert to not in history
     assert order not in history  # the order reference in the subject, body and render data
 

@@ -15,7 +15,7 @@ from devstack.config import DEV_SERVER_MATCHING, PacedRouteDev, load_stack_confi
 from devstack.demo import Overtaking, PacedRoute, overtaking, urgent_overtakes_batch
 from herald.core.lifecycle import IntentState
 from tests.integration.routes import route_paced_at
-from tests.support import Emulator
+from tests.stack import Emulator
 
 PACE = PacedRouteDev().submit_rate_limit  # the demo route's
 BATCH = 24  # the demo queues 40; fewer keep the suite quick and still leave a queue to overtake

@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from devstack.demo import a_stop_reply_suppresses_marketing, settle
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from tests.support import Emulator
+from tests.stack import Emulator
 
 
 async def test_the_demo_s_stop_reply_suppresses_the_next_promotion(

@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from devstack.demo import a_one_click_unsubscribe_stops_marketing_email
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from tests.support import Esp
+from tests.stack import Esp
 
 
 def _header(message: dict[str, object], name: str) -> str | None:

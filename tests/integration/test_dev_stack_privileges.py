@@ -29,7 +29,7 @@ from herald import outbox
 from herald.intake.notice import NoticeRequest
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay, backlog
-from tests.support import fresh_key, fresh_recipient
+from tests.intents import fresh_key, fresh_recipient
 
 OWNER_URL = "postgresql://owner:owner-password@127.0.0.1:5432/herald"
 SECRET_FILES = (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,26 +15,18 @@ from temporalio.client import Client
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from herald.core.send_policy import PolicyRules
 from herald.intake.requests import Category
-from herald.ledger.policy_store import publish_policy
-from tests.support import SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY, category_published
 
 PUBLISHED_PRIORITY = 4  # transactional's built-in is 2
 
 
 @pytest.fixture
 async def transactional_at_4(pool: AsyncConnectionPool) -> AsyncIterator[None]:
-    defaults = PolicyRules()
-    moved = defaults.categories[Category.TRANSACTIONAL].model_copy(update={"priority": PUBLISHED_PRIORITY})
-    rules = defaults.model_copy(update={"categories": {**defaults.categories, Category.TRANSACTIONAL: moved}})
-    await publish_policy(pool, rules, effective_from=datetime.now(UTC), owner="tests", note="transactional at 4")
-    try:
+    async with category_published(pool, Category.TRANSACTIONAL, "transactional at 4", priority=PUBLISHED_PRIORITY):
         yield
-    finally:
-        await publish_policy(
-            pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again"
-        )
 
 
 async def _dispatch_order_reads(temporal: Client, workflow_id: str) -> int:

@@ -18,7 +18,7 @@ from herald.ledger import store
 from herald.ledger.migrate import apply_migrations
 from herald.ledger.store import open_pool
 from herald.receipts.drainer import DrainFloor
-from tests.support import create_database
+from tests.stack import create_database
 
 SETTLED = 600.0
 

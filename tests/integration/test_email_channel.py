@@ -12,14 +12,13 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from bench.actions import billable_actions
 from herald.client import HeraldClient
 from herald.core.artifacts import ArtifactRef
-from herald.core.contracts import IntentStatus, attempt_ref
+from herald.core.contracts import attempt_ref
 from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.outcomes import ProviderStatus
@@ -27,29 +26,9 @@ from herald.ledger.artifacts import PostgresArtifactStore
 from herald.notice_view import render_notice
 from herald.privacy.payload_codec import decode_in_place
 from herald.temporal.workflow_api import ATTEMPTS_KEY, STATE_KEY
-from tests.support import (
-    ORDER_DATA,
-    TEST_POLICY,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    plain_relay,
-)
-
-WAIT = 90
-
-
-async def _final(herald: HeraldClient, key: str) -> IntentStatus:
-    return await asyncio.wait_for(herald.wait(key, Channel.EMAIL), WAIT)
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
+from tests import reads
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient
+from tests.stack import TEST_POLICY, Emulator, Esp, plain_relay
 
 
 def _message_id(key: str, number: int) -> str:
@@ -64,14 +43,14 @@ async def test_an_email_is_delivered_by_the_esp_events(herald: HeraldClient, esp
     signed `delivered` event; the attempt row names the provider and the relay it went through."""
     key, to = fresh_key(), fresh_address()
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     [message] = await esp.messages(to)
     ref = attempt_ref(f"{key}/email", 1)
     assert message["message_id"] == _message_id(key, 1)
     assert message["unique_args"] == {"herald_attempt": ref}
     assert message["subject"] == "Your receipt for order A-1"
-    [row] = await _rows(pool, "SELECT provider, route FROM attempts WHERE attempt_ref = %s", ref)
+    [row] = await reads.rows(pool, "SELECT provider, route FROM attempts WHERE attempt_ref = %s", ref)
     assert row["provider"] == "sendgrid" and row["route"].startswith("smtp://127.0.0.1:")
     sources = [(t.to_state, t.source.value) for t in final.transitions]
     assert (IntentState.ACCEPTED, "submit") in sources and (IntentState.DELIVERED, "report") in sources
@@ -83,7 +62,7 @@ async def test_a_451_is_retried_and_sent_once(herald: HeraldClient, esp: Esp) ->
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "temp_fail", code=451, count=1)
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.RETRYABLE, SubmitResult.ACCEPTED]
     assert len(await esp.messages(to)) == 1
@@ -93,7 +72,7 @@ async def test_a_550_is_permanent_and_nothing_is_sent(herald: HeraldClient, esp:
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "perm_fail")
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.PERMANENT_FAILURE
     assert [a.submit_result for a in final.attempts] == [SubmitResult.REJECTED]
     assert "SMTP 550" in final.transitions[-1].reason
@@ -118,7 +97,7 @@ async def test_a_bounce_is_undelivered(herald: HeraldClient, esp: Esp) -> None:
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "bounce")
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.UNDELIVERED, final.transitions
     assert final.attempts[0].provider_status is ProviderStatus.UNDELIVERED
     assert len(await esp.messages(to)) == 1
@@ -133,7 +112,7 @@ async def test_a_drop_after_data_is_resolved_by_the_delivered_event(herald: Hera
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "drop_after_data", count=1)
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.UNKNOWN]
     assert final.attempts[0].provider_id == _message_id(key, 1)
@@ -158,18 +137,18 @@ async def test_an_unknown_submit_waits_while_the_event_stream_is_silent_and_ends
             break
         await asyncio.sleep(0.1)
     assert waiting is not None and waiting.startswith("waiting: event stream silent since"), status
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.UNKNOWN, final.transitions
     assert "event stream silent since" in final.transitions[-1].reason
     assert [a.submit_result for a in final.attempts] == [SubmitResult.UNKNOWN]
     assert len(await esp.messages(to)) == 1
-    rows = await _rows(
+    rows = await reads.rows(
         pool,
         "SELECT source, applied, reason FROM observations WHERE workflow_id = %s AND kind = 'stream_silent'",
         f"{key}/email",
     )
     assert rows and all(r["source"] == "clock" and not r["applied"] for r in rows)
-    assert not await _rows(pool, "SELECT 1 FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
+    assert not await reads.rows(pool, "SELECT 1 FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
 
 
 async def test_a_copy_the_relay_never_took_is_resent_once_the_stream_has_passed_it(
@@ -184,19 +163,19 @@ async def test_a_copy_the_relay_never_took_is_resent_once_the_stream_has_passed_
     await herald.send(email_request(key, to))
     await asyncio.sleep(TEST_POLICY.submit_in_flight_bound.total_seconds() + 1)
     await herald.send(email_request(fresh_key(), fresh_address()))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.NO_EVIDENCE, SubmitResult.ACCEPTED]
     [copy] = await esp.messages(to)
     assert copy["unique_args"]["herald_attempt"] == attempt_ref(f"{key}/email", 2)
-    [rule] = await _rows(
+    [rule] = await reads.rows(
         pool,
         "SELECT source, applied, reason FROM observations WHERE workflow_id = %s AND kind = 'no_evidence'",
         f"{key}/email",
     )
     assert rule["source"] == "clock" and rule["applied"], rule
     assert "rule event_stream_silence" in rule["reason"] and "passed it at" in rule["reason"]
-    [presumed] = await _rows(pool, "SELECT cause FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
+    [presumed] = await reads.rows(pool, "SELECT cause FROM presumed_not_accepted WHERE workflow_id = %s", f"{key}/email")
     assert presumed["cause"] == "events_absent"
 
 
@@ -207,12 +186,12 @@ async def test_duplicate_events_are_stored_and_applied_once(herald: HeraldClient
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "duplicate_events", copies=3)
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED
     ref = attempt_ref(f"{key}/email", 1)
-    rows = await _rows(pool, "SELECT provider_status FROM receipt_inbox WHERE attempt_ref = %s ORDER BY id", ref)
+    rows = await reads.rows(pool, "SELECT provider_status FROM receipt_inbox WHERE attempt_ref = %s ORDER BY id", ref)
     assert sorted(r["provider_status"] for r in rows) == ["delivered", "processed"]
-    applied = await _rows(
+    applied = await reads.rows(
         pool,
         "SELECT provider_status FROM observations WHERE workflow_id = %s AND source = 'report' AND applied",
         f"{key}/email",
@@ -224,11 +203,11 @@ async def test_out_of_order_events_never_move_delivered_back(herald: HeraldClien
     key, to = fresh_key(), fresh_address()
     await esp.arm(to, "out_of_order_events")
     await herald.send(email_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED
     # Wait for the late `processed` to be decided too, then check it moved nothing.
     for _ in range(100):
-        rows = await _rows(
+        rows = await reads.rows(
             pool,
             "SELECT o.provider_status, o.applied FROM observations o JOIN receipt_inbox r ON r.id = o.inbox_id "
             "WHERE o.workflow_id = %s",
@@ -254,7 +233,7 @@ async def test_a_relay_without_events_ends_relayed_never_delivered(
     await esp.arm(to, "no_events")
     async with plain_relay(temporal, settings, pool) as herald:
         await herald.send(email_request(key, to))
-        final = await _final(herald, key)
+        final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.RELAYED
     assert final.closed_by == "submit:relayed"
     assert "reports nothing back" in final.transitions[-1].reason
@@ -292,7 +271,7 @@ async def test_the_attachment_received_hashes_to_the_reference(herald: HeraldCli
     key, to = fresh_key("monthly_report"), fresh_address()
     await esp.arm(to, "temp_fail", code=451, stage="data", count=1)
     await herald.send(_report_request(key, to, ref))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.RETRYABLE, SubmitResult.ACCEPTED]
     [message] = await esp.messages(to)
@@ -317,7 +296,7 @@ async def test_a_report_retried_after_the_relay_turned_it_away_carries_the_same_
     key, to = fresh_key("monthly_report"), fresh_address()
     await esp.arm(to, "temp_fail", code=421, stage="rcpt", count=1)
     await herald.send(_report_request(key, to, ref))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.DELIVERED, final.transitions
     assert [a.submit_result for a in final.attempts] == [SubmitResult.UNREACHABLE, SubmitResult.ACCEPTED]
     [copy] = await esp.messages(to)
@@ -336,7 +315,7 @@ async def test_a_tampered_artifact_ends_permanent_with_nothing_sent(
         await conn.execute("ALTER TABLE artifacts ENABLE TRIGGER ALL")
     key, to = fresh_key("monthly_report"), fresh_address()
     await herald.send(_report_request(key, to, ref))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, Channel.EMAIL)
     assert final.state is IntentState.PERMANENT_FAILURE
     assert "artifact" in final.transitions[-1].reason and "tampered" in final.transitions[-1].reason
     assert await esp.messages(to) == []
@@ -366,13 +345,13 @@ async def test_a_two_channel_notice_is_two_independent_intents(
         Channel.SMS: f"{key}/sms",
         Channel.EMAIL: f"{key}/email",
     }
-    sms = await asyncio.wait_for(herald.wait(key, Channel.SMS), WAIT)
-    email = await _final(herald, key)
+    sms = await reads.final(herald, key)
+    email = await reads.final(herald, key, Channel.EMAIL)
     assert sms.state is IntentState.DELIVERED and email.state is IntentState.DELIVERED
     assert sms.destination_fingerprint != email.destination_fingerprint
     assert sms.content_sha256 != email.content_sha256
     assert len(await emulator.messages(phone)) == 1 and len(await esp.messages(address)) == 1
-    rows = await _rows(
+    rows = await reads.rows(
         pool,
         "SELECT workflow_id, count(*) AS attempts, min(provider) AS provider FROM attempts "
         "WHERE workflow_id IN (%s, %s) GROUP BY workflow_id ORDER BY workflow_id",
@@ -401,13 +380,13 @@ async def test_an_email_delivered_by_its_events_writes_the_ledger_and_search_att
     # The production poll_initial: the events, not the lazy wait's end, finish this intent.
     policy = TEST_POLICY.model_copy(update={"poll_initial": timedelta(seconds=30)})
     receipt = await herald.send(email_request(key, to), policy=policy)
-    assert (await _final(herald, key)).state is IntentState.DELIVERED
+    assert (await reads.final(herald, key, Channel.EMAIL)).state is IntentState.DELIVERED
     events = [event async for event in herald.handle(key, Channel.EMAIL).fetch_history_events()]
     actions = billable_actions(events)
     assert actions["local_activities"] == 1, actions  # the write at the close
     assert actions["search_attributes"] == 1, actions
     assert actions["timer"] <= 1, actions
-    [row] = await _rows(pool, "SELECT count(*) AS n FROM transitions WHERE workflow_id = %s", receipt.workflow_id)
+    [row] = await reads.rows(pool, "SELECT count(*) AS n FROM transitions WHERE workflow_id = %s", receipt.workflow_id)
     assert row["n"] == 3  # pending -> submitting -> accepted -> delivered, all in the ledger
 
 
@@ -421,7 +400,7 @@ async def test_an_email_without_events_is_checkpointed_at_poll_initial(
     receipt = await herald.send(email_request(key, to))
     handle = herald.handle(key, Channel.EMAIL)
     for _ in range(100):
-        states = [r["to_state"] for r in await _rows(
+        states = [r["to_state"] for r in await reads.rows(
             pool, "SELECT to_state FROM transitions WHERE workflow_id = %s ORDER BY seq", receipt.workflow_id
         )]  # fmt: skip
         if "accepted" in states:

@@ -30,10 +30,11 @@ from herald.core.rows import AttemptRow, LedgerBatch, RecordIntentInput
 from herald.core.send_policy import Category
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
-from herald.privacy.payload_codec import decode_in_place, payloads_in
 from herald.privacy.recipient_vault import PREFIX, RecipientErased, RecipientVault
-from herald.temporal.client import payload_codec
-from tests.support import ORDER_DATA, SESSION_KEKS, SESSION_KEYRING, Esp, email_request, fresh_address, fresh_key
+from tests import reads
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import Esp
 from worker import build_providers
 
 WAIT = 60
@@ -48,17 +49,6 @@ def hostile_merchant() -> tuple[str, str]:
 
 def html_request(key: str, to: str, merchant: str) -> dict[str, Any]:
     return email_request(key, to, template_version=2, render_data={**ORDER_DATA, "merchant": merchant})
-
-
-async def _decoded_history(temporal: Client, settings: Any, workflow_id: str) -> str:
-    """Every payload of every run, as the codec server would show it (outer encryption removed)."""
-    text = []
-    async for execution in temporal.list_workflows(f'WorkflowId = "{workflow_id}"'):
-        history = await temporal.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
-        await decode_in_place(history.events, payload_codec(settings.temporal.codec))
-        text += [payload.data.decode("utf-8", "replace") for payload in payloads_in(history.events)]
-    assert text, "the workflow has no run"
-    return "\n".join(text)
 
 
 async def _opened_as(vault: RecipientVault, tokens: set[str], field: str) -> list[str]:
@@ -82,7 +72,7 @@ async def test_the_html_part_is_sealed_in_temporals_copy_and_erasure_shreds_it(
     merchant, marker = hostile_merchant()
     await herald.send(html_request(key, to, merchant))
     assert (await asyncio.wait_for(herald.wait(key, Channel.EMAIL), WAIT)).state.is_terminal
-    history = await _decoded_history(temporal, settings, f"{key}/email")
+    history = await reads.decoded_payloads(temporal, settings, f"{key}/email")
     assert marker not in history and to not in history
     tokens = set(_TOKEN.findall(history))
     [html] = set(await _opened_as(RecipientVault(pool, SESSION_KEKS), tokens, "html_body"))

@@ -22,13 +22,12 @@ from herald.intake.errors import IntentConflict, InvalidIntent
 from herald.ledger.history import intent_history
 from herald.providers.twilio_signature import compute_signature
 from herald.temporal.client import connect
-from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
-
-
-async def _finish(herald: HeraldClient, key: str) -> IntentState:
-    return (await asyncio.wait_for(herald.wait(key), WAIT)).state
 
 
 async def _inbox_rows(pool: AsyncConnectionPool, provider_message_id: str) -> list[tuple]:
@@ -42,20 +41,11 @@ async def _inbox_rows(pool: AsyncConnectionPool, provider_message_id: str) -> li
         return await cursor.fetchall()
 
 
-async def _eventually(check, timeout: float = 15.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await check()
-        if result or asyncio.get_running_loop().time() > deadline:
-            return result
-        await asyncio.sleep(0.2)
-
-
 async def test_happy_path_is_delivered_by_report(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> None:
     """An intent is accepted, then delivered by the provider's report, and the ledger shows each step in order."""
     key, to = fresh_key(), fresh_recipient()
     receipt = await herald.send(receipt_request(key, to))
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     messages = await emulator.messages(to)
     assert len(messages) == 1
     history = await intent_history(pool, receipt.workflow_id)
@@ -69,7 +59,7 @@ async def test_happy_path_is_delivered_by_report(herald: HeraldClient, emulator:
     assert [a.number for a in history.attempts] == [1]
     # The body sent is the body rendered once at intent creation.
     assert messages[0]["body"] == "Herald Shop: payment of 42.50 EUR for order ord_84721 received. Thank you."
-    inbox = await _eventually(lambda: _inbox_rows(pool, messages[0]["sid"]))
+    inbox = await reads.eventually(lambda: _inbox_rows(pool, messages[0]["sid"]), "the reports in the inbox", 15)
     assert sorted(status for status, _, _ in inbox) == ["delivered", "sent"]
 
 
@@ -88,7 +78,7 @@ async def test_happy_path_costs_one_signal_and_at_most_six_billed_actions(
     # happy path into a polled one: the reports are the only way this intent finishes.
     policy = TEST_POLICY.model_copy(update={"poll_initial": timedelta(seconds=30), "poll_max": timedelta(seconds=30)})
     receipt = await herald.send(receipt_request(key, to), policy=policy)
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     events = [event async for event in herald.handle(key).fetch_history_events()]
     signals = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
     assert len(signals) == 1
@@ -113,7 +103,7 @@ async def test_accept_then_hang_sends_once_and_still_delivers(herald: HeraldClie
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "accept_then_hang", hang_seconds=3, count=1)
     receipt = await herald.send(receipt_request(key, to))
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     assert len(await emulator.messages(to)) == 1
     history = await intent_history(pool, receipt.workflow_id)
     submit = [o for o in history.observations if o.source == "submit"]
@@ -152,7 +142,7 @@ async def test_same_key_from_two_racing_clients_gives_one_intent_and_one_message
         for thread in threads:
             thread.start()
         await asyncio.get_running_loop().run_in_executor(None, lambda: [t.join(40) for t in threads])
-        final = await _finish(herald, key)
+        final = (await reads.final(herald, key, wait=WAIT)).state
     finally:
         second_worker.stop()
     assert len(results) == 2 and not [r for r in results if isinstance(r, Exception)], results
@@ -166,7 +156,7 @@ async def test_report_before_create_response_is_applied(herald: HeraldClient, em
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "callback_before_response", count=1)
     receipt = await herald.send(receipt_request(key, to))
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     messages = await emulator.messages(to)
     assert len(messages) == 1
     history = await intent_history(pool, receipt.workflow_id)
@@ -181,11 +171,11 @@ async def test_duplicate_reports_are_one_inbox_row_each(herald: HeraldClient, em
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "duplicate_callbacks", copies=3, count=1)
     await herald.send(receipt_request(key, to))
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     messages = await emulator.messages(to)
     assert len(messages) == 1
     assert len(messages[0]["callbacks"]) >= 6  # really sent three times each
-    inbox = await _eventually(lambda: _inbox_rows(pool, messages[0]["sid"]))
+    inbox = await reads.eventually(lambda: _inbox_rows(pool, messages[0]["sid"]), "the reports in the inbox", 15)
     assert sorted(status for status, _, _ in inbox) == ["delivered", "sent"]
 
 
@@ -194,7 +184,7 @@ async def test_out_of_order_reports_never_move_delivered_back(herald: HeraldClie
     key, to = fresh_key(), fresh_recipient()
     await emulator.arm(to, "out_of_order_callbacks", count=1)
     receipt = await herald.send(receipt_request(key, to))
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     messages = await emulator.messages(to)
     sid = messages[0]["sid"]
 
@@ -202,7 +192,7 @@ async def test_out_of_order_reports_never_move_delivered_back(herald: HeraldClie
         rows = await _inbox_rows(pool, sid)
         return rows if len(rows) == 2 and all(outcome for _, outcome, _ in rows) else None
 
-    inbox = await _eventually(both_decided)
+    inbox = await reads.eventually(both_decided, "a verdict on both reports", 15)
     assert inbox, "both reports must end with a verdict"
     verdicts = {status: (outcome, reason) for status, outcome, reason in inbox}
     assert verdicts["delivered"][0] == "applied"
@@ -254,7 +244,7 @@ async def test_same_key_with_another_payload_is_refused(herald: HeraldClient, em
     with pytest.raises(IntentConflict) as conflict:
         await herald.send(changed)
     assert key in str(conflict.value)
-    assert await _finish(herald, key) is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     # Attaching with the same payload again is fine and still sends nothing new.
     await herald.send(receipt_request(key, to))
     assert len(await emulator.messages(to)) == 1

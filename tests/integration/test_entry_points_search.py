@@ -48,12 +48,14 @@ from herald.intake.requests import BUSINESS_KEY_PATTERN
 from herald.intake.template_registry import PublishRefused, TemplateError, publish, render_message
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
-from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.depth import examples
+from tests.intents import ORDER_DATA, fresh_address, fresh_key, fresh_recipient
+from tests.stack import create_outbox_database
 
 REPO = Path(__file__).resolve().parents[2]
 # Each door's budget: examples that start intents wait for them, so these are kept small.
 SEARCH = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -324,10 +326,7 @@ def test_starter_send_file_answers_in_one_line_or_starts(stack: LocalStack, docu
 
 @pytest.fixture(scope="module")
 async def outbox_pool(stack: LocalStack) -> AsyncIterator[AsyncConnectionPool]:
-    url = await create_database(stack.database_url, "fuzz_service")
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await outbox.apply_schema(conn)
-    async with open_pool(url, max_size=2) as pool:
+    async with open_pool(await create_outbox_database(stack.database_url, "fuzz_service"), max_size=2) as pool:
         yield pool
 
 
@@ -443,7 +442,7 @@ html_versions = st.lists(html_pieces, min_size=1, max_size=6).map(
 )
 
 
-@settings(SEARCH, max_examples=150)
+@settings(SEARCH, max_examples=examples(150))
 @given(template_id=strange_text | st.sampled_from(["order_receipt", "new_one", "promo/vip_offer", "../../x"]),
        version=json_values | st.integers(min_value=-3, max_value=100_001), text=strange_text | html_versions)  # fmt: skip
 def test_publish_refuses_by_rule_and_never_writes_outside_its_folder(
@@ -458,7 +457,7 @@ def test_publish_refuses_by_rule_and_never_writes_outside_its_folder(
     assert sorted(p.name for p in template_root.parent.parent.iterdir()) == outside
 
 
-@settings(SEARCH, max_examples=150)
+@settings(SEARCH, max_examples=examples(150))
 @given(template_id=st.sampled_from(["order_receipt", "order_receipt_email", "seller_new_order", "nope", "../x"]),
        version=st.sampled_from([1, 2, 0, 10**6, "latest"]),
        data=st.dictionaries(strange_text, json_values, max_size=5))  # fmt: skip
@@ -473,7 +472,7 @@ def test_preview_renders_or_names_the_rule(template_id: str, version: Any, data:
 _MARKUP = re.compile(r"[<>\"']|&(?!amp;|lt;|gt;|quot;|#x27;)")
 
 
-@settings(SEARCH, max_examples=150)
+@settings(SEARCH, max_examples=examples(150))
 @given(merchant=strange_text | st.sampled_from(['<script>alert(1)</script>', '"><img src=x onerror=alert(1)>']))
 def test_render_data_never_adds_markup_to_an_html_part(merchant: str) -> None:
     """Any merchant name: refused naming render_data.merchant, or rendered with the name verbatim in the

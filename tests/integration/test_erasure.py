@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
@@ -25,26 +24,14 @@ from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient
 from herald.privacy import fingerprints
-from tests.support import (
-    SESSION_FINGERPRINT_KEYS,
-    SESSION_KEYRING,
-    Emulator,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
+from tests import reads
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
+from tests.stack import Emulator
 
 
 async def _ledger_tables(pool: AsyncConnectionPool) -> list[str]:
-    rows = await _rows(
+    rows = await reads.rows(
         pool, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
     )
     return sorted(row["tablename"] for row in rows)
@@ -61,8 +48,8 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     await herald.send(receipt_request(later, to))
     assert (await asyncio.wait_for(herald.wait(later), 60)).state.is_terminal
     ids = [f"{opted_out}/sms", f"{later}/sms"]
-    before = await _rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
-    transitions_before = await _rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids)
+    before = await reads.rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
+    transitions_before = await reads.rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids)
     bodies = {row["body"] for row in before}
     assert all(len(body) > 20 for body in bodies)
 
@@ -75,19 +62,19 @@ async def test_erasing_a_recipient_destroys_their_data_and_keeps_states_times_re
     # The number is nowhere in the ledger; the bodies are gone from these intents (other tests'
     # intents render the same template with the same data, so a body is not unique to this recipient).
     for table in await _ledger_tables(owner_pool):
-        hits = await _rows(owner_pool, f"SELECT count(*) AS n FROM {table} t WHERE t::text LIKE %s", f"%{to}%")
+        hits = await reads.rows(owner_pool, f"SELECT count(*) AS n FROM {table} t WHERE t::text LIKE %s", f"%{to}%")
         assert hits == [{"n": 0}], f"{table} still holds the recipient"
-    for row in await _rows(owner_pool, "SELECT t::text AS whole FROM intents t WHERE workflow_id = ANY(%s)", ids):
+    for row in await reads.rows(owner_pool, "SELECT t::text AS whole FROM intents t WHERE workflow_id = ANY(%s)", ids):
         assert not any(body in row["whole"] for body in bodies)
     # What stays: the rows, their keys, hashes, times and every transition.
-    after = await _rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
+    after = await reads.rows(owner_pool, "SELECT * FROM intents WHERE workflow_id = ANY(%s) ORDER BY workflow_id", ids)
     personal = {"recipient", "render_data", "body", "subject"}
     assert [{k: v for k, v in row.items() if k not in personal} for row in after] == [
         {k: v for k, v in row.items() if k not in personal} for row in before
     ]
     assert {(row["recipient"], row["body"]) for row in after} == {("(erased)", "")}
-    assert await _rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids) == transitions_before
-    [purge] = await _rows(pool, "SELECT * FROM ledger_purges WHERE id = %s", erasure.purge_id)
+    assert await reads.rows(pool, "SELECT * FROM transitions WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq", ids) == transitions_before
+    [purge] = await reads.rows(pool, "SELECT * FROM ledger_purges WHERE id = %s", erasure.purge_id)
     assert (purge["kind"], purge["recipient_fingerprint"], purge["rows_affected"], purge["operator"]) == (
         "erasure", SESSION_KEYRING.recipient(to), 2, "dpo",
     )  # fmt: skip
@@ -153,7 +140,7 @@ async def test_starter_erase_answers_an_erasure_request_and_refuses_a_bad_recipi
     assert outbox_line == "outbox: not configured (HERALD_OUTBOX_DATABASE_URL unset)"
     assert re.match(r"temporal: [1-9][0-9]* run\(s\) of 1 intent\(s\) deleted, verified gone$", temporal_line), temporal_line
     assert ledger_line.startswith("ledger: erased 1 intent(s) of recipient fingerprint ") and to not in ran.stdout
-    assert await _rows(pool, "SELECT recipient FROM intents WHERE workflow_id = %s", f"{key}/sms") == [{"recipient": "(erased)"}]
+    assert await reads.rows(pool, "SELECT recipient FROM intents WHERE workflow_id = %s", f"{key}/sms") == [{"recipient": "(erased)"}]
     bad = "+1555ABC"
     refused = await asyncio.to_thread(subprocess.run, [*command, bad], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
@@ -177,7 +164,7 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
         assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(address))
         assert status.destination_fingerprint != hashlib.sha256(address.encode()).hexdigest()[:16]
     ids = [f"{quiet}/email", f"{loud}/email"]
-    stored = await _rows(owner_pool, "SELECT recipient FROM intents WHERE workflow_id = ANY(%s) ORDER BY recipient", ids)
+    stored = await reads.rows(owner_pool, "SELECT recipient FROM intents WHERE workflow_id = ANY(%s) ORDER BY recipient", ids)
     assert {row["recipient"].lower() for row in stored} == {address}  # as given, two spellings
     assert len({row["recipient"] for row in stored}) == 2
 
@@ -186,7 +173,7 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
     )
 
     assert erasure.rows_affected == 2
-    after = await _rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
+    after = await reads.rows(owner_pool, "SELECT recipient, body FROM intents WHERE workflow_id = ANY(%s)", ids)
     assert after == [{"recipient": "(erased)", "body": ""}] * 2
 
 
@@ -212,7 +199,7 @@ async def test_an_erased_recipients_own_attachment_goes_and_one_another_recipien
     )
 
     assert (erasure.rows_affected, erasure.artifacts_erased) == (2, 1)
-    rows = await _rows(owner_pool, "SELECT sha256, size_bytes, filename, octet_length(content) AS n FROM artifacts "
+    rows = await reads.rows(owner_pool, "SELECT sha256, size_bytes, filename, octet_length(content) AS n FROM artifacts "
                                    "WHERE sha256 = ANY(%s) ORDER BY filename", [theirs.sha256, shared.sha256])  # fmt: skip
     assert rows == [
         {"sha256": theirs.sha256, "size_bytes": 0, "filename": "(erased)", "n": 0},

@@ -32,7 +32,8 @@ from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
 from herald.privacy.key_encryption import KeyUnavailable, LocalKeks
 from herald.privacy.recipient_vault import KeyRow, RecipientVault, wrap_context
-from tests.support import SESSION_KEKS, SESSION_KEYRING, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 
 WAIT = 60
 KINDS = ("table", "index", "wal")

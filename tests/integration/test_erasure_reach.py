@@ -10,7 +10,6 @@ the command is.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -38,15 +37,10 @@ from herald.privacy.payload_codec import decode_in_place
 from herald.runtime.process import ProcessRuntime
 from herald.temporal.client import payload_codec
 from herald.temporal.erasure import erase_executions
-from tests.support import (
-    SESSION_KEYRING,
-    TEST_POLICY,
-    Emulator,
-    create_database,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-)
+from tests import reads
+from tests.intents import fresh_address, fresh_key, fresh_recipient
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator, create_outbox_database
 
 WAIT = 90
 ORDER = {"order_ref": "ord_84721", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
@@ -73,9 +67,7 @@ def email_entry(to: str) -> dict[str, Any]:
 async def outbox_db(stack: LocalStack, settings: Any) -> tuple[str, str]:
     """A service database of this module's own with herald_outbox: (the owner's URL, the relay login's URL)."""
     stack.create_service_database()  # makes the relay's login (and its role) on this server
-    owner_url = await create_database(stack.database_url, "erasure_service")
-    async with await psycopg.AsyncConnection.connect(owner_url, autocommit=True) as conn:
-        await outbox.apply_schema(conn)
+    owner_url = await create_outbox_database(stack.database_url, "erasure_service")
     relay_url = make_conninfo(
         settings.outbox.database_url.get_secret_value(), dbname=psycopg.conninfo.conninfo_to_dict(owner_url)["dbname"]
     )
@@ -138,13 +130,6 @@ async def _not_found(call: Awaitable[Any]) -> bool:
     except RPCError as error:
         return error.status is RPCStatusCode.NOT_FOUND
     return False
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.2)
 
 
 async def test_erase_replaces_the_outbox_notices_deletes_every_run_and_leaves_another_recipient_alone(
@@ -251,7 +236,7 @@ async def test_a_parked_intent_is_cancelled_through_herald_then_deleted(
         status = await parked.status(key)
         return bool(status.attempts) and status.attempts[-1].retry_delay_seconds is not None
 
-    await _eventually(waiting_out_retry_after, 30, "the intent never parked on the Retry-After")
+    await reads.eventually(waiting_out_retry_after, "the intent to park on the Retry-After", 30)
     workflow_id = f"{key}/sms"
     runs = await _runs(temporal, workflow_id)
 
@@ -290,7 +275,7 @@ async def test_an_intent_still_tracking_its_message_is_reported_never_terminated
         status = await tracking.status(key)
         return bool(status.attempts) and status.attempts[-1].provider_id is not None
 
-    await _eventually(accepted, 30, "the provider never accepted the message")
+    await reads.eventually(accepted, "the provider to accept the message", 30)
     workflow_id = f"{key}/sms"
 
     first = await erase_executions(

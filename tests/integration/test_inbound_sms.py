@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from herald.core.send_policy import Category
-from herald.ledger.policy_store import grant_consent
 from herald.receipts.twilio_inbound import EMPTY_TWIML
-from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator, consented_to_marketing
 
 WAIT = 60
 PROMOTION = {
@@ -45,15 +43,6 @@ async def text_us(emulator: Emulator, receipts_url: str, handset: str, body: str
     return response.json()  # type: ignore[no-any-return]
 
 
-async def requests_of(pool: AsyncConnectionPool, handset: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (SESSION_KEYRING.recipient(handset),),
-        )
-        return await cursor.fetchall()
-
-
 async def promote(herald: HeraldClient, to: str) -> IntentState:
     key = fresh_key("class_promotion")
     await herald.send(receipt_request(key, to, **PROMOTION))
@@ -65,18 +54,14 @@ async def test_stop_suppresses_the_next_marketing_text_and_start_lets_the_one_af
 ) -> None:
     """A consenting recipient texts STOP (posted five times): one opt_out row, the next promotion is
     suppressed with 0 messages at the emulator; START: the one after is delivered."""
-    to = fresh_recipient()
-    await grant_consent(
-        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
-        granted_at=datetime.now(UTC),
-    )  # fmt: skip
+    to = await consented_to_marketing(pool, fresh_recipient())
     stop = await text_us(emulator, receipt_server, to, "STOP")
     assert stop["webhook"]["http_status"] == 200 and stop["webhook"]["answer"] == EMPTY_TWIML
     assert stop["blocked"] is True  # Twilio's own block, which the emulator keeps too
     for _ in range(4):  # Twilio's retries of the same message
         again = await text_us(emulator, receipt_server, to, "STOP", message_sid=stop["message_sid"])
         assert again["webhook"]["http_status"] == 200
-    assert [(r["request"], r["detail"]) for r in await requests_of(pool, to)] == [("opt_out", "keyword STOP")]
+    assert [(r["request"], r["detail"]) for r in await reads.recipient_requests(pool, to)] == [("opt_out", "keyword STOP")]
 
     assert await promote(herald, to) is IntentState.SUPPRESSED
     assert await emulator.messages(to) == []
@@ -86,7 +71,7 @@ async def test_stop_suppresses_the_next_marketing_text_and_start_lets_the_one_af
     assert await promote(herald, to) is IntentState.DELIVERED
     assert len(await emulator.messages(to)) == 1
 
-    rows = await requests_of(pool, to)
+    rows = await reads.recipient_requests(pool, to)
     assert [r["request"] for r in rows] == ["opt_out", "opt_in"]
     stored = json.dumps(rows, default=str)
     assert to not in stored and to.lstrip("+") not in stored  # the number nowhere; the words: the keyword only
@@ -96,14 +81,10 @@ async def test_help_is_recorded_and_the_next_marketing_text_still_goes(
     herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool, receipt_server: str
 ) -> None:
     """HELP is a request on record, not an opt-out: the next promotion is delivered."""
-    to = fresh_recipient()
-    await grant_consent(
-        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
-        granted_at=datetime.now(UTC),
-    )  # fmt: skip
+    to = await consented_to_marketing(pool, fresh_recipient())
     helped = await text_us(emulator, receipt_server, to, "HELP")
     assert helped["webhook"]["http_status"] == 200 and helped["blocked"] is False
-    assert [(r["request"], r["detail"]) for r in await requests_of(pool, to)] == [("help", "keyword HELP")]
+    assert [(r["request"], r["detail"]) for r in await reads.recipient_requests(pool, to)] == [("help", "keyword HELP")]
     assert await promote(herald, to) is IntentState.DELIVERED
     assert len(await emulator.messages(to)) == 1
 
@@ -112,12 +93,8 @@ async def test_stop_please_is_a_conversation_and_suppresses_nothing(
     herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool, receipt_server: str
 ) -> None:
     """'stop please' is a conversation: recorded as other, neither Twilio nor Herald blocks."""
-    to = fresh_recipient()
-    await grant_consent(
-        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
-        granted_at=datetime.now(UTC),
-    )  # fmt: skip
+    to = await consented_to_marketing(pool, fresh_recipient())
     chat = await text_us(emulator, receipt_server, to, "stop please")
     assert chat["webhook"]["http_status"] == 200 and chat["blocked"] is False
-    assert [r["request"] for r in await requests_of(pool, to)] == ["other"]
+    assert [r["request"] for r in await reads.recipient_requests(pool, to)] == ["other"]
     assert await promote(herald, to) is IntentState.DELIVERED

@@ -27,7 +27,7 @@ from herald.ledger.store import open_pool
 from herald.privacy.key_encryption import LocalKeks
 from herald.privacy.recipient_vault import LEGACY_PREFIX, RecipientVault
 from herald.settings import REPO_ROOT
-from tests.support import create_database
+from tests.stack import create_database
 
 OLD_KEK, NEW_KEK = os.urandom(32), os.urandom(32)
 

@@ -23,15 +23,9 @@ from herald.core.lifecycle import IntentState
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
 from herald.privacy.recipient_vault import RecipientVault
-from tests.support import (
-    SESSION_KEKS,
-    SESSION_KEYRING,
-    TEST_POLICY,
-    Emulator,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
 

@@ -19,7 +19,7 @@ from herald.core.rows import InboxReport
 from herald.ledger import store
 from herald.ledger.group_commit import GroupCommit
 from herald.ledger.lending import CheckIfIdle
-from tests.support import fresh_key
+from tests.intents import fresh_key
 
 
 @asynccontextmanager

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
+from herald.core.contracts import IntentStatus
 from herald.core.lifecycle import IntentState, SubmitResult
 from herald.ledger.history import IntentHistory, intent_history
 from herald.providers.twilio_signature import compute_signature
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
-
-
-async def _final(herald: HeraldClient, key: str):
-    return await asyncio.wait_for(herald.wait(key), WAIT)
 
 
 async def _history(pool: AsyncConnectionPool, key: str) -> IntentHistory:
@@ -27,16 +27,23 @@ async def _history(pool: AsyncConnectionPool, key: str) -> IntentHistory:
     return history
 
 
+async def _sent_once_faulted(
+    herald: HeraldClient, emulator: Emulator, fault: str, **params: Any
+) -> tuple[str, str, IntentStatus]:
+    """An intent to a fresh number whose first send meets `fault`: its key, number and final status."""
+    key, to = fresh_key(), fresh_recipient()
+    await emulator.arm(to, fault, **params, count=1)
+    await herald.send(receipt_request(key, to))
+    return key, to, await reads.final(herald, key, wait=WAIT)
+
+
 def _states(history: IntentHistory) -> list[str]:
     return [t.to_state for t in history.transitions]
 
 
 async def test_500_then_success_retries_after_proving_absence(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """A 500 is an unknown outcome: the lookup proves absence, and only then a second attempt delivers one message."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "error_500", count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    key, to, final = await _sent_once_faulted(herald, emulator, "error_500")
     assert final.state is IntentState.DELIVERED
     assert [a.submit_result for a in final.attempts] == ["not_accepted", "accepted"]
     assert len(await emulator.messages(to)) == 1
@@ -48,10 +55,7 @@ async def test_500_then_success_retries_after_proving_absence(herald: HeraldClie
 
 async def test_429_retry_after_is_honoured(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """After a 429 with Retry-After: 2, the next attempt is not prepared earlier than two seconds later."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "rate_limit", retry_after=2, count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    key, to, final = await _sent_once_faulted(herald, emulator, "rate_limit", retry_after=2)
     assert final.state is IntentState.DELIVERED
     first, second = (await _history(pool, key)).attempts
     assert second.prepared_at - first.prepared_at >= timedelta(seconds=2)
@@ -61,10 +65,7 @@ async def test_429_retry_after_is_honoured(herald: HeraldClient, emulator: Emula
 
 async def test_http_date_retry_after_is_honoured(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """A Retry-After given as an HTTP date is honoured like seconds (the next attempt waits for it)."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "rate_limit", retry_after=3, retry_after_format="http-date", count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    key, _, final = await _sent_once_faulted(herald, emulator, "rate_limit", retry_after=3, retry_after_format="http-date")
     assert final.state is IntentState.DELIVERED
     first, second = (await _history(pool, key)).attempts
     # HTTP dates have one-second resolution, so the hint can shrink by up to a second.
@@ -73,10 +74,7 @@ async def test_http_date_retry_after_is_honoured(herald: HeraldClient, emulator:
 
 async def test_permanent_error_ends_the_intent_at_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """An opt-out (21610) ends the intent as permanent_failure after one attempt, with the code in the reason."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "reject", code=21610, count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    _, to, final = await _sent_once_faulted(herald, emulator, "reject", code=21610)
     assert final.state is IntentState.PERMANENT_FAILURE
     assert len(final.attempts) == 1
     assert "21610" in final.transitions[-1].reason
@@ -92,7 +90,7 @@ async def test_retry_budget_runs_out_into_a_terminal_state(herald: HeraldClient,
     # proves nothing here (the budget is counted in attempts). A 1 s cap keeps each hint honoured.
     hint_capped = TEST_POLICY.model_copy(update={"retry_after_cap": timedelta(seconds=1)})
     await herald.send(receipt_request(key, to), policy=hint_capped)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, wait=WAIT)
     assert final.state is IntentState.PERMANENT_FAILURE
     assert len(final.attempts) == TEST_POLICY.max_attempts
     assert f"retry budget exhausted after {TEST_POLICY.max_attempts} attempts" in final.transitions[-1].reason
@@ -109,7 +107,7 @@ async def test_a_provider_that_keeps_answering_429_is_retried_until_the_intent_e
     # Long enough for more attempts than the budget allows even on a loaded machine (backoff capped at 2 s).
     expires = datetime.now(UTC) + timedelta(seconds=12)
     await herald.send(receipt_request(key, to, expires_at=expires.isoformat()))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, wait=WAIT)
     assert final.state is IntentState.EXPIRED, final.transitions
     assert len(final.attempts) > TEST_POLICY.max_attempts
     assert {a.submit_result for a in final.attempts} == {SubmitResult.UNREACHABLE}
@@ -120,10 +118,7 @@ async def test_a_provider_that_keeps_answering_429_is_retried_until_the_intent_e
 
 async def test_accept_then_hang_without_id_is_found_by_our_reference(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """With no provider id and no reports, the lookup by recipient, send date and body hash finds the one message."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "accept_then_hang", hang_seconds=3, callbacks=False, count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    key, to, final = await _sent_once_faulted(herald, emulator, "accept_then_hang", hang_seconds=3, callbacks=False)
     assert final.state is IntentState.DELIVERED
     messages = await emulator.messages(to)
     assert len(messages) == 1
@@ -136,10 +131,7 @@ async def test_accept_then_hang_without_id_is_found_by_our_reference(herald: Her
 
 async def test_hang_without_acceptance_is_proven_and_sent_once(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """When the provider hung without accepting, the lookup proves it and the second attempt is the only message."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "hang_without_accept", hang_seconds=2, count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    _, to, final = await _sent_once_faulted(herald, emulator, "hang_without_accept", hang_seconds=2)
     assert final.state is IntentState.DELIVERED
     assert len(final.attempts) == 2
     assert len(await emulator.messages(to)) == 1
@@ -147,10 +139,7 @@ async def test_hang_without_acceptance_is_proven_and_sent_once(herald: HeraldCli
 
 async def test_no_report_is_resolved_by_polling(herald: HeraldClient, emulator: Emulator, pool) -> None:
     """Without any status callback, status polling by provider id finds the delivery."""
-    key, to = fresh_key(), fresh_recipient()
-    await emulator.arm(to, "no_callback", count=1)
-    await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    _, to, final = await _sent_once_faulted(herald, emulator, "no_callback")
     assert final.state is IntentState.DELIVERED
     assert final.transitions[-1].source.value == "poll"
     assert len(await emulator.messages(to)) == 1
@@ -162,7 +151,7 @@ async def test_silence_ends_unknown_at_the_horizon_across_runs(herald: HeraldCli
     await emulator.arm(to, "silent", count=1)
     policy = TEST_POLICY.model_copy(update={"resolution_horizon": timedelta(seconds=12), "poll_max": timedelta(seconds=1)})
     receipt = await herald.send(receipt_request(key, to), policy=policy)
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, wait=WAIT)
     assert final.state is IntentState.UNKNOWN
     assert final.closed_by == "clock:resolution_horizon"
     assert final.attempts[0].lookups >= 3
@@ -180,13 +169,10 @@ async def test_cancel_racing_an_accepted_submit_tracks_the_attempt(herald: Heral
     await emulator.arm(to, "delayed_callback", delay_seconds=2, count=1)
     await herald.send(receipt_request(key, to))
     # Cancel only once the provider holds the message: the reports are held back two seconds.
-    for _ in range(100):
-        if await emulator.messages(to):
-            break
-        await asyncio.sleep(0.05)
+    await reads.eventually(lambda: emulator.messages(to), "the message at the provider", 5, every=0.05)
     answer = await herald.cancel(key, reason="order refunded", operator="bob")
     assert answer.cancelled
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, wait=WAIT)
     assert final.state is IntentState.CANCELLED
     assert final.attempts[0].provider_status.value == "delivered"
     assert len(await emulator.messages(to)) == 1
@@ -200,7 +186,7 @@ async def test_cancelling_a_closed_intent_is_a_clear_no_op(herald: HeraldClient,
     """Cancelling a delivered intent answers that there is nothing to cancel, and changes nothing."""
     key, to = fresh_key(), fresh_recipient()
     await herald.send(receipt_request(key, to))
-    assert (await _final(herald, key)).state is IntentState.DELIVERED
+    assert (await reads.final(herald, key, wait=WAIT)).state is IntentState.DELIVERED
     answer = await herald.cancel(key, reason="too late", operator="carol")
     assert not answer.cancelled
     assert answer.state is IntentState.DELIVERED and "nothing to cancel" in answer.message
@@ -210,7 +196,7 @@ async def test_report_for_a_closed_intent_is_still_recorded(herald: HeraldClient
     """A signed report that arrives after the workflow closed is stored and recorded as an ignored observation."""
     key, to = fresh_key(), fresh_recipient()
     await herald.send(receipt_request(key, to))
-    final = await _final(herald, key)
+    final = await reads.final(herald, key, wait=WAIT)
     assert final.state is IntentState.DELIVERED
     attempt = final.attempts[0]
     url = f"{settings.receipts.public_url}/twilio/status?attempt={attempt.attempt_ref}"

@@ -16,15 +16,15 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.core.contracts import IntentStatus
 from herald.core.lifecycle import IntentState, ObservationKind, Source
 from herald.core.rows import InboxReport, ObservationRow
 from herald.ledger.claims import claim_observed
 from herald.ledger.report import ledger_report
 from herald.ledger.store import store_reports
-from tests.support import TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator
 
-WAIT = 90
 # Long enough for both intents to be looked up, short enough that `unknown` comes in the suite's time.
 # The in-flight bound is long so that A's create, whenever a loaded machine gets to it, still falls
 # inside B's window: the test is about doubt, not about timing.
@@ -36,10 +36,6 @@ DOUBT_POLICY = TEST_POLICY.model_copy(
 def _creator(message: dict[str, Any]) -> str:
     """The attempt reference the create request carried (Herald's creates all name one)."""
     return parse_qs(urlsplit(message["status_callback"]).query)["attempt"][0]
-
-
-async def _final(herald: HeraldClient, key: str) -> IntentStatus:
-    return await asyncio.wait_for(herald.wait(key), WAIT)
 
 
 async def _claims(pool: AsyncConnectionPool, *workflow_ids: str) -> list[dict[str, Any]]:
@@ -80,7 +76,7 @@ async def test_a_lost_submit_is_never_credited_with_the_twin_intents_message(
     await _created(emulator, to, 1)
     await emulator.arm(to, "error_500", count=1)
     await herald.send(receipt_request(second, to), policy=TEST_POLICY)
-    a, b = await _final(herald, first), await _final(herald, second)
+    a, b = await reads.final(herald, first), await reads.final(herald, second)
     messages = await emulator.messages(to)
     assert len({m["body"] for m in messages}) == 1, "the twins' bodies must be one text for the test to mean anything"
     by_sid = {m["sid"]: m for m in messages}
@@ -113,7 +109,7 @@ async def test_one_message_that_fits_two_lost_answers_stays_doubt(
     await _answered(herald, second)
     await emulator.arm(to, "accept_then_hang", hang_seconds=3, callbacks=False, count=1)
     await herald.send(receipt_request(first, to), policy=DOUBT_POLICY)
-    a, b = await _final(herald, first), await _final(herald, second)
+    a, b = await reads.final(herald, first), await reads.final(herald, second)
     assert len(await emulator.messages(to)) == 1
     assert (a.state, b.state) == (IntentState.UNKNOWN, IntentState.UNKNOWN)
     assert [len(a.attempts), len(b.attempts)] == [1, 1]
@@ -147,7 +143,7 @@ async def test_a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_th
     await herald.send(receipt_request(first, to), policy=policy)
     await asyncio.sleep(6)
     await herald.send(receipt_request(second, to), policy=TEST_POLICY)
-    a, b = await _final(herald, first), await _final(herald, second)
+    a, b = await reads.final(herald, first), await reads.final(herald, second)
     messages = await emulator.messages(to)
     assert len(messages) == 2
     by_sid = {m["sid"]: m for m in messages}
@@ -167,7 +163,7 @@ async def test_a_second_claim_on_a_held_message_is_refused_and_counted(
     to, key, other_key = fresh_recipient(), fresh_key(), fresh_key()
     await herald.send(receipt_request(key, to), policy=TEST_POLICY)
     await herald.send(receipt_request(other_key, fresh_recipient()), policy=TEST_POLICY)
-    final, other = await _final(herald, key), await _final(herald, other_key)
+    final, other = await reads.final(herald, key), await reads.final(herald, other_key)
     (message,) = await emulator.messages(to)
     before = (await ledger_report(pool)).refused_claims
     # What a provider that broke its documentation would say: A's message under B's attempt.

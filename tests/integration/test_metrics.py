@@ -20,7 +20,9 @@ from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
 from herald.metrics.exporter import build_exporter, ledger_pool
 from tests.faults.workers import service, worker
-from tests.support import SESSION_KEYRING, TEST_POLICY, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 
 WAIT = 60
 

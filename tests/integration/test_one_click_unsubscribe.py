@@ -28,7 +28,6 @@ from typing import Any
 
 import httpx
 import pytest
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
@@ -40,14 +39,15 @@ from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
 from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
-from herald.core.send_policy import Category
 from herald.intake import template_registry as templates
-from herald.ledger.policy_store import grant_consent
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.smtp import SmtpAdapter
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.settings import UnsubscribeSettings
-from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY, Esp, email_request, fresh_address, fresh_key
+from tests import reads
+from tests.intents import email_request, fresh_address, fresh_key
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY, Esp, consented_to_marketing
 from worker import build_submit_worker, build_worker
 
 WAIT = 90
@@ -136,12 +136,7 @@ async def signing(
 
 async def _subscriber(pool: AsyncConnectionPool) -> str:
     """A fresh address that agreed to marketing (the policy asks consent for it)."""
-    to = fresh_address()
-    await grant_consent(
-        pool, fingerprint=SESSION_KEYRING.recipient(to), category=Category.MARKETING, source="test signup",
-        granted_at=datetime.now(UTC) - timedelta(seconds=1),
-    )  # fmt: skip
-    return to
+    return await consented_to_marketing(pool, fresh_address(), datetime.now(UTC) - timedelta(seconds=1))
 
 
 async def _send(herald: HeraldClient, to: str, *, marketing: bool) -> IntentStatus:
@@ -161,15 +156,6 @@ def _header(message: dict[str, Any], name: str) -> str | None:
 
 async def _marketing_at_relay(esp: Esp, to: str) -> list[dict[str, Any]]:
     return [m for m in await esp.messages(to) if m["subject"] == "New classes at Herald Fitness"]
-
-
-async def _requests(pool: AsyncConnectionPool, to: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (SESSION_KEYRING.recipient(to),),
-        )
-        return await cursor.fetchall()
 
 
 async def test_marketing_carries_the_header_pair_and_a_receipt_carries_neither(
@@ -211,7 +197,7 @@ async def test_a_one_click_post_stops_marketing_and_receipts_still_go(
         empty = await http.post(link, content=b"")
         nope = await http.post(link, data={"List-Unsubscribe": "Nope"})
         assert empty.status_code == nope.status_code == 400 and "List-Unsubscribe=One-Click" in nope.text
-        assert await _requests(pool, to) == []
+        assert await reads.recipient_requests(pool, to) == []
         # Neither a GET nor a POST without the pair is a request: the next promotion reaches the relay.
         assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED
 
@@ -220,11 +206,11 @@ async def test_a_one_click_post_stops_marketing_and_receipts_still_go(
         mine, theirs = (bytes.fromhex(SESSION_KEYRING.recipient(a).split(":")[1]) for a in (to, other))
         forged = base64.urlsafe_b64encode(raw.replace(mine, theirs)).rstrip(b"=").decode()
         refused = await http.post(f"{base}/{forged}", data={"List-Unsubscribe": "One-Click"})
-        assert refused.status_code == 403 and await _requests(pool, other) == []
+        assert refused.status_code == 403 and await reads.recipient_requests(pool, other) == []
 
         answer = await http.post(link, data={"List-Unsubscribe": "One-Click"})
         assert answer.status_code == 200 and "You are unsubscribed" in answer.text
-    [request] = await _requests(pool, to)
+    [request] = await reads.recipient_requests(pool, to)
     assert (request["source"], request["category"], request["channel"]) == ("one_click", "marketing", "email")
 
     stopped = await _send(herald, to, marketing=True)
@@ -246,7 +232,7 @@ async def test_a_sendgrid_group_unsubscribe_event_stops_marketing(
     await esp.arm(to, "unsubscribe", event="group_unsubscribe", asm_group_id=7, count=1)
     assert (await _send(herald, to, marketing=True)).state is IntentState.DELIVERED
     for _ in range(100):  # the event follows `delivered` by a step of the emulator's clock
-        recorded = await _requests(pool, to)
+        recorded = await reads.recipient_requests(pool, to)
         if recorded:
             break
         await asyncio.sleep(0.1)

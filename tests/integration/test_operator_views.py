@@ -13,13 +13,9 @@ from herald.core.lifecycle import IntentState
 from herald.intake.errors import IntentConflict
 from herald.ledger.report import ledger_report
 from herald.temporal.workflow_api import not_delivered_query
-from tests.support import Emulator, fresh_key, fresh_recipient, receipt_request
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params) -> list[tuple]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params)
-        return await cursor.fetchall()
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.stack import Emulator
 
 
 async def test_search_attributes_list_intents_by_state_template_and_attempts(herald: HeraldClient) -> None:
@@ -48,18 +44,15 @@ async def test_reconciliation_views_name_the_awkward_cases(herald: HeraldClient,
     cancelled_key, cancelled_to = fresh_key(), fresh_recipient()
     await emulator.arm(cancelled_to, "delayed_callback", delay_seconds=2, count=1)
     await herald.send(receipt_request(cancelled_key, cancelled_to))
-    for _ in range(100):
-        if await emulator.messages(cancelled_to):
-            break
-        await asyncio.sleep(0.05)
+    await reads.eventually(lambda: emulator.messages(cancelled_to), "the message at the provider", 5, every=0.05)
     await herald.cancel(cancelled_key, reason="refunded", operator="dana")
     await asyncio.wait_for(asyncio.gather(herald.wait(refused_key), herald.wait(cancelled_key)), 60)
 
-    without_id = await _rows(pool, "SELECT number FROM attempts_without_provider_id WHERE workflow_id = %s", f"{refused_key}/sms")
+    without_id = await reads.tuples(pool, "SELECT number FROM attempts_without_provider_id WHERE workflow_id = %s", f"{refused_key}/sms")
     assert without_id == [(1,)]
-    late = await _rows(pool, "SELECT workflow_id FROM cancelled_then_delivered WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    late = await reads.tuples(pool, "SELECT workflow_id FROM cancelled_then_delivered WHERE workflow_id = %s", f"{cancelled_key}/sms")
     assert late == [(f"{cancelled_key}/sms",)]
-    state = await _rows(pool, "SELECT state FROM intent_current_state WHERE workflow_id = %s", f"{cancelled_key}/sms")
+    state = await reads.tuples(pool, "SELECT state FROM intent_current_state WHERE workflow_id = %s", f"{cancelled_key}/sms")
     assert state == [("cancelled",)]
 
 
@@ -105,7 +98,7 @@ async def test_ledger_refuses_updates_and_deletes(
     async with pool.connection() as conn:
         user = await (await conn.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")).fetchone()
     assert user == ("herald_service", False)
-    assert await _rows(pool, "SELECT count(*) > 0 FROM intents") == [(True,)]
+    assert await reads.tuples(pool, "SELECT count(*) > 0 FROM intents") == [(True,)]
 
 
 async def test_the_failure_query_lists_every_intent_that_ended_without_delivery(
@@ -163,7 +156,7 @@ async def test_the_migrate_command_runs_as_the_owner_and_is_idempotent(stack) ->
 
     env = {**os.environ, "HERALD_MIGRATION_DATABASE_URL": stack.database_url}
     ran = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "herald.jobs.migrate"], env=env, capture_output=True, text=True, timeout=60
+        subprocess.run, [sys.executable, "-m", "herald.ledger.migrate"], env=env, capture_output=True, text=True, timeout=60
     )
     assert (ran.returncode, ran.stdout) == (0, "applied: none (up to date)\n"), ran.stderr
 

@@ -2,7 +2,7 @@
 lookup that answers, lags, throttles or fails, and a relay and a Twilio API that refuse connections.
 
 Everything down is really down: a TCP proxy in front of the receipt server, the relay and the Twilio
-emulator stops listening and cuts its connections (``tests/refusing_proxy.py``). The ESP here is its
+emulator stops listening and cuts its connections (``tests/integration/refusing_proxy.py``). The ESP here is its
 own emulator instance (signing with the stack's key, so the real receipt server verifies it) whose
 events reach the receipt server only through that proxy, and which redelivers failed posts as SendGrid
 does, for a bounded period. Copies are counted at the relay and the emulator, never in Herald.
@@ -41,19 +41,11 @@ from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import SendGridActivitySettings
-from tests.refusing_proxy import RefusingProxy
-from tests.support import (
-    SESSION_KEKS,
-    SESSION_KEYRING,
-    TEST_POLICY,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests import reads
+from tests.integration.refusing_proxy import RefusingProxy
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator, Esp
 from worker import build_submit_worker, build_worker
 
 OUTAGE = float(os.environ.get("HERALD_OUTAGE_SECONDS", "12"))
@@ -159,20 +151,6 @@ async def outages(
             await proxy.close()
 
 
-async def _final(herald: HeraldClient, key: str, channel: Channel) -> IntentStatus:
-    return await asyncio.wait_for(herald.wait(key, channel), WAIT)
-
-
-async def _until(check: Any, seconds: float) -> Any:
-    """Poll `check` (an async callable returning a truthy value when done) for up to `seconds`."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        value = await check()
-        if value or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.2)
-
-
 # ---- the event webhook down while ambiguous e-mails go out ------------------------------------------
 
 
@@ -199,14 +177,14 @@ async def test_webhook_down_ambiguous_emails_settle_on_their_redelivered_events_
         reasons = [s.attempts[0].waiting for s in statuses if s.attempts and s.attempts[0].waiting]
         return reasons if len(reasons) == len(statuses) else None
 
-    waiting = await _until(all_waiting, OUTAGE)
+    waiting = await reads.eventually(all_waiting, "every ambiguous e-mail waiting on the silent stream", OUTAGE)
     assert waiting and all(reason.startswith("waiting: event stream silent since") for reason in waiting), waiting
 
     async def reported_waiting() -> int:
         during = await ledger_report(pool, stream_lag=POLICY.event_stream_lag)
         return sum(s.waiting_intents for s in during.event_streams if s.provider == "sendgrid") >= len(waiting)
 
-    assert await _until(reported_waiting, 10)
+    await reads.eventually(reported_waiting, "the report counting them as waiting", 10)
     await asyncio.sleep(max(0.0, OUTAGE - POLICY.event_evidence_window.total_seconds()))
     assert [len(await esp.messages(to)) for to in ambiguous.values()] == [1] * len(ambiguous)
     assert await esp.messages(never_to) == []
@@ -215,7 +193,8 @@ async def test_webhook_down_ambiguous_emails_settle_on_their_redelivered_events_
     # Traffic after the outage: fresh events for a later submission show the stream flowing past.
     later_key, later_to = fresh_key(), fresh_address()
     await herald.send(email_request(later_key, later_to))
-    finals = await asyncio.gather(*(_final(herald, key, Channel.EMAIL) for key in [*ambiguous, never_key, later_key]))
+    keys = [*ambiguous, never_key, later_key]
+    finals = await asyncio.gather(*(reads.final(herald, key, Channel.EMAIL, WAIT) for key in keys))
     for final, to in zip(finals[: len(ambiguous)], ambiguous.values(), strict=True):
         assert final.state is IntentState.DELIVERED, final.transitions
         assert [a.submit_result for a in final.attempts] == [SubmitResult.UNKNOWN]
@@ -252,7 +231,7 @@ async def test_with_the_activity_api_an_ambiguous_email_is_looked_up_found_or_pr
     await esp.arm(absent_to, "drop_during_data", count=1)
     await herald.send(email_request(found_key, found_to))
     await herald.send(email_request(absent_key, absent_to))
-    found = await _final(herald, found_key, Channel.EMAIL)
+    found = await reads.final(herald, found_key, Channel.EMAIL, WAIT)
     assert found.state is IntentState.DELIVERED, found.transitions
     assert [a.submit_result for a in found.attempts] == [SubmitResult.UNKNOWN]
     assert found.transitions[-1].source.value == "poll"
@@ -262,7 +241,7 @@ async def test_with_the_activity_api_an_ambiguous_email_is_looked_up_found_or_pr
         status = await herald.status(absent_key, Channel.EMAIL)
         return status if len(status.attempts) == 2 and status.attempts[1].submit_result else None
 
-    absent = await _until(resent, 30)
+    absent = await reads.eventually(resent, "the absent copy resent", 30)
     assert absent is not None and [a.submit_result for a in absent.attempts] == [
         SubmitResult.NOT_ACCEPTED, SubmitResult.ACCEPTED
     ]  # fmt: skip
@@ -278,15 +257,15 @@ async def test_with_the_activity_api_an_ambiguous_email_is_looked_up_found_or_pr
         history = await _rows(pool, f"{failing_key}/email")
         return sum(1 for kind, reason in history if kind == "unavailable" and "503" in reason) >= 2
 
-    assert await _until(looked_up_unavailable, 20)
+    await reads.eventually(looked_up_unavailable, "two lookups answered 503", 20)
     status = await herald.status(failing_key, Channel.EMAIL)
     assert status.state is IntentState.SUBMITTING and len(status.attempts) == 1
     await esp.activity_fault(None)
-    failing = await _final(herald, failing_key, Channel.EMAIL)
+    failing = await reads.final(herald, failing_key, Channel.EMAIL, WAIT)
     assert failing.state is IntentState.DELIVERED and len(failing.attempts) == 1
     assert len(await esp.messages(failing_to)) == 1
     await outages.webhook.accept()
-    assert (await _final(herald, absent_key, Channel.EMAIL)).state is IntentState.DELIVERED
+    assert (await reads.final(herald, absent_key, Channel.EMAIL, WAIT)).state is IntentState.DELIVERED
 
 
 async def _rows(pool: AsyncConnectionPool, workflow_id: str) -> list[tuple[str, str]]:
@@ -328,14 +307,14 @@ async def test_a_relay_and_twilio_refusing_connections_delay_delivery_and_never_
         counts = {o.provider: o.intents for o in report.outages if o.since >= started - timedelta(seconds=1)}
         return counts if counts.get("sendgrid", 0) >= 3 and counts.get("twilio", 0) >= 3 else None
 
-    assert await _until(both_waiting, OUTAGE), (await ledger_report(pool)).outages
+    await reads.eventually(both_waiting, "three intents of each provider in the report's outages", OUTAGE)
     await asyncio.sleep(max(0.0, OUTAGE - (datetime.now(UTC) - started).total_seconds()))
     await outages.relay.accept()
     await outages.twilio.accept()
 
     figures = []
     for key, to in emails.items():
-        final = await _final(herald, key, Channel.EMAIL)
+        final = await reads.final(herald, key, Channel.EMAIL, WAIT)
         assert final.state is IntentState.DELIVERED, final.transitions
         results = [a.submit_result for a in final.attempts]
         assert results[-1] is SubmitResult.ACCEPTED and set(results[:-1]) == {SubmitResult.UNREACHABLE}
@@ -343,7 +322,7 @@ async def test_a_relay_and_twilio_refusing_connections_delay_delivery_and_never_
         assert len(await esp.messages(to)) == 1
         figures.append(("email", len(results), (final.transitions[-1].at - started).total_seconds()))
     for key, to in texts.items():
-        final = await _final(herald, key, Channel.SMS)
+        final = await reads.final(herald, key, Channel.SMS, WAIT)
         assert final.state is IntentState.DELIVERED, final.transitions
         results = [a.submit_result for a in final.attempts]
         assert results[-1] is SubmitResult.ACCEPTED and set(results[:-1]) == {SubmitResult.UNREACHABLE}
@@ -352,7 +331,7 @@ async def test_a_relay_and_twilio_refusing_connections_delay_delivery_and_never_
     # The closing note's figures (pytest -s): attempts per intent, and seconds from send to delivered.
     print(f"\noutage {OUTAGE:g} s: " + ", ".join(f"{ch} {n} attempts, delivered at {t:.1f} s" for ch, n, t in figures))
     for (key, to), channel in ((short_email, Channel.EMAIL), (short_text, Channel.SMS)):
-        final = await _final(herald, key, channel)
+        final = await reads.final(herald, key, channel, WAIT)
         assert final.state is IntentState.EXPIRED, final.transitions
         assert "; provider unreachable since" in final.transitions[-1].reason
     assert await esp.messages(short_email[1]) == [] and await emulator.messages(short_text[1]) == []
@@ -374,7 +353,7 @@ async def test_a_category_that_gives_up_sooner_ends_expired_at_its_give_up_namin
     key, to = fresh_key(), fresh_recipient()
     try:
         await outages.events_only.send(receipt_request(key, to))
-        final = await _final(outages.events_only, key, Channel.SMS)
+        final = await reads.final(outages.events_only, key, Channel.SMS, WAIT)
     finally:
         await outages.twilio.accept()
         await publish_policy(

@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -16,16 +15,14 @@ from herald import outbox
 from herald.client import HeraldClient
 from herald.ledger.store import open_pool
 from herald.outbox.relay import OutboxRelay
-from tests.support import ORDER_DATA, create_database, fresh_address, fresh_key, fresh_recipient
+from tests.intents import ORDER_DATA, fresh_address, fresh_key, fresh_recipient
+from tests.stack import create_outbox_database
 
 
 @pytest.fixture(scope="module")
 async def service_pool(stack: LocalStack) -> AsyncIterator[AsyncConnectionPool]:
     """A service's own database with the outbox applied, beside Herald's ledger."""
-    url = await create_database(stack.database_url, "tenant_service")
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await outbox.apply_schema(conn)
-    async with open_pool(url, max_size=2) as opened:
+    async with open_pool(await create_outbox_database(stack.database_url, "tenant_service"), max_size=2) as opened:
         yield opened
 
 

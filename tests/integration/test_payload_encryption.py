@@ -37,7 +37,7 @@ from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
 from herald.privacy.payload_codec import ENCODING, decode_in_place, payloads_in
 from herald.temporal.client import payload_codec
-from tests.support import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
 
 WAIT = 90
 TOKEN = secrets.token_urlsafe(24)

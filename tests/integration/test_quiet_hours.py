@@ -31,15 +31,9 @@ from herald.providers.twilio import TwilioAdapter
 from herald.settings import TemporalSettings
 from herald.temporal.client import data_converter
 from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
-from tests.support import (
-    SESSION_KEKS,
-    SESSION_KEYRING,
-    TEST_POLICY,
-    Emulator,
-    fresh_key,
-    fresh_recipient,
-    receipt_request,
-)
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY, Emulator
 from worker import build_submit_worker, build_worker
 
 WINDOW = QuietHours(start=time(21, 0), end=time(8, 0))

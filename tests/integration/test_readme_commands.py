@@ -24,7 +24,7 @@ import pytest
 
 from devstack.__main__ import _write_env_file
 from herald.cli.parser import EXAMPLES
-from tests.support import fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_address, fresh_key, fresh_recipient, receipt_request
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"

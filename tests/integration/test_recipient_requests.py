@@ -16,7 +16,9 @@ from herald.core.send_policy import Category
 from herald.ledger.policy_store import standing
 from herald.ledger.recipient_requests import RecipientRequest, record_requests, requests_of
 from herald.ledger.report import ledger_report
-from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import Emulator
 
 
 def _request(to: str, request: str, *, category: Category | None = None, ref: str | None = None) -> RecipientRequest:

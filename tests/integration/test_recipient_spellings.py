@@ -40,7 +40,9 @@ from tests.integration.test_erasure_reach import (  # noqa: F401 - the service d
     sms_notice,
 )
 from tests.integration.test_inbound_sms import PROMOTION, text_us
-from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import Emulator
 
 WAIT = 60
 _FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")

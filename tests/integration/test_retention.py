@@ -17,21 +17,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
 from herald.ledger.privacy import purge_inbox_payloads
-from tests.support import SESSION_FINGERPRINT_KEYS, fresh_key, fresh_recipient, receipt_request
-
-
-async def _rows(pool: AsyncConnectionPool, sql: str, *params: Any) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
-
+from tests import reads
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_FINGERPRINT_KEYS
 
 _OLD_PAYLOAD = {"ApiVersion": "2010-04-01", "MessageStatus": "delivered"}
 
@@ -67,7 +61,7 @@ async def test_inbox_retention_purges_decided_payloads_older_than_the_cut_off_an
     key = fresh_key()
     await herald.send(receipt_request(key, fresh_recipient()))
     assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
-    recent = await _rows(
+    recent = await reads.rows(
         pool,
         """SELECT r.id FROM receipt_inbox r JOIN attempts a ON a.attempt_ref = r.attempt_ref
             WHERE a.workflow_id = %s""",
@@ -75,14 +69,14 @@ async def test_inbox_retention_purges_decided_payloads_older_than_the_cut_off_an
     )
     assert recent
     for _ in range(100):  # the verdicts are written at the workflow's checkpoint
-        outcomes = await _rows(
+        outcomes = await reads.rows(
             pool, "SELECT inbox_id FROM receipt_outcomes WHERE inbox_id = ANY(%s)", [r["id"] for r in recent]
         )
         if len(outcomes) == len(recent):
             break
         await asyncio.sleep(0.1)
     assert len(outcomes) == len(recent), "the delivered intent's reports are decided"
-    recent_payloads = await _rows(
+    recent_payloads = await reads.rows(
         pool, "SELECT id, payload FROM receipt_inbox WHERE id = ANY(%s) ORDER BY id", [r["id"] for r in recent]
     )
     old_decided = await _report_received_days_ago(pool, 8, decided=True)
@@ -96,20 +90,20 @@ async def test_inbox_retention_purges_decided_payloads_older_than_the_cut_off_an
     )
 
     assert purge.rows_affected >= 1
-    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
+    assert await reads.rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
         {"payload": {"purged": True}}
     ]
-    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_undecided) == [
+    assert await reads.rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_undecided) == [
         {"payload": _OLD_PAYLOAD}
     ]
     assert (
-        await _rows(
+        await reads.rows(
             pool, "SELECT id, payload FROM receipt_inbox WHERE id = ANY(%s) ORDER BY id", [r["id"] for r in recent]
         )
         == recent_payloads
     )
     assert all(row["payload"] != {"purged": True} for row in recent_payloads)
-    [row] = await _rows(pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s", purge.purge_id)
+    [row] = await reads.rows(pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s", purge.purge_id)
     assert row == {"kind": "inbox_retention", "rows_affected": purge.rows_affected, "operator": "retention-job"}
 
 
@@ -124,7 +118,7 @@ async def test_a_cut_off_newer_than_7_days_ago_is_refused_naming_the_rule_and_pu
     """The services' login cannot purge every decided payload at once: a cut-off inside the 7-day floor
     is refused (SQLSTATE 22023, naming the argument and the rule), no payload changes, no run is recorded."""
     old_decided = await _report_received_days_ago(pool, 8, decided=True)
-    [before] = await _rows(pool, "SELECT count(*) AS runs FROM ledger_purges")
+    [before] = await reads.rows(pool, "SELECT count(*) AS runs FROM ledger_purges")
 
     with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
         await purge_inbox_payloads(
@@ -135,10 +129,10 @@ async def test_a_cut_off_newer_than_7_days_ago_is_refused_naming_the_rule_and_pu
     assert refused.value.diag.message_primary == (
         "older_than must be at least 7 days ago: report payloads are kept 7 days to explain verdicts"
     )
-    assert await _rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
+    assert await reads.rows(pool, "SELECT payload FROM receipt_inbox WHERE id = %s", old_decided) == [
         {"payload": _OLD_PAYLOAD}
     ]
-    assert await _rows(pool, "SELECT count(*) AS runs FROM ledger_purges") == [before]
+    assert await reads.rows(pool, "SELECT count(*) AS runs FROM ledger_purges") == [before]
 
 
 async def test_the_replaced_purge_function_is_still_security_definer_and_executable_by_herald_app_only(
@@ -146,7 +140,7 @@ async def test_the_replaced_purge_function_is_still_security_definer_and_executa
 ) -> None:
     """Migration 015 replaced the function: still SECURITY DEFINER with its search_path, EXECUTE still
     herald_app's and not PUBLIC's (CREATE OR REPLACE kept 013's grants)."""
-    [function] = await _rows(
+    [function] = await reads.rows(
         owner_pool,
         """SELECT p.prosecdef, p.proconfig,
                   has_function_privilege('herald_app', p.oid, 'EXECUTE') AS services,
@@ -167,7 +161,7 @@ def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: 
         # The stack's fingerprint key, as every Herald process of the session is given it.
         "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
     }
-    command = [sys.executable, "-m", "herald.jobs.retention", "--operator", "test"]
+    command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
     ran = subprocess.run(
         [*command, "--inbox-days", "30"], check=False, env=env, capture_output=True, text=True, timeout=60
     )

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from herald.core.lifecycle import IntentState, SubmitResult
 from tests.integration.routes import route_paced_at
 from tests.integration.test_route_priority import _accepted_order
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 
 async def test_an_intent_that_expires_while_its_submit_is_queued_ends_expired_and_is_never_sent(

@@ -16,10 +16,24 @@ from herald.core.send_policy import PolicyRules
 from herald.ledger.policy_store import publish_policy
 from tests.integration.routes import route_paced_at
 from tests.integration.test_route_priority import _accepted_order
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 PACE = 5.0
 BIG, SMALL = 60, 10
+
+
+async def _small_among_big(
+    emulator_url: str, big: list[tuple[str, str]], small: list[tuple[str, str]]
+) -> tuple[list[int], int, int]:
+    """Where the small tenant's messages stand in the order the provider accepted them all (each once):
+    their positions, the big tenant's messages among them, and the big tenant's after the last of them."""
+    small_to = {to for _, to in small}
+    order = await _accepted_order(emulator_url, small_to | {to for _, to in big})
+    assert len(order) == len(big) + len(small) and len(set(order)) == len(big) + len(small)  # each sent once
+    positions = [n for n, to in enumerate(order) if to in small_to]
+    big_between = sum(1 for to in order[positions[0] : positions[-1] + 1] if to not in small_to)
+    big_after = sum(1 for to in order[positions[-1] + 1 :] if to not in small_to)
+    return positions, big_between, big_after
 
 
 async def test_a_small_tenant_is_not_queued_behind_a_large_tenants_batch(
@@ -41,12 +55,7 @@ async def test_a_small_tenant_is_not_queued_behind_a_large_tenants_batch(
         await route.release()
         finals = await asyncio.wait_for(asyncio.gather(*(herald.wait(k) for k, _ in [*big, *small])), BIG / PACE + 60)
     assert [final.state for final in finals] == [IntentState.DELIVERED] * (BIG + SMALL)
-    small_to = {to for _, to in small}
-    order = await _accepted_order(limited_emulator, small_to | {to for _, to in big})
-    assert len(order) == BIG + SMALL and len(set(order)) == BIG + SMALL  # each sent once
-    positions = [n for n, to in enumerate(order) if to in small_to]
-    big_between = sum(1 for to in order[positions[0] : positions[-1] + 1] if to not in small_to)
-    big_after = sum(1 for to in order[positions[-1] + 1 :] if to not in small_to)
+    positions, big_between, big_after = await _small_among_big(limited_emulator, big, small)
     print(f"\nsmall tenant at positions {[p + 1 for p in positions]}: {big_between} big submits among its "
           f"{SMALL}, {big_after} big ones still queued after its last")  # fmt: skip
     # Shared, not queued behind: the big tenant still had a backlog when the small one finished
@@ -87,12 +96,7 @@ async def test_a_tenants_published_weight_gives_it_that_share_of_the_route(
         )
     assert [final.state for final in finals] == [IntentState.DELIVERED] * (BIG + small_count)
     assert weights == {3.0}  # each attempt records the weight it was dispatched with
-    small_to = {to for _, to in small}
-    order = await _accepted_order(limited_emulator, small_to | {to for _, to in big})
-    assert len(order) == BIG + small_count and len(set(order)) == BIG + small_count  # each sent once
-    positions = [n for n, to in enumerate(order) if to in small_to]
-    big_between = sum(1 for to in order[positions[0] : positions[-1] + 1] if to not in small_to)
-    big_after = sum(1 for to in order[positions[-1] + 1 :] if to not in small_to)
+    positions, big_between, big_after = await _small_among_big(limited_emulator, big, small)
     print(f"\nweighted 3:1, small tenant at positions {[p + 1 for p in positions]}: {big_between} big submits "
           f"among its {small_count} ({small_count / max(big_between, 1):.1f} : 1), {big_after} big ones after")  # fmt: skip
     assert big_after >= 30, positions

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from herald.core.lifecycle import IntentState
 from tests.integration.routes import route_paced_at
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 PACE = 2.0  # submits per second on this route
 BACKLOG = 40

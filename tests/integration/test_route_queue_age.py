@@ -21,7 +21,7 @@ from herald.metrics.exporter import build_exporter, ledger_pool
 from herald.temporal.route_backlog import route_backlog
 from tests.integration.routes import route_paced_at
 from tests.integration.test_starter_cli import run_starter, stack_env
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 PACE = 5.0
 BATCH = 8

@@ -21,7 +21,7 @@ from herald.cli import main as starter
 from herald.cli.parser import parse_args
 from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
-from tests.support import SESSION_FINGERPRINT_KEYS
+from tests.keys import SESSION_FINGERPRINT_KEYS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BAD_DATA = ["send", "--key", "order_receipt:pay_157", "--to", "+15551230001", "--template", "order_receipt",

@@ -21,7 +21,7 @@ from herald.core.lifecycle import IntentState
 from herald.ledger.report import ledger_report
 from herald.temporal.task_queues import submit_task_queue
 from tests.integration.routes import LIMIT, route_paced_at
-from tests.support import fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
 
 # The submit queue's server-side limit, as the bench runs it. Temporal's matcher lets PACE + 1
 # tasks out at once after a quiet spell (a GCRA with a one-second burst), more than the emulator's

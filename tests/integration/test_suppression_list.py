@@ -19,7 +19,9 @@ from herald.core.lifecycle import IntentState
 from herald.ledger.policy_store import lift_suppression
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.privacy import fingerprints
-from tests.support import SESSION_KEYRING, Emulator, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import Emulator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

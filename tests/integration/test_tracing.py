@@ -19,7 +19,9 @@ from herald.core.lifecycle import IntentState
 from herald.privacy.recipient_vault import RecipientVault
 from herald.temporal.client import connect
 from herald.temporal.tracing import tracing_interceptors
-from tests.support import SESSION_KEKS, SESSION_KEYRING, TEST_POLICY, fresh_key, fresh_recipient, receipt_request
+from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
+from tests.stack import TEST_POLICY
 from worker import build_providers, build_submit_worker, build_worker
 
 

@@ -17,7 +17,7 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.privacy.recipient_vault import RecipientVault
 from herald.settings import WorkerVersionSettings
-from tests.support import SESSION_KEKS, SESSION_KEYRING
+from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from worker import build_submit_worker, build_worker
 
 

@@ -24,7 +24,8 @@ from herald.providers.port import MessageReference
 from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings, SendGridActivitySettings
-from tests.support import SESSION_KEYRING
+from tests.depth import examples
+from tests.keys import SESSION_KEYRING
 
 KEY = "SG.activity-test-key"
 REF = "att_0123456789abcdef01234567_1"
@@ -303,7 +304,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     body=json_values
     | st.fixed_dictionaries(

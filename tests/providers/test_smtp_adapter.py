@@ -18,7 +18,7 @@ from herald.core.outcomes import Accepted, ProviderStatus, Rejected, Retryable, 
 from herald.providers.port import Attachment
 from herald.providers.smtp import AUTH_RETRY_DELAY_SECONDS, EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings
-from tests.support import SESSION_KEYRING
+from tests.keys import SESSION_KEYRING
 
 USERNAME, PASSWORD = "apikey", "SG.emulator-secret"
 DOMAIN = "mail.herald.example"

@@ -31,7 +31,7 @@ from herald.intake.template_registry import render_message
 from herald.providers.port import Attachment, OutboundMessage
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings
-from tests.support import SESSION_KEYRING
+from tests.keys import SESSION_KEYRING
 
 SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = '"><img src=x onerror=alert(1)>'

@@ -20,7 +20,7 @@ from herald.privacy.unsubscribe import TokenKeys, read
 from herald.providers.port import OutboundMessage
 from herald.providers.smtp import SmtpAdapter
 from herald.settings import EmailSettings, UnsubscribeSettings
-from tests.support import SESSION_KEYRING
+from tests.keys import SESSION_KEYRING
 
 KEY = secrets.token_bytes(32)
 RECEIPTS_URL = "https://hooks.example.com"

@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
 from herald.settings import ReceiptSettings, TwilioSettings, UnsubscribeSettings
-from tests.support import SESSION_KEYRING
+from tests.keys import SESSION_KEYRING
 
 
 class RecordingClient:

@@ -32,8 +32,9 @@ from herald.providers.sendgrid_events import MAX_EVENTS
 from herald.providers.sendgrid_signature import public_key_text
 from herald.providers.twilio_signature import compute_signature
 from herald.receipts.app import POOL_CONNECTIONS_NEEDED
+from tests import reads
 from tests.receipts.served import receipt_app
-from tests.receipts.test_sendgrid_route import KEY, eventually, post_body, signed
+from tests.receipts.test_sendgrid_route import KEY, post_body, signed
 
 TOKEN = "isolation-test-auth-token"
 PUBLIC_URL = "https://receipts.example.com"
@@ -181,7 +182,7 @@ async def test_a_full_sendgrid_post_neither_delays_twilio_callbacks_nor_floods_t
             return await routed(pool, [*refs, *twilio_refs]) == everything
 
         # Bounded, and generous: on a loaded host 5,030 routings took longer than 20 s (CI, 2 test workers).
-        await eventually(all_routed, "redelivery schedule for every stored report", seconds=90)
+        await reads.eventually(all_routed, "redelivery schedule for every stored report", 90)
     records = [record for record in caplog.records if record.name.startswith("herald")]
     assert len(records) < 20, [record.getMessage()[:120] for record in records[:5]]
     assert not [record for record in records if record.exc_info], "a traceback in the log"

@@ -11,7 +11,7 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,9 @@ from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.receipts.app import MAX_SENDGRID_BODY_BYTES, ReceiptEndpoint
 from herald.receipts.delivery import StoredReport, UnknownProviderError, deliver
 from herald.settings import EmailSettings, ReceiptSettings
+from tests import reads
+from tests.keys import SESSION_KEYRING as KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import SESSION_KEYRING as KEYRING
 
 KEY = new_private_key()
 ADDRESS = "member.route@example.com"
@@ -57,6 +58,12 @@ async def route(pool: AsyncConnectionPool) -> AsyncIterator[tuple[str, Recording
 
 def fresh_ref() -> str:
     return f"att_{secrets.token_hex(12)}_1"
+
+
+def fresh_message() -> tuple[str, str]:
+    """A fresh attempt reference and the Message-ID Herald gives its e-mail."""
+    ref = fresh_ref()
+    return ref, f"<{ref}@herald.test>"
 
 
 def event(name: str, ref: str | None, message_id: str, **fields: Any) -> dict[str, Any]:
@@ -99,18 +106,6 @@ async def inbox(pool: AsyncConnectionPool, message_id: str) -> list[dict[str, An
         return await cursor.fetchall()
 
 
-async def eventually(probe: Callable[[], Awaitable[Any]], what: str, seconds: float = 15.0) -> Any:
-    """The probe's first truthy answer within ``seconds``; fails naming ``what`` otherwise."""
-    deadline = time.monotonic() + seconds
-    while True:
-        answer = await probe()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {seconds} s")
-        await asyncio.sleep(0.05)
-
-
 # ---- a correct post ---------------------------------------------------------------------------
 
 
@@ -120,8 +115,7 @@ async def test_a_signed_post_stores_each_of_our_events_once_without_personal_dat
     """processed and delivered for one attempt: 200, two 'sendgrid' rows without the address, and a
     repeat of the same post (SendGrid's retry, freshly signed) adds nothing."""
     url, _ = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(event("processed", ref, message_id), event("delivered", ref, message_id, response="250 OK"))
     response = await post(url, body, signed(body))
     assert response.status_code == 200, response.text
@@ -175,8 +169,7 @@ async def test_a_bounce_is_stored_with_its_encoded_status_and_its_reason_without
 ) -> None:
     """The enhanced status becomes the error code; a reason quoting the recipient is kept with the address masked."""
     url, _ = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     bounce = event(
         "bounce", ref, message_id, status="4.2.2", type="bounce", reason=f"452 4.2.2 <{ADDRESS}> mailbox full"
     )
@@ -233,7 +226,7 @@ async def test_a_post_full_of_personal_fields_stores_only_the_kept_ones_and_reac
         found = {wid: arg for wid, _, arg in client.signals if wid in workflows.values()}
         return found if len(found) == 2 else {}
 
-    batches = await eventually(signalled, "a signal to each attempt's workflow")
+    batches = await reads.eventually(signalled, "a signal to each attempt's workflow")
     verdicts = {
         ref: [(r.status, r.error_code, r.failure_retryable) for r in batches[workflow_id].reports]
         for ref, workflow_id in workflows.items()
@@ -300,8 +293,7 @@ async def test_a_post_that_is_not_freshly_signed_over_this_body_is_refused_and_s
 ) -> None:
     """Forged, stale (a replay), future, unsigned or altered posts get 403 naming the header, and no inbox row."""
     url, client = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(event("delivered", ref, message_id))
     signals_before = len(client.signals)
     response = await post(url, body, headers_for(body))
@@ -313,8 +305,7 @@ async def test_a_post_that_is_not_freshly_signed_over_this_body_is_refused_and_s
 
 async def test_without_a_verification_key_every_post_is_refused(pool: AsyncConnectionPool) -> None:
     """No key configured: even a correctly signed post gets 403 saying why, and nothing is stored."""
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(event("delivered", ref, message_id))
     async with receipt_app(pool, public_key=None) as (base, _):
         url = f"{base}/sendgrid/events"
@@ -346,8 +337,7 @@ async def test_a_body_over_one_mebibyte_is_refused_before_it_is_read_and_stores_
 ) -> None:
     """A 2 MiB post (correctly signed, declared or streamed without a length) gets 413 naming the limit."""
     url, _ = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     events = post_body(event("delivered", ref, message_id))
     body = events[:-2] + b" " * (2 * 1024 * 1024) + b"\r\n"  # valid JSON, padded with whitespace
     response = await post(url, body, signed(body))
@@ -364,8 +354,7 @@ async def test_a_body_of_exactly_one_mebibyte_is_read(
 ) -> None:
     """The limit is inclusive: a 1 MiB batch is parsed and stored."""
     url, _ = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     events = post_body(event("delivered", ref, message_id))
     body = events[:-2] + b" " * (MAX_SENDGRID_BODY_BYTES - len(events)) + b"\r\n"
     assert len(body) == MAX_SENDGRID_BODY_BYTES
@@ -393,8 +382,7 @@ async def test_a_signed_but_malformed_body_is_refused_with_400_naming_the_rule(
 
 async def test_with_the_database_away_the_post_gets_503_and_nothing_is_stored(pool: AsyncConnectionPool) -> None:
     """No connection to PostgreSQL: 503 (SendGrid redelivers), and no row appears later either."""
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(event("processed", ref, message_id), event("delivered", ref, message_id))
     # Port 1 on loopback refuses every connection: the pool can lend none within its timeout.
     unreachable = open_pool("postgresql://herald@127.0.0.1:1/herald", timeout=1.0)
@@ -446,8 +434,7 @@ async def test_the_stored_events_reach_the_attempts_workflow_in_one_signal_class
 ) -> None:
     """After the 200, processed (held) and bounce (final) travel together, read in SendGrid's vocabulary."""
     url, client = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     workflow_id = await _attempt_of_a_new_intent(pool, ref)
     body = post_body(
         event("processed", ref, message_id), event("bounce", ref, message_id, status="4.2.2", type="bounce")
@@ -457,7 +444,7 @@ async def test_the_stored_events_reach_the_attempts_workflow_in_one_signal_class
     async def signalled() -> list[ReportBatch]:
         return [arg for wid, _, arg in client.signals if wid == workflow_id]
 
-    (batch,) = await eventually(signalled, "signal to the attempt's workflow")
+    (batch,) = await reads.eventually(signalled, "signal to the attempt's workflow")
     reports = [(r.status, r.provider_id, r.attempt_ref, r.error_code, r.failure_retryable) for r in batch.reports]
     assert reports == [
         (ProviderStatus.QUEUED, message_id, ref, None, False),
@@ -472,8 +459,7 @@ async def test_events_for_an_attempt_not_recorded_yet_are_left_for_the_drainer(
 ) -> None:
     """The report beat our attempt row: nothing is signalled, and the row gets a redelivery schedule."""
     url, client = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(event("delivered", ref, message_id))
     assert (await post(url, body, signed(body))).status_code == 200
     (row,) = await inbox(pool, message_id)
@@ -483,7 +469,7 @@ async def test_events_for_an_attempt_not_recorded_yet_are_left_for_the_drainer(
             cursor = await conn.execute("SELECT last_error FROM receipt_redelivery WHERE inbox_id = %s", (row["id"],))
             return await cursor.fetchall()
 
-    assert await eventually(scheduled, "redelivery schedule") == [("attempt not known yet",)]
+    assert await reads.eventually(scheduled, "redelivery schedule") == [("attempt not known yet",)]
     assert all(arg.reports[0].attempt_ref != ref for _, _, arg in client.signals)
 
 
@@ -592,7 +578,7 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
                     rows = await inbox(pool, message_id)
                     return rows if len(rows) == 4 else []
 
-                rows = await eventually(both_attempts_stored, "processed and delivered for both attempts")
+                rows = await reads.eventually(both_attempts_stored, "processed and delivered for both attempts")
 
                 async def answers() -> list[int | None]:
                     """The HTTP status of every webhook POST, once the emulator has recorded all four."""
@@ -606,7 +592,7 @@ async def test_the_esp_emulators_signed_events_for_a_sent_message_are_stored_per
                     ]
                     return statuses if len(statuses) == 4 and None not in statuses else []
 
-                posts = await eventually(answers, "the emulator's record of its four posts")
+                posts = await reads.eventually(answers, "the emulator's record of its four posts")
         finally:
             await esp.stop()
     assert sorted((r["attempt_ref"], r["provider_status"]) for r in rows) == [
@@ -623,8 +609,7 @@ async def test_our_event_holding_an_unstorable_value_is_recorded_as_a_rejection_
     """A NUL in one event of ours no longer vanishes into a log line: the rest of the post is stored,
     the bad event becomes a receipt_rejections row naming the rule, and the post is answered 200."""
     url, _ = route
-    ref = fresh_ref()
-    message_id = f"<{ref}@herald.test>"
+    ref, message_id = fresh_message()
     body = post_body(
         event("processed", ref, message_id),
         event("delivered", ref, message_id, response="250 OK\u0000queued"),

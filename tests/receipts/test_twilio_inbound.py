@@ -20,7 +20,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.core.reply_keywords import classify_reply
@@ -30,8 +29,11 @@ from herald.ledger.store import open_pool
 from herald.providers.twilio_signature import compute_signature
 from herald.receipts.twilio_inbound import EMPTY_TWIML, MAX_TWILIO_INBOUND_BYTES, REPLY_TEXTS
 from herald.settings import TwilioSettings
+from tests import reads
+from tests.depth import examples
+from tests.intents import fresh_recipient
+from tests.keys import SESSION_KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import SESSION_KEYRING, fresh_recipient
 
 TOKEN = "inbound-test-auth-token"
 PUBLIC_URL = "https://receipts.example.com"
@@ -75,9 +77,7 @@ async def post(base: str, form: dict[str, str], *, signature: str | None = None)
 
 
 async def requests_for(pool: AsyncConnectionPool, sid: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute("SELECT * FROM recipient_requests WHERE source_ref = %s", (sid,))
-        return await cursor.fetchall()
+    return await reads.rows(pool, "SELECT * FROM recipient_requests WHERE source_ref = %s", sid)
 
 
 def _as_text(row: dict[str, Any]) -> str:
@@ -344,7 +344,7 @@ def signed_forms(draw: st.DrawFn) -> dict[str, str]:
     return form
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(form=signed_forms())
 async def test_any_signed_form_stores_one_row_or_is_refused_with_its_rule(
     route: tuple[str, RecordingClient], pool: AsyncConnectionPool, form: dict[str, str]

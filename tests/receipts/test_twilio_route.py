@@ -19,12 +19,12 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.ledger.store import open_pool
 from herald.providers.twilio_signature import compute_signature
 from herald.receipts.twilio_form import MAX_TWILIO_BODY_BYTES
+from tests import reads
 from tests.receipts.freezing_proxy import FreezingProxy
 from tests.receipts.served import RecordingClient, receipt_app
 
@@ -62,15 +62,11 @@ async def post(
 
 
 async def inbox(pool: AsyncConnectionPool, sid: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute("SELECT * FROM receipt_inbox WHERE provider_message_id = %s", (sid,))
-        return await cursor.fetchall()
+    return await reads.rows(pool, "SELECT * FROM receipt_inbox WHERE provider_message_id = %s", sid)
 
 
 async def rejections(pool: AsyncConnectionPool, attempt: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute("SELECT * FROM receipt_rejections WHERE attempt_ref = %s ORDER BY id", (attempt,))
-        return await cursor.fetchall()
+    return await reads.rows(pool, "SELECT * FROM receipt_rejections WHERE attempt_ref = %s ORDER BY id", attempt)
 
 
 def fresh_attempt() -> str:

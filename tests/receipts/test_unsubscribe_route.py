@@ -21,7 +21,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from herald.core.send_policy import Category
@@ -30,8 +29,11 @@ from herald.ledger.store import open_pool
 from herald.privacy.unsubscribe import TokenKeys, issue
 from herald.receipts.app import MAX_UNSUBSCRIBE_BODY_BYTES
 from herald.settings import UnsubscribeSettings
+from tests import reads
+from tests.depth import examples
+from tests.intents import fresh_address
+from tests.keys import SESSION_KEYRING
 from tests.receipts.served import RecordingClient, receipt_app
-from tests.support import SESSION_KEYRING, fresh_address
 
 KEY = secrets.token_bytes(32)
 KEYS = TokenKeys({"u1": KEY}, "u1")
@@ -55,15 +57,6 @@ def link(to: str, *, keys: TokenKeys = KEYS, days: float = 60, category: Categor
 async def call(base: str, method: str, token: str, **kwargs: Any) -> httpx.Response:
     async with httpx.AsyncClient(timeout=20, trust_env=False) as http:
         return await http.request(method, f"{base}/unsubscribe/{quote(token, safe='')}", **kwargs)
-
-
-async def rows(pool: AsyncConnectionPool, to: str) -> list[dict[str, Any]]:
-    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            "SELECT * FROM recipient_requests WHERE recipient_fingerprint = %s ORDER BY id",
-            (SESSION_KEYRING.recipient(to),),
-        )
-        return await cursor.fetchall()
 
 
 def _raw(token: str) -> bytearray:
@@ -114,7 +107,7 @@ async def test_get_shows_a_button_and_changes_nothing(
     assert token not in page.text and to not in page.text and SESSION_KEYRING.recipient(to) not in page.text
     assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    assert await rows(pool, to) == [] and client.signals == []
+    assert await reads.recipient_requests(pool, to) == [] and client.signals == []
 
 
 async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
@@ -130,7 +123,7 @@ async def test_a_one_click_post_is_recorded_once_and_suppresses_marketing_only(
     again = await call(base, "POST", token, data=ONE_CLICK)
     assert first.status_code == again.status_code == 200 and first.text == again.text
     assert "You are unsubscribed" in first.text and token not in first.text
-    [row] = await rows(pool, to)
+    [row] = await reads.recipient_requests(pool, to)
     assert (row["channel"], row["request"], row["category"], row["source"]) == (
         "email", "unsubscribe", "marketing", "one_click",
     )  # fmt: skip
@@ -152,7 +145,7 @@ async def test_a_multipart_post_is_taken_too(route: tuple[str, RecordingClient],
     multipart = await call(base, "POST", link(to), files={"List-Unsubscribe": (None, "One-Click")})
     urlencoded = await call(base, "POST", link(to), data=ONE_CLICK)
     assert multipart.status_code == urlencoded.status_code == 200
-    assert len(await rows(pool, to)) == 2
+    assert len(await reads.recipient_requests(pool, to)) == 2
 
 
 class _Form(HTMLParser):
@@ -184,7 +177,7 @@ async def test_the_confirmation_pages_button_posts_the_one_click_pair(
     assert form.forms == [("post", None)] and form.fields == [("List-Unsubscribe", "One-Click")]
     answer = await call(base, "POST", token, content=urlencode(form.fields).encode(), headers=URLENCODED)
     assert answer.status_code == 200 and "You are unsubscribed" in answer.text
-    assert len(await rows(pool, to)) == 1
+    assert len(await reads.recipient_requests(pool, to)) == 1
 
 
 NOT_ONE_CLICK = [
@@ -226,11 +219,11 @@ async def test_a_post_without_the_one_click_pair_is_400_naming_it_and_records_no
     assert answer.status_code == 400, answer.text
     assert "List-Unsubscribe=One-Click" in answer.text and "multipart/form-data" in answer.text
     assert "application/x-www-form-urlencoded" in answer.text and token not in answer.text
-    assert await rows(pool, to) == []
+    assert await reads.recipient_requests(pool, to) == []
     assert "refused an unsubscribe POST: request body: must be the one form field" in caplog.text
     assert token not in caplog.text
     assert (await call(base, "POST", token, data=ONE_CLICK)).status_code == 200
-    assert len(await rows(pool, to)) == 1
+    assert len(await reads.recipient_requests(pool, to)) == 1
 
 
 def _signed_for(category: Category, to: str) -> str:
@@ -263,7 +256,7 @@ async def test_a_signed_token_for_mail_without_a_link_is_refused(
         answer = await call(base, method, token, data=ONE_CLICK if method == "POST" else None)
         assert answer.status_code == 403, (method, answer.text)
         assert "for transactional or account e-mail, which carries no unsubscribe link" in answer.text
-    assert await rows(pool, to) == []
+    assert await reads.recipient_requests(pool, to) == []
 
 
 @pytest.mark.parametrize(
@@ -294,7 +287,7 @@ async def test_a_link_that_is_not_ours_stores_nothing(
         answer = await call(base, method, bad, data=ONE_CLICK if method == "POST" else None)
         assert answer.status_code == status, (method, answer.text)
         assert "This unsubscribe link does not work" in answer.text and bad not in answer.text
-    assert await rows(pool, to) == [] and await rows(pool, other) == []
+    assert await reads.recipient_requests(pool, to) == [] and await reads.recipient_requests(pool, other) == []
     assert bad not in caplog.text and to not in caplog.text
     assert "refused an unsubscribe link: token: " in caplog.text
 
@@ -306,7 +299,7 @@ async def test_an_oversized_body_is_refused_unread(
     base, _ = route
     to = fresh_address()
     answer = await call(base, "POST", link(to), content=b"x" * (MAX_UNSUBSCRIBE_BODY_BYTES + 1))
-    assert answer.status_code == 413 and await rows(pool, to) == []
+    assert answer.status_code == 413 and await reads.recipient_requests(pool, to) == []
 
 
 async def test_without_keys_every_link_is_refused(pool: AsyncConnectionPool) -> None:
@@ -315,7 +308,7 @@ async def test_without_keys_every_link_is_refused(pool: AsyncConnectionPool) -> 
     async with receipt_app(pool) as (base, _):
         answer = await call(base, "POST", link(to), data=ONE_CLICK)
     assert answer.status_code == 403 and "no key is configured" in answer.text
-    assert await rows(pool, to) == []
+    assert await reads.recipient_requests(pool, to) == []
 
 
 async def test_with_the_database_away_a_post_gets_503_and_nothing_is_stored(pool: AsyncConnectionPool) -> None:
@@ -329,10 +322,10 @@ async def test_with_the_database_away_a_post_gets_503_and_nothing_is_stored(pool
     finally:
         await unreachable.close()
     assert answer.status_code == 503 and "try again" in answer.text
-    assert await rows(pool, to) == []
+    assert await reads.recipient_requests(pool, to) == []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.text(max_size=300), st.binary(max_size=230).map(lambda b: base64.urlsafe_b64encode(b).decode())))
 async def test_any_path_is_a_page_never_a_server_error(route: tuple[str, RecordingClient], candidate: str) -> None:
     """Whatever follows /unsubscribe/ (any text, any bytes spelled base64url, padded or not): a 4xx page
@@ -427,7 +420,7 @@ def _not_the_pair() -> st.SearchStrategy[tuple[str | None, bytes, bool]]:
     ).map(lambda typed: (typed[0], typed[1], False))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=st.one_of(_the_pair(), _not_the_pair()))
 async def test_only_the_exact_pair_in_either_encoding_records_and_no_body_is_a_server_error(
     route: tuple[str, RecordingClient], pool: AsyncConnectionPool, case: tuple[str | None, bytes, bool]
@@ -442,4 +435,4 @@ async def test_only_the_exact_pair_in_either_encoding_records_and_no_body_is_a_s
     headers = {"Content-Type": content_type} if content_type is not None else {}
     answer = await call(base, "POST", link(to), content=body, headers=headers)
     assert answer.status_code == (200 if recorded else 400), (content_type, body, answer.status_code)
-    assert len(await rows(pool, to)) == (1 if recorded else 0), (content_type, body)
+    assert len(await reads.recipient_requests(pool, to)) == (1 if recorded else 0), (content_type, body)

@@ -31,17 +31,11 @@ from herald.core.send_policy import PolicyRules
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import publish_policy
 from herald.privacy.payload_codec import decode_in_place
-from tests.support import (
-    TEST_POLICY,
-    Emulator,
-    Esp,
-    email_request,
-    fresh_address,
-    fresh_key,
-    fresh_recipient,
-    plain_relay,
-    receipt_request,
-)
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.stack import TEST_POLICY, Emulator, Esp, plain_relay
+
+# Recorded on the real stack, which the replay tier itself never starts: this file loads it.
+pytest_plugins = ("tests.stack",)
 
 HISTORIES = Path(__file__).parent / "histories"
 

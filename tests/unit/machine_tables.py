@@ -64,7 +64,8 @@ from herald.intake.requests import build_intent, parse_request
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import EmailSettings
-from tests.support import SESSION_KEYRING, TestClock
+from tests.keys import SESSION_KEYRING
+from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DATA = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"}

@@ -19,11 +19,12 @@ from herald.core.delivery_policy import (
     retry_delay,
 )
 from herald.core.lifecycle import SubmitResult
+from tests.depth import examples
 
 DEFAULT = DeliveryPolicy()
 # timedelta keeps microseconds; a float bound may round by one.
 TICK = timedelta(microseconds=1)
-PROPERTY = settings(derandomize=True, database=None, max_examples=300, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(300), deadline=None)
 
 
 def seconds(value: float) -> timedelta:

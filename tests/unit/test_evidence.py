@@ -21,6 +21,7 @@ from herald.core.evidence import Standing, may_dispatch, next_state, observe_acr
 from herald.core.lifecycle import AttemptView, IntentState, Observation, Source, SubmitResult, check_transition
 from herald.core.outcomes import NotFound, ProviderStatus
 from herald.providers.twilio_codes import is_retryable
+from tests.depth import examples
 
 S = IntentState
 P = ProviderStatus
@@ -394,7 +395,7 @@ EVENTS = st.one_of(
 )
 
 
-@settings(derandomize=True, database=None, max_examples=600, deadline=None)
+@settings(derandomize=True, database=None, max_examples=examples(600), deadline=None)
 @given(max_attempts=st.integers(1, 4), events=st.lists(EVENTS, max_size=40))
 def test_no_submit_follows_evidence_of_acceptance_and_the_outcome_is_the_best_evidence(
     max_attempts: int, events: list[tuple]

@@ -32,7 +32,8 @@ from herald.intake.template_registry import (
     publish,
     render_message,
 )
-from tests.support import SESSION_KEYRING as KEYRING
+from tests.depth import examples
+from tests.keys import SESSION_KEYRING as KEYRING
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -40,7 +41,7 @@ SCRIPT = "<script>alert(1)</script>"
 BREAKOUT = '"><img src=x onerror=alert(1)>'
 RECEIPT = {"order_ref": "A-1", "amount": "12.50", "currency": "EUR"}
 SEARCH = settings(
-    max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(300), deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 # The characters that make markup; data may put none of them into an HTML part, only references.
 MARKUP = ("<", ">", '"', "'")

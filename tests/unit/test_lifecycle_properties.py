@@ -46,6 +46,7 @@ from herald.core.lifecycle import (
 )
 from herald.core.outcomes import ProviderStatus
 from herald.providers.twilio_codes import is_retryable
+from tests.depth import examples
 
 S = IntentState
 P = ProviderStatus
@@ -58,7 +59,7 @@ FINAL_STATUSES = [status for status in P if status.is_final]
 OBSERVED_STATUSES = [P.QUEUED, P.SENT, P.DELIVERED, P.UNDELIVERED, P.FAILED]
 CODES = st.sampled_from([None, RETRYABLE_CODE, PERMANENT_CODE])
 SOURCES = st.sampled_from([Source.REPORT, Source.POLL, Source.SUBMIT])
-PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(400), deadline=None)
 
 
 def provider_id_of(number: int) -> str:
@@ -504,7 +505,7 @@ class IntentMachine(RuleBasedStateMachine):
 
 
 IntentMachine.TestCase.settings = settings(
-    derandomize=True, database=None, max_examples=200, stateful_step_count=30, deadline=None
+    derandomize=True, database=None, max_examples=examples(200), stateful_step_count=30, deadline=None
 )
 TestIntentMachine = IntentMachine.TestCase
 TestIntentMachine.__doc__ = "Random interleavings of submit outcomes, provider facts, polls, retries and closing clocks keep every lifecycle invariant."

@@ -30,7 +30,7 @@ from herald.core.outcomes import ProviderStatus, Retryable, Unknown
 from herald.core.rows import IntentRecorded
 from herald.core.send_policy import Category, Decision, PolicyDecision, PolicyRules, built_in_order, dispatch_order
 from herald.providers.twilio import TwilioAdapter
-from tests.support import TestClock
+from tests.unit.clock import TestClock
 from tests.unit.machine_tables import (
     AT,
     DONE,

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from herald.core.claims import CLOCK_SKEW, Rival, could_have_created, judge
 from herald.core.outcomes import Candidate, Candidates, Found, NotFound, ProviderStatus, Unavailable
+from tests.depth import examples
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 BOUND = timedelta(seconds=60)
@@ -117,7 +118,7 @@ def worlds(draw: st.DrawFn) -> list[Attempt]:
 
 
 @given(world=worlds(), order=st.randoms(use_true_random=False), rounds=st.integers(min_value=1, max_value=4))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_claims_built_by_the_rule_are_never_wrong(world: list[Attempt], order, rounds: int) -> None:
     """Whatever the interleaving of lookups, every claim names the attempt that created the message, and
     no attempt that created a message is ever told none is left for it."""

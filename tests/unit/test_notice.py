@@ -18,17 +18,12 @@ from herald.intake.errors import InvalidIntent
 from herald.intake.notice import parse_notice
 from herald.intake.requests import build_intent, parse_request
 from herald.notice_view import render_notice
-from tests.support import SESSION_KEYRING, TestClock
+from tests.intents import EMAIL_ENTRY, SMS_ENTRY
+from tests.keys import SESSION_KEYRING
+from tests.unit.clock import TestClock
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-SMS = {
-    "channel": "sms",
-    "recipient": "+15551230001",
-    "template_id": "order_receipt",
-    "template_version": 1,
-    "render_data": {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"},
-}
-EMAIL = {**SMS, "channel": "email", "recipient": "seller@example.com", "template_id": "order_receipt_email"}
+SMS, EMAIL = SMS_ENTRY, EMAIL_ENTRY
 
 
 def notice(*channels: dict[str, Any]) -> dict[str, Any]:

@@ -19,17 +19,11 @@ from herald.intake.notice import parse_notice
 from herald.intake.requests import build_intent, parse_request
 from herald.notice_view import render_notice
 from herald.outbox import stored_notice
-from tests.support import SESSION_KEYRING
+from tests.intents import EMAIL_ENTRY, SMS_ENTRY
+from tests.keys import SESSION_KEYRING
 
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-SMS = {
-    "channel": "sms",
-    "recipient": "+15551230001",
-    "template_id": "order_receipt",
-    "template_version": 1,
-    "render_data": {"order_ref": "A-1", "amount": "12.50", "currency": "EUR", "merchant": "Acme"},
-}
-EMAIL = {**SMS, "channel": "email", "recipient": "seller@example.com", "template_id": "order_receipt_email"}
+SMS, EMAIL = SMS_ENTRY, EMAIL_ENTRY
 TENANT_RULE = "must be a tenant id: 1 to 48 of a-z, 0-9, '_', '.', '-', starting with a letter or digit"
 PRIORITY_RULE = "must be a priority key, a whole number from 1 (first) to 5 (last)"
 

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from herald.outbox.erasure import names
 from herald.privacy.fingerprints import canonical_recipient
+from tests.depth import examples
 
-PROPERTY = settings(derandomize=True, database=None, max_examples=2000, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(2000), deadline=None)
 _ATEXT = string.ascii_letters + string.digits + "!#$%&'*+-/=?^_`{|}~"
 _LABEL = st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=10)
 

@@ -44,9 +44,10 @@ from herald.outbox.erasure import names
 from herald.outbox.relay import OutboxRelay
 from herald.privacy import fingerprints
 from herald.receipts.twilio_inbound import recipient_request, unusable_reason
-from tests.support import SESSION_KEYRING
+from tests.depth import examples
+from tests.keys import SESSION_KEYRING
 
-PROPERTY = settings(derandomize=True, database=None, max_examples=400, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(400), deadline=None)
 
 # Possible numbers (phonenumbers' "possible": a length the country's plan allows), fictional where
 # the plan has a fictional range: the demo's 555, the UK's drama range.

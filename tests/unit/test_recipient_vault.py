@@ -34,7 +34,9 @@ from herald.privacy.recipient_vault import (
     SealedValueCorrupt,
     wrap_context,
 )
-from tests.support import SESSION_KEYRING, fresh_key, receipt_request
+from tests.depth import examples
+from tests.intents import fresh_key, receipt_request
+from tests.keys import SESSION_KEYRING
 
 TO = "+15552900001"
 FINGERPRINT = "fp:0123456789abcdef"
@@ -196,7 +198,7 @@ async def test_the_rows_alone_open_nothing() -> None:
         await _vault(rows, stranger).open(sealed.recipient, "recipient")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(position=st.integers(min_value=0), replacement=st.characters(codec="ascii"))
 def test_an_altered_token_opens_to_its_own_value_or_is_refused_by_name(position: int, replacement: str) -> None:
     """Any one character of a token after its prefix changed: the token opens to what was sealed (a base64
@@ -220,7 +222,7 @@ async def test_a_worker_without_a_key_encryption_key_stops_at_start_naming_the_v
     to anything, in one InvalidSetting naming HERALD_KEY_ENCRYPTION_KEY_FILES."""
     from herald.runtime.process import ProcessRuntime
     from herald.settings import InvalidSetting, load_settings
-    from tests.support import SESSION_FINGERPRINT_KEYS
+    from tests.keys import SESSION_FINGERPRINT_KEYS
     from worker import run_worker
 
     settings = load_settings({

@@ -20,7 +20,7 @@ from herald.core.recipients import NUMBER_RULE
 from herald.runtime import reach
 from herald.runtime.process import ProcessRuntime
 from herald.settings import load_settings
-from tests.support import SESSION_FINGERPRINT_KEYS
+from tests.keys import SESSION_FINGERPRINT_KEYS
 
 # The command line's own reading of settings, before a test replaces it (use_env).
 READ_SETTINGS = starter.read_settings

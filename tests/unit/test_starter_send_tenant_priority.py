@@ -26,7 +26,7 @@ from herald.intake.notice import NoticeRequest
 from herald.intake.requests import IntentRequest
 from herald.runtime import reach
 from herald.settings import load_settings
-from tests.support import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
 
 PHONE = "+15551230001"
 RECEIPT = ["send", "--key", "order_receipt:pay_157", "--to", PHONE, "--template", "order_receipt", "--version", "1",

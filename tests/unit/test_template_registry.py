@@ -23,7 +23,7 @@ from herald.intake.template_registry import (
     publish,
     render,
 )
-from tests.support import SESSION_KEYRING
+from tests.keys import SESSION_KEYRING
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -33,11 +33,12 @@ from herald.intake.template_registry import (
     render,
     render_message,
 )
-from tests.support import SESSION_KEYRING as KEYRING
+from tests.depth import examples
+from tests.keys import SESSION_KEYRING as KEYRING
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 RECIPIENT = "+15551234567"
-PROPERTY = settings(derandomize=True, database=None, max_examples=200, deadline=None)
+PROPERTY = settings(derandomize=True, database=None, max_examples=examples(200), deadline=None)
 
 SHIPPED = [(template_id, version) for template_id, versions in available_templates().items() for version in versions]
 
@@ -569,7 +570,7 @@ def test_a_huge_number_is_refused() -> None:
 
 
 @given(tenant=st.text(max_size=60), priority=st.one_of(st.none(), st.integers(-3, 9), st.text(max_size=3), st.booleans()))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_a_tenant_and_a_priority_are_taken_only_in_their_shapes_and_a_refusal_names_the_field(
     tenant: str, priority: object
 ) -> None:

@@ -24,6 +24,7 @@ from herald.privacy.unsubscribe import (
     read,
 )
 from herald.settings import InvalidSetting, UnsubscribeSettings, load_settings
+from tests.depth import examples
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(days=60)
@@ -128,7 +129,7 @@ def test_strings_that_are_no_token_are_refused_with_their_rule(token: str, rule:
     assert rule.status_code == 400
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(position=st.integers(min_value=0), flip=st.integers(min_value=1, max_value=255))
 def test_any_changed_byte_is_refused(position: int, flip: int) -> None:
     """Any one byte of a valid token changed, wherever it is, and the token is refused, never read."""
@@ -138,7 +139,7 @@ def test_any_changed_byte_is_refused(position: int, flip: int) -> None:
         read(KEYS, _spelled(bytes(raw)), now=NOW)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.one_of(st.text(max_size=400), st.binary(max_size=300).map(_spelled)))
 def test_any_string_is_refused_with_a_rule_or_is_a_token(candidate: str) -> None:
     """Whatever arrives in the path (any text, any bytes spelled base64url) is a token or a TokenRefused, never

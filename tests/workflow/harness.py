@@ -45,7 +45,8 @@ from herald.temporal.workflow_api import (
     WORKFLOW_TYPE,
     initial_search_attributes,
 )
-from tests.support import SESSION_KEYRING, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
 from tests.workflow.standins import StandIns
 from worker import WORKFLOW_RUNNER
 from workflows.notification import NotificationWorkflow
