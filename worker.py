@@ -26,7 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.store import open_pool
 from herald.metrics.runtime import worker_runtime

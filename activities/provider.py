@@ -21,18 +21,19 @@ from activities.policy_gate import PolicyGate
 from herald.core.artifacts import ArtifactMismatch, verify
 from herald.core.contracts import (
     AlreadyRecorded,
+    Called,
     Held,
     LookupInput,
     NotSent,
     ProviderCancelInput,
     ProviderCancelResult,
-    Sent,
+    Refused,
     SubmitInput,
     SubmitStep,
 )
 from herald.core.delivery_policy import DeliveryPolicy
-from herald.core.intent import Channel
-from herald.core.outcomes import Candidates, LookupOutcome, Rejected, SubmitOutcome, Unavailable
+from herald.core.message import Channel
+from herald.core.outcomes import Candidates, LookupOutcome, Unavailable
 from herald.ledger import claims, store
 from herald.ledger.artifacts import ArtifactStore
 from herald.metrics.instruments import ProviderCall, record_queue_age
@@ -104,7 +105,8 @@ class ProviderActivities:
             return NotSent(reason=str(error))  # a KEK missing on this worker: configuration, retried
         except (DatabaseError, PoolTimeout, OSError) as error:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
-        provider = self._providers.get(input.channel)
+        channel = input.message.channel
+        provider = self._providers.get(channel)
         # The attempt row says which provider and route it was handed to, committed before the call.
         rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
         admit = _gate(input, self._keyring)
@@ -118,40 +120,27 @@ class ProviderActivities:
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
             return AlreadyRecorded(recorded=recorded)
         if refused is not None:
-            return Sent(outcome=SubmitOutcome(result=Rejected(reason=str(refused))))
+            return Refused(reason=str(refused))
         if provider is None:
             # A deployment without this channel configured: a definite refusal; nothing was sent.
-            refused = Rejected(reason=f"channel {input.channel.value}: no provider is configured on this worker")
-            return Sent(outcome=SubmitOutcome(result=refused))
-        admitted = admit[1].admitted
-        give_up_after = admitted.give_up_after_seconds if admitted is not None else None
-
-        def sent(outcome: SubmitOutcome) -> Sent:
-            """The attempt's answer, naming the provider it went to and what that provider can do."""
-            return Sent(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
-                        give_up_after_seconds=give_up_after)  # fmt: skip
-
+            return Refused(reason=f"channel {channel.value}: no provider is configured on this worker")
         try:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
-            return sent(SubmitOutcome(result=Rejected(reason=str(error))))
+            return Refused(reason=str(error), provider=provider.name)
         if self._pacer is not None:
             # Smooths the burst the server's queue limit lets out after a quiet spell (herald.providers.pacing).
             await self._pacer.wait()
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
             outcome = await provider.submit(
                 OutboundMessage(
+                    message=input.message,
                     attempt_ref=input.attempt_ref,
-                    to=input.to,
-                    body=input.body,
-                    subject=input.subject,
-                    html_body=input.html_body,
                     attachments=attachments,
                     message_id_of=input.message_id_of,
                     receipts_url=self._receipt_public_url,
                     validity_seconds=input.validity_seconds,
-                    category=input.category,
                 )
             )
             call.outcome = outcome.result.kind
@@ -163,24 +152,20 @@ class ProviderActivities:
             left = budget.total_seconds() - (time.monotonic() - started) if budget else None
             seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
             await admit[1].provider_answered(self._ledger, within=seconds)
-        return sent(outcome)
+        admitted = admit[1].admitted
+        give_up_after = admitted.give_up_after_seconds if admitted is not None else None
+        return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
+                      give_up_after_seconds=give_up_after)  # fmt: skip
 
     @staticmethod
     async def _opened(input: SubmitInput, opening: Opening) -> SubmitInput:
         """The input with its sealed fields opened (plaintext ones as they are)."""
-        return input.model_copy(
-            update={
-                "to": await opening.open(input.to, "recipient"),
-                "body": await opening.open(input.body, "body"),
-                "subject": await opening.open_optional(input.subject, "subject"),
-                "html_body": await opening.open_optional(input.html_body, "html_body"),
-                "ledger": await opening.open_batch(input.ledger),
-            }
-        )
+        message, ledger = await opening.open_message(input.message), await opening.open_batch(input.ledger)
+        return input.model_copy(update={"message": message, "ledger": ledger})
 
     async def _attachments(self, input: SubmitInput) -> list[Attachment]:
         """Load the named artifact and check it is byte for byte what the intent names."""
-        ref = input.attachment
+        ref = input.message.attachment
         if ref is None:
             return []
         if self._artifacts is None:
@@ -205,12 +190,12 @@ class ProviderActivities:
                 call.outcome = outcome.result.kind
             return outcome
         try:
-            to = await self._vault.open(input.to, "recipient")
+            to = await self._vault.open(input.recipient, "recipient")
         except (*UNOPENABLE, KeyUnavailable) as unopened:
             return LookupOutcome(result=Unavailable(reason=str(unopened)))
         bound = input.in_flight_bound or DeliveryPolicy().submit_in_flight_bound
         reference = MessageReference(
-            to=to,
+            recipient=to,
             content_sha256=input.content_sha256,
             since=input.since,
             created_by=input.since + bound,
@@ -251,9 +236,9 @@ def _gate(input: SubmitInput, keyring: Keyring) -> tuple[str, PolicyGate]:
     """The send-policy gate for this attempt."""
     gate = PolicyGate(
         keyring=keyring,
-        channel=input.channel.value,
-        recipient=input.to,
-        category=input.category,
+        channel=input.message.channel.value,
+        recipient=input.message.recipient,
+        category=input.message.category,
         time_zone=input.time_zone,
         workflow_id=input.workflow_id,
         at=input.policy_at,

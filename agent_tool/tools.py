@@ -24,7 +24,7 @@ from pydantic import Field
 
 from agent_tool.store import DemoStore
 from herald.client import HeraldClient
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import PRIORITY_KEYS
 from herald.intake.errors import HeraldError, IntentNotFound

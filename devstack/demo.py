@@ -30,8 +30,8 @@ from devstack.demo_rows import CLASS, DemoRow, count_messages, notes, phone, set
 from herald import outbox
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.send_policy import Category, PolicyRules
 from herald.intake.errors import HeraldError, InvalidIntent
 from herald.intake.requests import parse_request

@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from devstack.demo_rows import CLASS, DemoRow, notes, settle
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.core.send_policy import Category
 from herald.ledger.policy_store import grant_consent
 from herald.ledger.recipient_requests import requests_of

@@ -11,8 +11,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 
 # A message that ended in one of these was never delivered; a retry after it is not a duplicate.
 _DEFINITE_FAILURES = frozenset({"failed", "undelivered", "canceled"})

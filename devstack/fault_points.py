@@ -22,7 +22,7 @@ from pathlib import Path
 
 from herald.client import HeraldClient, NoticeReceipt
 from herald.core.capabilities import Capabilities
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.core.outcomes import Accepted, LookupOutcome, SubmitOutcome
 from herald.intake.notice import NoticeRequest
 from herald.providers.port import CancelOutcome, MessageReference, OutboundMessage, Provider
@@ -93,9 +93,9 @@ class CrashingProvider:
     def route(self) -> str:
         return self._inner.route
 
-    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+    async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
         self._faults.hit(FaultPoint.BEFORE_PROVIDER_CALL)
-        outcome = await self._inner.submit(message)
+        outcome = await self._inner.submit(outbound)
         if isinstance(outcome.result, Accepted):
             self._faults.hit(FaultPoint.AFTER_PROVIDER_ACCEPTED)
         return outcome

@@ -19,7 +19,7 @@ from devstack.demo import DemoRow, settle
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.core.delivery_policy import DeliveryPolicy
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.ledger.report import ledger_report
 
 # Long enough for the dropped e-mail's evidence window to close on a silent stream (the demo policy's

@@ -22,7 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from herald.core.contracts import CancelAnswer, CancelRequest, IntentStatus, KeyConflict, NotificationInput
 from herald.core.delivery_policy import DeliveryPolicy
-from herald.core.intent import Channel, Intent, workflow_id_for
+from herald.core.intent import Intent, workflow_id_for
+from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import DispatchOrder, built_in_order
 from herald.intake.errors import IntentConflict, IntentNotFound
@@ -126,7 +127,7 @@ class HeraldClient:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 memo={_FINGERPRINT_MEMO: intent.intent_fingerprint},
                 search_attributes=initial_search_attributes(
-                    f"{intent.template_id}.v{intent.template_version}", intent.channel.value
+                    f"{intent.template_id}.v{intent.template_version}", intent.message.channel.value
                 ),
                 priority=start_priority(intent, order),
             )
@@ -175,7 +176,7 @@ class HeraldClient:
         intents = [build_intent(request, now, self._keyring) for request in parsed.requests()]
         receipts: dict[Channel, SendReceipt] = {}
         for intent, order in zip(intents, await self._orders(intents, now), strict=True):
-            receipts[intent.channel] = await self._start(intent, policy or self._policy, order, now)
+            receipts[intent.message.channel] = await self._start(intent, policy or self._policy, order, now)
         return NoticeReceipt(business_key=parsed.business_key, intents=receipts)
 
     async def notice_status(self, business_key: str) -> dict[Channel, IntentStatus | None]:
@@ -238,5 +239,5 @@ def start_priority(intent: Intent, order: DispatchOrder | None = None) -> Priori
     """The workflow's own tasks (and the lookups that inherit it): the policy's order when the client
     read it, else the category's built-in priority; its tenant as fairness key. Each submit, where a
     backlog forms, goes at the policy's order in force when its attempt is prepared."""
-    order = order or built_in_order(intent.category, intent.tenant, intent.priority)
+    order = order or built_in_order(intent.message.category, intent.tenant, intent.priority)
     return Priority(priority_key=order.priority_key, fairness_key=intent.tenant, fairness_weight=order.fairness_weight)

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.privacy.payload_codec import decode_in_place, payloads_in
 from herald.temporal.client import payload_codec
 from tests.keys import SESSION_KEYRING

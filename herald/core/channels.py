@@ -10,7 +10,7 @@ at the horizon: never a resend), and e-mail over SMTP has no lookup at all, only
 from __future__ import annotations
 
 from herald.core.capabilities import Capabilities
-from herald.core.intent import Channel
+from herald.core.message import Channel
 
 ASSUMED_CAPABILITIES: dict[Channel, Capabilities] = {
     Channel.SMS: Capabilities(

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from herald.core.artifacts import ArtifactRef
 from herald.core.capabilities import Capabilities
 from herald.core.delivery_policy import DeliveryPolicy
-from herald.core.intent import Channel, Intent
+from herald.core.intent import Intent
 from herald.core.lifecycle import IntentState, Source, SubmitResult
+from herald.core.message import Channel, Message
 from herald.core.outcomes import Frozen, ProviderStatus, SubmitOutcome
 from herald.core.rows import IntentRecorded, LedgerBatch
 from herald.core.send_policy import SHARED_TENANT, Category, DispatchOrder, PolicyDecision
@@ -151,21 +151,12 @@ class IntentStatus(Frozen):
 
 class SubmitInput(Frozen):
     attempt_ref: str
-    to: str
-    body: str
-    # Which channel's provider takes it.
-    channel: Channel
-    subject: str | None = None
-    # E-mail: the intent's HTML part (sealed like the body); None: text only, and in histories
-    # recorded before HTML parts.
-    html_body: str | None = None
-    # A reference only: the activity loads the bytes and verifies hash and size before sending.
-    attachment: ArtifactRef | None = None
+    # As the intent holds it: its personal fields sealed, opened by the activity just before use.
+    message: Message
     # E-mail: the attempt whose Message-ID this copy carries (the evidence-window rule's resend).
     message_id_of: str | None = None
-    # The send policy's inputs.
+    # The send policy's inputs besides the message's channel and category.
     workflow_id: str
-    category: Category = Category.TRANSACTIONAL
     time_zone: str | None = None
     # The workflow's clock when it prepared the attempt: the instant the policy is evaluated at.
     policy_at: datetime
@@ -178,18 +169,46 @@ class SubmitInput(Frozen):
     ledger: LedgerBatch
 
 
-class Sent(Frozen):
-    """The attempt's rows are committed and the attempt was decided: the provider was called once
-    (``outcome`` is its answer, ``Unknown`` included), or the attempt was refused before the call
-    (recipient erased, no provider for the channel, an attachment that is not what was stored)."""
+class Called(Frozen):
+    """The attempt's rows are committed and its provider was called once: ``outcome`` is what came
+    of the call (``Unknown`` when the answer was lost, ``Unreachable`` when none could be asked)."""
 
-    kind: Literal["sent"] = "sent"
+    kind: Literal["called"] = "called"
     outcome: SubmitOutcome
-    # The provider that was called, and what it declares it can do (None when none was called).
-    provider: str | None = None
-    capabilities: Capabilities | None = None
+    # The provider that was called, and what it declares it can do.
+    provider: str
+    capabilities: Capabilities
     # The admitting policy's give-up on an unreachable provider for the category.
     give_up_after_seconds: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_as_sent(cls, data: Any) -> Any:
+        """A step recorded before calls and refusals had names of their own says "sent" for both
+        (the committed histories under tests/replay/histories): one that names its provider was a call."""
+        if isinstance(data, dict) and data.get("kind") == "sent" and data.get("provider") is not None:
+            return {**data, "kind": "called"}
+        return data
+
+
+class Refused(Frozen):
+    """The attempt's rows are committed and it was refused before any provider was called: the
+    recipient erased, no provider for the channel on this worker, an attachment that is not what
+    was stored. ``reason`` names the rule; the attempt can never be sent."""
+
+    kind: Literal["refused"] = "refused"
+    reason: str
+    # The provider the attempt's row names (handed to it before an attachment was found wrong);
+    # None when it went to none.
+    provider: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_as_sent(cls, data: Any) -> Any:
+        """A refusal recorded as "sent" (see ``Called``): a Rejected outcome, no provider named."""
+        if isinstance(data, dict) and data.get("kind") == "sent" and data.get("provider") is None:
+            return {"kind": "refused", "reason": data["outcome"]["result"]["reason"]}
+        return data
 
 
 class NotSent(Frozen):
@@ -215,15 +234,18 @@ class AlreadyRecorded(Frozen):
     recorded: IntentRecorded
 
 
-# What one run of the submit activity did: exactly one of these, told apart by ``kind``.
-SubmitStep = Annotated[Sent | NotSent | Held | AlreadyRecorded, Field(discriminator="kind")]
+# What one run of the submit activity did: exactly one of these, told apart by ``kind``. No
+# discriminator annotation: Temporal reads an activity's result type without Annotated metadata, so
+# this is how the workflow decodes it anyway (each model's own ``kind`` and validators decide).
+SubmitStep = Called | Refused | NotSent | Held | AlreadyRecorded
 
 
 class LookupInput(Frozen):
     channel: Channel
     attempt_ref: str
     provider_id: str | None
-    to: str
+    # Sealed, as the intent holds it.
+    recipient: str
     content_sha256: str
     since: datetime
     # E-mail: the attempt whose Message-ID the copy carried (an activity-feed lookup names it so).

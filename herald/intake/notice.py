@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from herald.core import recipients
 from herald.core.artifacts import ArtifactRef
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import PRIORITY_KEYS, SHARED_TENANT, TENANT_PATTERN
 from herald.intake.errors import InvalidIntent

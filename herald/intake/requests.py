@@ -17,7 +17,8 @@ from pydantic_core import PydanticCustomError
 
 from herald.core import recipients
 from herald.core.artifacts import ArtifactRef
-from herald.core.intent import Channel, Intent, content_sha256, workflow_id_for
+from herald.core.intent import Intent, workflow_id_for
+from herald.core.message import Channel, Message
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import PRIORITY_KEYS, SHARED_TENANT, TENANT_PATTERN, Category, zone
 from herald.intake.errors import InvalidIntent
@@ -136,17 +137,19 @@ def same_intent(recorded_fingerprint: str, intent: Intent, keyring: Keyring) -> 
 
 
 def _intent_canonical(request: IntentRequest | Intent, version: int | str | None) -> str:
+    # The channel, recipient and attachment: a request's own, an intent's message's.
+    message = request.message if isinstance(request, Intent) else request
     fields: dict[str, Any] = {
-        "channel": request.channel.value,
-        "recipient": request.recipient,
+        "channel": message.channel.value,
+        "recipient": message.recipient,
         "template_id": request.template_id,
         "template_version": version if version is not None else request.template_version,
         # As rendered: 15 and "15" make the same message, so they are the same intent.
         "render_data": {key: str(value) for key, value in request.render_data.items()},
     }
-    if request.attachment is not None:
+    if message.attachment is not None:
         # Only when present, so every fingerprint recorded before attachments existed still matches.
-        fields["attachment"] = request.attachment.model_dump(mode="json")
+        fields["attachment"] = message.attachment.model_dump(mode="json")
     if request.tenant != SHARED_TENANT:
         # Likewise only when named: a notice for another tenant is another notice.
         fields["tenant"] = request.tenant
@@ -185,28 +188,31 @@ def build_intent(request: IntentRequest, now: datetime, keyring: Keyring) -> Int
         problems += error.problems
     if problems:
         raise InvalidIntent(problems)
-    return Intent(
-        business_key=request.business_key,
+    message = Message(
         channel=request.channel,
         recipient=request.recipient,
+        body=rendered.body,
+        subject=rendered.subject,
+        html_body=rendered.html_body,
+        attachment=request.attachment,
+        category=Category(rendered.category),
+    )
+    return Intent(
+        business_key=request.business_key,
+        message=message,
         template_id=request.template_id,
         template_version=version,
         render_data=request.render_data,
-        body=rendered.body,
-        content_sha256=content_sha256(rendered.body, rendered.subject, request.attachment, rendered.html_body),
+        content_sha256=message.content_sha256(),
         intent_fingerprint=intent_fingerprint(request, keyring, version),
         recipient_fingerprint=keyring.recipient(request.recipient),
         created_at=now,
         expires_at=expires_at,
-        subject=rendered.subject,
-        attachment=request.attachment,
         encoding=rendered.segments.encoding if rendered.segments else None,
         segments=rendered.segments.segments if rendered.segments else None,
-        category=Category(rendered.category),
         time_zone=request.time_zone,
         tenant=request.tenant,
         priority=request.priority,
-        html_body=rendered.html_body,
     )
 
 

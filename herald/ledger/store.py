@@ -142,6 +142,7 @@ async def _insert_rows(cursor: Any, batch: LedgerBatch) -> None:
 
 
 async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentRecorded:
+    message = intent.message
     await cursor.execute(
         """INSERT INTO intents (workflow_id, business_key, channel, recipient, template_id,
                template_version, render_data, body, content_sha256, intent_fingerprint,
@@ -153,23 +154,23 @@ async def _record_intent(cursor: Any, intent: Intent, run_id: str) -> IntentReco
         (
             intent.workflow_id,
             intent.business_key,
-            intent.channel.value,
-            intent.recipient,
+            message.channel.value,
+            message.recipient,
             intent.template_id,
             intent.template_version,
             Jsonb(intent.render_data),
-            intent.body,
+            message.body,
             intent.content_sha256,
             intent.intent_fingerprint,
             intent.created_at,
             intent.expires_at,
             run_id,
-            intent.subject,
-            intent.attachment.sha256 if intent.attachment else None,
-            intent.attachment.size_bytes if intent.attachment else None,
+            message.subject,
+            message.attachment.sha256 if message.attachment else None,
+            message.attachment.size_bytes if message.attachment else None,
             intent.encoding.value if intent.encoding else None,
             intent.segments,
-            intent.category.value,
+            message.category.value,
             intent.recipient_fingerprint,
             intent.tenant,
         ),

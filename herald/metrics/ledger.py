@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
-from herald.core.intent import Channel
 from herald.core.lifecycle import TERMINAL_STATES, IntentState
+from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.ledger.report import QUEUE_WINDOW, LedgerReport, ledger_report
 

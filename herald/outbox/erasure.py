@@ -20,7 +20,8 @@ import re
 
 from psycopg_pool import AsyncConnectionPool
 
-from herald.core.intent import Channel, workflow_id_for
+from herald.core.intent import workflow_id_for
+from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.intake.requests import BUSINESS_KEY_PATTERN
 from herald.privacy.fingerprints import canonical_recipient

@@ -48,6 +48,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import AsyncConnectionPool
 
+from herald.core.message import Message
 from herald.privacy.key_encryption import KeyWrapper
 
 if TYPE_CHECKING:
@@ -260,9 +261,11 @@ class RecipientVault:
         return f"{PREFIX}{fingerprint}:{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode('ascii')}"
 
     async def seal_intent(self, intent: Intent) -> Intent:
-        """The intent with recipient, body, HTML part, subject and render data sealed under the
-        recipient's key (an intent already sealed as it is: a retried start must not seal twice)."""
-        if is_sealed(intent.recipient):
+        """The intent with its message's personal fields (``Message.PERSONAL``) and its render data
+        sealed under the recipient's key (an intent already sealed as it is: a retried start must
+        not seal twice)."""
+        message = intent.message
+        if is_sealed(message.recipient):
             return intent
         fingerprint = intent.recipient_fingerprint
         if fingerprint is None:  # build_intent always sets it; only an intent recorded before keyed ones lacks it
@@ -272,14 +275,11 @@ class RecipientVault:
         def seal(field: str, value: str) -> str:
             return self._seal(key, fingerprint, key_id, field, value)
 
+        # The HTML part is the same personal data as the body, escaped: sealed alike, so erasure reaches it.
+        sealed = {field: seal(field, value) for field in Message.PERSONAL if (value := getattr(message, field)) is not None}
         return intent.model_copy(
             update={
-                "recipient_fingerprint": fingerprint,
-                "recipient": seal("recipient", intent.recipient),
-                "body": seal("body", intent.body),
-                "subject": None if intent.subject is None else seal("subject", intent.subject),
-                # The same personal data as the body, escaped: sealed alike, so erasure reaches it.
-                "html_body": None if intent.html_body is None else seal("html_body", intent.html_body),
+                "message": message.model_copy(update=sealed),
                 # One token for all the values: fewer bytes in every payload that carries the intent.
                 "render_data": {SEALED_RENDER_DATA: seal("render_data", json.dumps(intent.render_data))},
             }
@@ -294,12 +294,6 @@ class RecipientVault:
         """The plaintext of a sealed value (a plaintext value as it is); RecipientErased when its key
         generation is gone, SealedValueCorrupt when it does not open under it."""
         return await self.opening().open(value, field)
-
-    async def open_optional(self, value: str | None, field: str) -> str | None:
-        return await self.opening().open_optional(value, field)
-
-    async def open_intent(self, intent: Intent) -> Intent:
-        return await self.opening().open_intent(intent)
 
     async def open_batch(self, batch: LedgerBatch) -> LedgerBatch:
         return await self.opening().open_batch(batch)
@@ -343,30 +337,28 @@ class Opening:
                 self._vault.forget(token.fingerprint, row.key_id)
         raise SealedValueCorrupt(field)
 
-    async def open_optional(self, value: str | None, field: str) -> str | None:
-        return None if value is None else await self.open(value, field)
+    async def open_message(self, message: Message) -> Message:
+        """The message with its personal fields opened (plaintext ones as they are)."""
+        opened = {
+            field: await self.open(value, field)
+            for field in Message.PERSONAL
+            if (value := getattr(message, field)) is not None
+        }
+        return message.model_copy(update=opened)
 
     async def open_intent(self, intent: Intent) -> Intent:
         """The intent as the ledger records it: every sealed field opened."""
-        if not is_sealed(intent.recipient):
+        if not is_sealed(intent.message.recipient):
             return intent
         render_data = intent.render_data
         sealed_data = render_data.get(SEALED_RENDER_DATA)
         if isinstance(sealed_data, str) and len(render_data) == 1:
             render_data = json.loads(await self.open(sealed_data, "render_data"))
-        return intent.model_copy(
-            update={
-                "recipient": await self.open(intent.recipient, "recipient"),
-                "body": await self.open(intent.body, "body"),
-                "subject": await self.open_optional(intent.subject, "subject"),
-                "html_body": await self.open_optional(intent.html_body, "html_body"),
-                "render_data": render_data,
-            }
-        )
+        return intent.model_copy(update={"message": await self.open_message(intent.message), "render_data": render_data})
 
     async def open_batch(self, batch: LedgerBatch) -> LedgerBatch:
         """A ledger batch whose intent row (if any) is opened, so the ledger holds plaintext it can erase."""
-        if batch.record is None or not is_sealed(batch.record.intent.recipient):
+        if batch.record is None or not is_sealed(batch.record.intent.message.recipient):
             return batch
         intent = batch.record.intent
         try:
@@ -374,7 +366,6 @@ class Opening:
         except UNOPENABLE:
             # Erased before its first write (or unreadable for good): recorded as erase_recipient()
             # leaves an intent, holding nothing of the person; the attempt's refusal says which.
-            opened = intent.model_copy(
-                update={"recipient": ERASED, "body": "", "subject": None, "html_body": None, "render_data": {}}
-            )
+            erased = {field: None for field in Message.PERSONAL} | {"recipient": ERASED, "body": ""}
+            opened = intent.model_copy(update={"message": intent.message.model_copy(update=erased), "render_data": {}})
         return batch.model_copy(update={"record": batch.record.model_copy(update={"intent": opened})})

@@ -23,8 +23,8 @@ from typing import Protocol
 from pydantic import Field
 
 from herald.core.capabilities import Capabilities
+from herald.core.message import Message
 from herald.core.outcomes import Frozen, LookupOutcome, ReferenceSearch, SubmitOutcome
-from herald.core.send_policy import Category
 
 
 class CancelOutcome(Frozen):
@@ -44,14 +44,11 @@ class OutboundMessage(Frozen):
     """One attempt's message as every adapter receives it; built by the submit activity, never
     stored in Temporal history (it may hold attachment bytes)."""
 
+    # What the person receives, opened: plaintext recipient, body, subject and HTML part.
+    message: Message
     attempt_ref: str
-    to: str
-    body: str
-    subject: str | None = None  # e-mail only
-    # E-mail only: the HTML part, render data already escaped by the template engine; sent as
-    # multipart/alternative beside the body (None: text only).
-    html_body: str | None = None
-    attachments: list[Attachment] = []  # e-mail only
+    # E-mail only: the message's attachment, loaded and verified against its reference.
+    attachments: list[Attachment] = []
     # E-mail only: the attempt whose Message-ID this copy carries. Set when the evidence-window rule
     # allowed a new attempt after an unresolved one: recipients' clients then see one message.
     message_id_of: str | None = None
@@ -59,15 +56,12 @@ class OutboundMessage(Frozen):
     receipts_url: str | None = None
     # The longest the provider may queue the message, for adapters with a bounded queue.
     validity_seconds: int | None = None
-    # What the message is for (the intent's category): e-mail of a category a person may leave
-    # (marketing) carries a one-click unsubscribe link (herald.privacy.unsubscribe).
-    category: Category = Category.TRANSACTIONAL
 
 
 class MessageReference(Frozen):
     """What identifies an attempt's message when its provider id never came back."""
 
-    to: str
+    recipient: str
     content_sha256: str
     # When the attempt began: a message created before it is not this attempt's.
     since: datetime
@@ -96,7 +90,7 @@ class Provider(Protocol):
         """Which account, sender or relay the attempt goes through (attempts.route); no secrets."""
         ...
 
-    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+    async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
         """Hand one attempt to the provider once: Accepted, Retryable, Rejected or Unknown."""
         ...
 

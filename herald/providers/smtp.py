@@ -182,33 +182,35 @@ class SmtpAdapter:
             message.add_attachment(attachment.content, maintype=maintype, subtype=subtype, filename=attachment.filename)
         return message
 
-    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+    async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
         """The port's submit: an address the relay could never deliver to is refused here."""
+        message = outbound.message
         try:
             submission = EmailSubmission(
-                attempt_ref=message.attempt_ref,
-                to=message.to,
+                attempt_ref=outbound.attempt_ref,
+                to=message.recipient,
                 subject=message.subject or "",
                 text=message.body,
                 html=message.html_body,
-                attachments=message.attachments,
-                message_id_of=message.message_id_of,
+                attachments=outbound.attachments,
+                message_id_of=outbound.message_id_of,
             )
         except ValidationError as error:
             fields = sorted({str(item["loc"][0]) for item in error.errors(include_input=False)})
             return SubmitOutcome(result=Rejected(reason=f"not a valid e-mail submission: {', '.join(fields)}"))
         try:
-            submission = submission.model_copy(update={"list_unsubscribe": self._list_unsubscribe(message)})
+            submission = submission.model_copy(update={"list_unsubscribe": self._list_unsubscribe(outbound)})
         except NoLink as error:  # nothing was sent: marketing never goes out without its link
             return SubmitOutcome(result=Rejected(reason=str(error)))
         return await self.send_email(submission)
 
-    def _list_unsubscribe(self, message: OutboundMessage) -> str | None:
+    def _list_unsubscribe(self, outbound: OutboundMessage) -> str | None:
         """The List-Unsubscribe value a message of its category carries; None when it needs none.
 
         Raises:
             NoLink: it needs one and none can be written (no keys, no URL).
         """
+        message = outbound.message
         if not needs_link(message.category):
             return None
         if self._unsubscribe is None:
@@ -217,9 +219,9 @@ class SmtpAdapter:
                 "unsubscribe link (RFC 8058), and this worker has no HERALD_UNSUBSCRIBE_KEYS to sign one"
             )
         return self._unsubscribe.header(
-            fingerprint=self._keyring.recipient(message.to),
+            fingerprint=self._keyring.recipient(message.recipient),
             category=message.category,
-            receipts_url=message.receipts_url,
+            receipts_url=outbound.receipts_url,
             now=datetime.now(UTC),
         )
 

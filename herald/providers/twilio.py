@@ -205,11 +205,13 @@ class TwilioAdapter:
         """The exact URL Twilio calls (and signs) for this attempt's reports: our reference rides in it."""
         return f"{receipts_url.rstrip('/')}/twilio/status?attempt={attempt_ref}"
 
-    async def submit(self, message: OutboundMessage) -> SubmitOutcome:
+    async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
         """The port's submit: one SMS, its reports sent to the receipt server's Twilio route."""
-        callback = self.status_callback_url(message.receipts_url, message.attempt_ref) if message.receipts_url else None
+        url = outbound.receipts_url
+        callback = self.status_callback_url(url, outbound.attempt_ref) if url else None
+        message = outbound.message
         return await self.send_sms(
-            to=message.to, body=message.body, status_callback=callback, validity_seconds=message.validity_seconds
+            to=message.recipient, body=message.body, status_callback=callback, validity_seconds=outbound.validity_seconds
         )
 
     async def send_sms(
@@ -307,7 +309,7 @@ class TwilioAdapter:
         Raises:
             ValueError: ``since`` has no time zone.
         """
-        to, content_sha256, since = reference.to, reference.content_sha256, reference.since
+        to, content_sha256, since = reference.recipient, reference.content_sha256, reference.since
         if since.tzinfo is None:
             raise ValueError("since must carry a time zone")
         searched_at = datetime.now(UTC)

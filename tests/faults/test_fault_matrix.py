@@ -21,8 +21,9 @@ from devstack.processes import free_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.core.contracts import attempt_ref
-from herald.core.intent import Channel, workflow_id_for
+from herald.core.intent import workflow_id_for
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.intake.errors import IntentConflict
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings

@@ -24,8 +24,8 @@ from devstack.processes import ManagedProcess
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.recipients import NUMBER_RULE
 from herald.intake.errors import InvalidIntent
 from herald.ledger.store import open_pool

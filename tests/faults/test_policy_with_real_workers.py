@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
-from herald.core.intent import Channel, workflow_id_for
+from herald.core.intent import workflow_id_for
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.send_policy import Category, PolicyRules
 from herald.ledger.policy_store import grant_consent, lift_suppression, publish_policy
 from tests import reads

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.twilio import TwilioAdapter
 from tests.keys import SESSION_KEKS, SESSION_KEYRING

@@ -117,7 +117,7 @@ async def test_a_busy_recipient_is_searched_down_to_the_attempts_start(
     to the attempt's start, finds the message and ends the intent delivered; exactly one message of ours."""
     key, to = fresh_key(), fresh_recipient()
     request = receipt_request(key, to)
-    body = build_intent(parse_request(request), datetime.now(UTC), SESSION_KEYRING).body
+    body = build_intent(parse_request(request), datetime.now(UTC), SESSION_KEYRING).message.body
     await _create_messages(settings, to, [body] * 300 + [f"Earlier notice {n}" for n in range(300)])
     # Earlier means earlier than the search's 2 s allowance for clock skew: a copy of the same text
     # created within it would make the search ambiguous (Unavailable, never a guess).

@@ -18,7 +18,7 @@ from temporalio.service import RPCError
 
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from tests.stack import Emulator
 
 SELLER_PHONE = "+15550100017"  # sel_17, the seller of ord_1001 in agent_tool/store.py

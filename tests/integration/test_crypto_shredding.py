@@ -117,4 +117,4 @@ async def test_clients_sealing_for_one_new_recipient_at_once_agree_on_one_key(po
     intent = build_intent(parse_request(receipt_request(fresh_key(), to)), datetime.now(UTC), SESSION_KEYRING)
     sealed = await asyncio.gather(*(RecipientVault(pool, SESSION_KEKS).seal_intent(intent) for _ in range(20)))
     reader = RecipientVault(pool, SESSION_KEKS)
-    assert {await reader.open(one.recipient, "recipient") for one in sealed} == {to}
+    assert {await reader.open(one.message.recipient, "recipient") for one in sealed} == {to}

@@ -19,8 +19,8 @@ from bench.actions import billable_actions
 from herald.client import HeraldClient
 from herald.core.artifacts import ArtifactRef
 from herald.core.contracts import attempt_ref
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.message import Channel
 from herald.core.outcomes import ProviderStatus
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.notice_view import render_notice

@@ -23,11 +23,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.provider import ProviderActivities
 from herald.client import HeraldClient
-from herald.core.contracts import SubmitInput, attempt_ref
-from herald.core.intent import Channel, Intent
+from herald.core.contracts import Called, SubmitInput, attempt_ref
+from herald.core.intent import Intent
+from herald.core.message import Channel
 from herald.core.outcomes import Accepted
 from herald.core.rows import AttemptRow, LedgerBatch, RecordIntentInput
-from herald.core.send_policy import Category
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger.privacy import erase_recipient
 from herald.privacy.recipient_vault import PREFIX, RecipientErased, RecipientVault
@@ -98,9 +98,8 @@ def _first_attempt(sealed: Intent, run_id: str) -> SubmitInput:
         attempts=[AttemptRow(attempt_ref=ref, workflow_id=sealed.workflow_id, number=1, prepared_at=now)],
     )
     return SubmitInput(
-        attempt_ref=ref, to=sealed.recipient, body=sealed.body, html_body=sealed.html_body, channel=sealed.channel,
-        subject=sealed.subject, workflow_id=sealed.workflow_id, category=Category.TRANSACTIONAL, policy_at=now,
-        validity_seconds=60, ledger=rows,
+        attempt_ref=ref, message=sealed.message, workflow_id=sealed.workflow_id, policy_at=now, validity_seconds=60,
+        ledger=rows,
     )  # fmt: skip
 
 
@@ -114,7 +113,8 @@ async def test_the_submit_activity_opens_the_sealed_html_part_and_the_relay_gets
     merchant, marker = hostile_merchant()
     intent = build_intent(parse_request(html_request(key, to, merchant)), datetime.now(UTC), SESSION_KEYRING)
     sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(intent)
-    assert sealed.html_body is not None and sealed.html_body.startswith(PREFIX) and marker not in sealed.html_body
+    html_body = sealed.message.html_body
+    assert html_body is not None and html_body.startswith(PREFIX) and marker not in html_body
     providers = build_providers(settings, SESSION_KEYRING)
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(environment.info, start_to_close_timeout=timedelta(seconds=30))
@@ -126,7 +126,7 @@ async def test_the_submit_activity_opens_the_sealed_html_part_and_the_relay_gets
     finally:
         for adapter in providers.values():
             await adapter.aclose()
-    assert step.kind == "sent" and isinstance(step.outcome.result, Accepted), step
+    assert isinstance(step, Called) and isinstance(step.outcome.result, Accepted), step
     [message] = await esp.messages(to)
     assert message["structure"] == "multipart/alternative(text/plain,text/html)"
     assert merchant in message["text_body"]

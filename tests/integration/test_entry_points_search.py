@@ -41,7 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from devstack.stack import LocalStack
 from herald import outbox
 from herald.client import HeraldClient
-from herald.core.intent import Channel
+from herald.core.message import Channel
 from herald.core.send_policy import TENANT_PATTERN
 from herald.intake.errors import IntentConflict, InvalidIntent
 from herald.intake.requests import BUSINESS_KEY_PATTERN

@@ -107,9 +107,9 @@ async def test_erasure_on_disk_the_raw_data_key_is_never_in_the_ledgers_files_an
         sealed = await RecipientVault(pool, SESSION_KEKS).seal_intent(another)
         stranger = LocalKeks({kek_id: os.urandom(32)}, kek_id)
         with pytest.raises(KeyUnavailable):
-            await RecipientVault(pool, stranger, rows=_Dumped(dumped)).open(sealed.recipient, "recipient")
+            await RecipientVault(pool, stranger, rows=_Dumped(dumped)).open(sealed.message.recipient, "recipient")
         assert (
-            await RecipientVault(pool, SESSION_KEKS, rows=_Dumped(dumped)).open(sealed.recipient, "recipient") == to
+            await RecipientVault(pool, SESSION_KEKS, rows=_Dumped(dumped)).open(sealed.message.recipient, "recipient") == to
         )  # with it
         assert clear is None
         raw_key = await SESSION_KEKS.unwrap(kek_id, bytes(wrapped), wrap_context(fingerprint, key_id))

@@ -94,5 +94,5 @@ async def test_the_returning_persons_new_intent_is_sealed_under_the_key_the_ledg
     await erase_recipient(pool, recipient=to, operator="dpo", reason="returning person", keyring=SESSION_KEYRING)
     second = await vault.seal_intent(intent("ord-2"))
 
-    assert second.recipient != first.recipient
-    assert await RecipientVault(pool, SESSION_KEKS).open(second.recipient, "recipient") == to
+    assert second.message.recipient != first.message.recipient
+    assert await RecipientVault(pool, SESSION_KEKS).open(second.message.recipient, "recipient") == to

@@ -37,8 +37,8 @@ from devstack.demo_email import over_loopback
 from devstack.processes import free_port
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.intake import template_registry as templates
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.smtp import SmtpAdapter

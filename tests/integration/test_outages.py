@@ -31,8 +31,8 @@ from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer, load_private_key
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus, attempt_ref
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, SubmitResult
+from herald.core.message import Channel
 from herald.core.send_policy import Category, CategoryRules, PolicyRules
 from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report

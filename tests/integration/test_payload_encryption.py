@@ -33,8 +33,8 @@ from devstack.processes import BIN_DIR, wait_for_port
 from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.codec.server import create_codec_app
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.privacy.payload_codec import ENCODING, decode_in_place, payloads_in
 from herald.temporal.client import payload_codec
 from tests.intents import ORDER_DATA, email_request, fresh_address, fresh_key, fresh_recipient, receipt_request

@@ -22,8 +22,8 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.processes import BIN_DIR
 from herald.client import HeraldClient
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.send_policy import Category, CategoryRules, PolicyRules, QuietHours
 from herald.ledger.policy_store import publish_policy
 from herald.privacy.recipient_vault import RecipientVault

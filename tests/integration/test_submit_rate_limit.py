@@ -16,8 +16,9 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from herald.core.intent import Channel, workflow_id_for
+from herald.core.intent import workflow_id_for
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.ledger.report import ledger_report
 from herald.temporal.task_queues import submit_task_queue
 from tests.integration.routes import LIMIT, route_paced_at

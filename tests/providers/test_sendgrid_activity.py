@@ -255,14 +255,14 @@ async def test_the_relay_declares_the_lookup_and_finds_its_message_once_the_feed
     assert sent.result.kind == "accepted"
     since = datetime.now(UTC)
     early = (
-        await adapter.find_by_reference(MessageReference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref))
+        await adapter.find_by_reference(MessageReference(recipient=to, content_sha256="0" * 64, since=since, attempt_ref=ref))
     ).result
     assert isinstance(early, NotFound)
     found = None
     for _ in range(40):
         found = (
             await adapter.find_by_reference(
-                MessageReference(to=to, content_sha256="0" * 64, since=since, attempt_ref=ref)
+                MessageReference(recipient=to, content_sha256="0" * 64, since=since, attempt_ref=ref)
             )
         ).result
         if isinstance(found, Found):
@@ -277,7 +277,7 @@ async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> No
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{esp.admin_port}", trust_env=False) as admin:
         assert (await admin.put("/_esp/activity-fault", json={"status": 429, "count": 1})).status_code == 200
     adapter = relay(esp)
-    reference = MessageReference(to="x@example.com", content_sha256="0" * 64, since=datetime.now(UTC), attempt_ref=REF)
+    reference = MessageReference(recipient="x@example.com", content_sha256="0" * 64, since=datetime.now(UTC), attempt_ref=REF)
     result = (await adapter.find_by_reference(reference)).result
     assert isinstance(result, Unavailable) and "429" in result.reason
     await adapter.aclose()

@@ -26,6 +26,7 @@ from aiosmtpd.smtp import Envelope, Session
 from emulator.esp.admin import PAGE_CSP
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
+from herald.core.message import Channel, Message
 from herald.core.outcomes import Accepted
 from herald.intake.template_registry import render_message
 from herald.providers.port import Attachment, OutboundMessage
@@ -83,8 +84,9 @@ def receipt(merchant: str, *, attach: bool, to: str = "member@example.com") -> O
     """The attempt's message as the submit activity hands it over: rendered by the template engine."""
     rendered = render_message("order_receipt_email", 2, {**RECEIPT, "merchant": merchant}, channel="email")
     attachments = [Attachment(filename="receipt.pdf", media_type="application/pdf", content=REPORT)] if attach else []
-    return OutboundMessage(attempt_ref=REF, to=to, body=rendered.body, subject=rendered.subject,
-                           html_body=rendered.html_body, attachments=attachments)  # fmt: skip
+    message = Message(channel=Channel.EMAIL, recipient=to, body=rendered.body, subject=rendered.subject,
+                      html_body=rendered.html_body)  # fmt: skip
+    return OutboundMessage(message=message, attempt_ref=REF, attachments=attachments)
 
 
 async def sent_and_parsed(relay: tuple[Capture, int], message: OutboundMessage) -> EmailMessage:
@@ -139,7 +141,8 @@ async def test_with_an_attachment_the_alternative_is_inside_multipart_mixed(
 
 async def test_a_text_only_email_stays_text_plain(relay: tuple[Capture, int]) -> None:
     """A message without an HTML part is built as before: text/plain, no alternative."""
-    message = receipt("Acme", attach=False).model_copy(update={"html_body": None})
+    outbound = receipt("Acme", attach=False)
+    message = outbound.model_copy(update={"message": outbound.message.model_copy(update={"html_body": None})})
     parsed = await sent_and_parsed(relay, message)
     assert parsed.get_content_type() == "text/plain"
     assert "Acme received your payment" in parsed.get_content()
@@ -147,13 +150,13 @@ async def test_a_text_only_email_stays_text_plain(relay: tuple[Capture, int]) ->
 
 def test_the_submission_carries_the_html_part_unchanged() -> None:
     """The adapter takes the HTML part as rendered: it neither escapes it again nor strips it."""
-    message = receipt(SCRIPT, attach=False)
+    message = receipt(SCRIPT, attach=False).message
     built = adapter(25).build(
-        EmailSubmission(attempt_ref=REF, to=message.to, subject=message.subject or "", text=message.body,
+        EmailSubmission(attempt_ref=REF, to=message.recipient, subject=message.subject or "", text=message.body,
                         html=message.html_body)
     )  # fmt: skip
     html = built.get_body(preferencelist=("html",))
-    assert html is not None and html.get_content() == message.html_body + "\n"
+    assert html is not None and message.html_body is not None and html.get_content() == message.html_body + "\n"
 
 
 class PageTags(HTMLParser):
@@ -182,7 +185,7 @@ async def test_the_esp_emulator_keeps_both_parts_and_shows_the_html_part_only_sa
     [record] = (await _admin(esp, "/_esp/messages", to=to)).json()["messages"]
     assert record["structure"] == "multipart/mixed(multipart/alternative(text/plain,text/html),application/pdf)"
     assert BREAKOUT in record["text_body"]
-    assert record["html_body"].replace("\r\n", "\n").rstrip("\n") == message.html_body  # CRLF on the wire
+    assert record["html_body"].replace("\r\n", "\n").rstrip("\n") == message.message.html_body  # CRLF on the wire
     assert record["attachments"][0]["sha256"] == hashlib.sha256(REPORT).hexdigest()
 
     page = await _admin(esp, "/")
@@ -195,7 +198,7 @@ async def test_the_esp_emulator_keeps_both_parts_and_shows_the_html_part_only_sa
     assert {"script", "img"}.isdisjoint(tag for tag, _ in tags.found)  # nothing of the message is live
     [frame] = [dict(attrs) for tag, attrs in tags.found if tag == "iframe"]
     assert frame["sandbox"] == ""
-    assert (frame["srcdoc"] or "").replace("\r\n", "\n").rstrip("\n") == message.html_body
+    assert (frame["srcdoc"] or "").replace("\r\n", "\n").rstrip("\n") == message.message.html_body
     # In the srcdoc the HTML part is escaped once more (the frame decodes it to the part as sent).
     assert "&amp;quot;&amp;gt;&amp;lt;img src=x onerror=alert(1)&amp;gt;" in html
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html  # the text part, escaped in a <pre>

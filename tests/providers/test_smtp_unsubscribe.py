@@ -14,6 +14,7 @@ from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
 from devstack.processes import free_port
+from herald.core.message import Channel, Message
 from herald.core.outcomes import Accepted, Rejected
 from herald.core.send_policy import Category
 from herald.privacy.unsubscribe import TokenKeys, read
@@ -57,10 +58,10 @@ def _adapter(port: int, **unsubscribe: Any) -> SmtpAdapter:
 
 
 def _message(to: str, category: Category) -> OutboundMessage:
-    return OutboundMessage(
-        attempt_ref=f"att_{secrets.token_hex(12)}_1", to=to, subject="New classes this week",
-        body="Spin, yoga and more.", category=category, receipts_url=RECEIPTS_URL,
-    )  # fmt: skip
+    message = Message(
+        channel=Channel.EMAIL, recipient=to, subject="New classes this week", body="Spin, yoga and more.", category=category
+    )
+    return OutboundMessage(message=message, attempt_ref=f"att_{secrets.token_hex(12)}_1", receipts_url=RECEIPTS_URL)
 
 
 def _headers(raw: bytes) -> list[str]:
@@ -148,6 +149,6 @@ async def test_an_http_receipt_url_is_never_a_link_marketing_is_refused_and_rece
     assert isinstance(outcome.result, Rejected), outcome
     assert outcome.result.reason.startswith("HERALD_UNSUBSCRIBE_URL: the link must be https:// (RFC 8058)")
     assert to not in capture.received
-    receipt = message.model_copy(update={"category": Category.TRANSACTIONAL})
+    receipt = message.model_copy(update={"message": message.message.model_copy(update={"category": Category.TRANSACTIONAL})})
     assert isinstance((await adapter.submit(receipt)).result, Accepted)
     assert len(capture.received[to]) == 1

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 
+from herald.core.message import Channel, Message
 from herald.core.outcomes import Accepted, Candidates, Found, ProviderStatus, Unavailable
 from herald.providers.port import MessageReference, OutboundMessage
 from herald.providers.twilio import TwilioAdapter
@@ -192,12 +193,15 @@ async def test_every_request_conforms_to_the_spec() -> None:
         # Through the provider port, as the submit activity calls it.
         submitted = await adapter.submit(
             OutboundMessage(
-                attempt_ref="att_1", to=RECIPIENT, body=BODY, receipts_url="https://herald.example", validity_seconds=600
+                message=Message(channel=Channel.SMS, recipient=RECIPIENT, body=BODY),
+                attempt_ref="att_1",
+                receipts_url="https://herald.example",
+                validity_seconds=600,
             )
         )
         fetched = await adapter.fetch("SMb7c0a2ce80504485a6f653a7110836f5")
         searched = await adapter.find_by_reference(MessageReference(
-            to=RECIPIENT, content_sha256=hashlib.sha256(b"no such body").hexdigest(), since=SINCE
+            recipient=RECIPIENT, content_sha256=hashlib.sha256(b"no such body").hexdigest(), since=SINCE
         ))
         canceled = await adapter.cancel("SMb7c0a2ce80504485a6f653a7110836f5")
     async with make_adapter(transport, messaging_service_sid=SERVICE_SID) as adapter:
@@ -218,7 +222,7 @@ async def test_search_filters_by_the_spec_parameters_and_never_by_date_sent() ->
     spec = load_spec()
     seen: list[httpx.Request] = []
     async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
-        await adapter.find_by_reference(MessageReference(to=RECIPIENT, content_sha256="0" * 64, since=SINCE))
+        await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256="0" * 64, since=SINCE))
     _, operation, _ = find_operation(spec, "GET", seen[0].url.path)
     declared = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
     assert {"To", "From"} <= declared
@@ -272,7 +276,7 @@ async def serve(message: dict[str, Any]) -> tuple[Any, Any, Any]:
         submitted = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
         fetched = await adapter.fetch("SM" + "0" * 32)
         found = await adapter.find_by_reference(MessageReference(
-            to=RECIPIENT, content_sha256=hashlib.sha256(BODY.encode("utf-8")).hexdigest(), since=SINCE
+            recipient=RECIPIENT, content_sha256=hashlib.sha256(BODY.encode("utf-8")).hexdigest(), since=SINCE
         ))
     return submitted.result, fetched.result, _the_one_candidate(found.result)
 

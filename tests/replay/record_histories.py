@@ -25,8 +25,8 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
 
 from herald.client import HeraldClient
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.send_policy import PolicyRules
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import publish_policy

@@ -13,16 +13,17 @@ from typing import Any
 
 from herald.core.capabilities import Capabilities
 from herald.core.contracts import (
+    Called,
     CancelRequest,
     DeliveryReport,
     NotificationInput,
+    Refused,
     ReportBatch,
-    Sent,
     attempt_number_of,
     attempt_ref,
 )
 from herald.core.delivery_policy import DeliveryPolicy
-from herald.core.intent import Channel, workflow_id_for
+from herald.core.intent import workflow_id_for
 from herald.core.machine import IntentMachine
 from herald.core.machine.commands import (
     AskToCancel,
@@ -56,6 +57,7 @@ from herald.core.machine.events import (
     SubmitFailed,
     WaitEnded,
 )
+from herald.core.message import Channel
 from herald.core.outcomes import Accepted, Found, LookupOutcome, NotFound, ProviderStatus, SubmitOutcome, Unavailable
 from herald.core.rows import LedgerBatch
 from herald.core.send_policy import Category, PolicyRules, dispatch_order
@@ -91,12 +93,17 @@ def intent(request: dict[str, Any], at: datetime = AT) -> Any:
 
 
 def accepted(provider_id: str = "SM1", capabilities: Capabilities = TwilioAdapter.capabilities) -> SubmitAnswered:
-    return sent(Accepted(provider_id=provider_id, status=ProviderStatus.QUEUED), capabilities)
+    return called(Accepted(provider_id=provider_id, status=ProviderStatus.QUEUED), capabilities)
 
 
-def sent(result: Any, capabilities: Capabilities | None, provider: str = "twilio") -> SubmitAnswered:
+def called(result: Any, capabilities: Capabilities, provider: str = "twilio") -> SubmitAnswered:
     """The submit activity's answer: the provider was called once and said `result`."""
-    return SubmitAnswered(step=Sent(outcome=SubmitOutcome(result=result), provider=provider, capabilities=capabilities))
+    return SubmitAnswered(step=Called(outcome=SubmitOutcome(result=result), provider=provider, capabilities=capabilities))
+
+
+def refused(reason: str, provider: str | None = None) -> SubmitAnswered:
+    """The submit activity's answer: the attempt was refused before any provider was called."""
+    return SubmitAnswered(step=Refused(reason=reason, provider=provider))
 
 
 def smtp(events: bool) -> Capabilities:

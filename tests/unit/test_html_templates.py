@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from herald.core.intent import content_sha256
 from herald.intake import template_registry as templates
 from herald.intake.requests import build_intent, parse_request
 from herald.intake.template_html import HtmlRule
@@ -160,12 +159,13 @@ def test_the_content_hash_covers_the_html_part_and_text_only_hashes_are_unchange
                "template_id": "order_receipt_email", "render_data": {**RECEIPT, "merchant": "Acme"}}  # fmt: skip
     v1 = build_intent(parse_request({**request, "template_version": 1}), NOW, KEYRING)
     v2 = build_intent(parse_request({**request, "template_version": 2}), NOW, KEYRING)
-    assert v1.html_body is None and v2.html_body is not None and v1.body == v2.body
-    assert v1.content_sha256 == content_sha256(v1.body, v1.subject)
-    assert v2.content_sha256 == content_sha256(v2.body, v2.subject, None, v2.html_body)
+    m1, m2 = v1.message, v2.message
+    assert m1.html_body is None and m2.html_body is not None and m1.body == m2.body
     assert v2.content_sha256 != v1.content_sha256
-    canonical = json.dumps({"attachment_sha256": None, "body": v1.body, "subject": v1.subject}, separators=(",", ":"))
-    assert v1.content_sha256 == hashlib.sha256(canonical.encode()).hexdigest()
+    canonical = {"attachment_sha256": None, "body": m1.body, "subject": m1.subject}
+    assert v1.content_sha256 == hashlib.sha256(json.dumps(canonical, separators=(",", ":")).encode()).hexdigest()
+    with_html = json.dumps({**canonical, "html_body": m2.html_body}, sort_keys=True, separators=(",", ":"))
+    assert v2.content_sha256 == hashlib.sha256(with_html.encode()).hexdigest()
 
 
 # ---- publish: what is refused, naming the rule -------------------------------------------------------

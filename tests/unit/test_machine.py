@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from herald.core.contracts import AlreadyRecorded, Held, KeyConflict, NotSent
-from herald.core.lifecycle import IntentState
+from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.machine import IntentMachine
 from herald.core.machine.commands import ContinueAsNew, ReadOrder, Submit
 from herald.core.machine.events import (
@@ -46,13 +46,14 @@ from tests.unit.machine_tables import (
     WRITTEN,
     Case,
     accepted,
+    called,
     cancel,
     found,
     machine_for,
     not_found,
     play,
+    refused,
     report,
-    sent,
     show,
     smtp,
     stream,
@@ -68,7 +69,7 @@ HOLD = SubmitAnswered(
         )
     )
 )
-REFUSED = sent(Retryable(reason="busy"), TwilioAdapter.capabilities)
+BUSY = called(Retryable(reason="busy"), TwilioAdapter.capabilities)
 OTHER_RUN = IntentRecorded(
     created=False, same_payload=True, first_run_id="run-0", next_transition_seq=4, next_observation_seq=5,
     last_state=IntentState.DELIVERED,
@@ -76,6 +77,8 @@ OTHER_RUN = IntentRecorded(
 LONG = HistoryChecked(long=True)  # Temporal suggests continuing as new
 CANCELS = TwilioAdapter.capabilities.model_copy(update={"cancel_accepted": True})
 EMAIL_ID = "<att_1@example.com>"
+ERASED = "recipient: sealed under an erased recipient's key (recipient erased); it cannot be read"
+MISMATCH = "attachment: the stored artifact's SHA-256 is not the one the intent names"
 
 
 def expires_in(minutes: int) -> dict[str, object]:
@@ -189,15 +192,27 @@ CASES = [
         (0, WRITTEN, ["publish expired/0", "await handlers"]),
         (0, DONE, ["finish expired"]),
     ], request=expires_in(5), reason="held by policy v3 (cooldown)"),
+    Case("refused before any call (the recipient erased): failed at once, the rule named, nothing looked up", [
+        *OPENING,
+        (0, refused(ERASED), ["write t2 permanent_failure, o1 rejected"]),
+        (0, WRITTEN, ["publish permanent_failure/1", "await handlers"]),
+        (0, DONE, ["finish permanent_failure"]),
+    ], reason="recipient erased"),
+    Case("an attachment not as stored is refused after the attempt was handed to its provider, which is named", [
+        *OPENING,
+        (0, refused(MISMATCH, "smtp"), ["write t2 permanent_failure, o1 rejected"]),
+        (0, WRITTEN, ["publish permanent_failure/1", "await handlers"]),
+        (0, DONE, ["finish permanent_failure"]),
+    ], request=EMAIL, reason="attachment"),
     Case("the retry budget spent, the intent fails permanently", [
         *OPENING,
-        (0, REFUSED, ["check history"]),
+        (0, BUSY, ["check history"]),
         (0, SHORT, ["write t2 retryable_failure, o1 retryable"]),
         (0, WRITTEN, ["publish retryable_failure/1", "wait 3.75s"]),
         (10, ENDED, ["check history"]),
         (0, SHORT, ["read order"]),
         (0, ORDER_READ, ["submit attempt 2: attempt 2, t3 pending, t4 submitting"]),
-        (0, REFUSED, ["write t5 retryable_failure, t6 permanent_failure, o2 retryable"]),
+        (0, BUSY, ["write t5 retryable_failure, t6 permanent_failure, o2 retryable"]),
     ], policy=POLICY.model_copy(update={"max_attempts": 2}), reason="retry budget exhausted after 2 attempts"),
     Case("at the horizon, a provider that cannot answer is asked again 2 s and 4 s later, then unknown", [
         *OPENING,
@@ -296,7 +311,7 @@ CASES = [
     ], request=EMAIL, reason="presumed not accepted"),
     Case("an unknown submit to a relay without events still has a question: its stream is read", [
         *OPENING,
-        (0, sent(Unknown(reason="lost after DATA"), smtp(events=False), "relay"), ["check history"]),
+        (0, called(Unknown(reason="lost after DATA"), smtp(events=False), "relay"), ["check history"]),
         (0, SHORT, ["write o1 unknown"]),
         (0, WRITTEN, ["publish submitting/1", "wait 600s"]),
         (600, ENDED, ["read stream"]),
@@ -423,3 +438,13 @@ def test_the_machine_imports_no_io() -> None:
             for name in names:
                 assert name.split(".")[0] not in _IO, (path.name, name)
                 assert name in _PURE_STDLIB or name == "pydantic" or name.startswith("herald.core."), (path.name, name)
+
+def test_a_refusal_names_the_provider_the_attempt_was_handed_to_and_nothing_it_can_do() -> None:
+    """A refusal before the call keeps the provider the attempt's row names (an attachment found
+    wrong after the hand-over), or none; no capabilities, since no provider was asked anything."""
+    for request, reason, provider in ((SMS, ERASED, None), (EMAIL, MISMATCH, "smtp")):
+        rows = [*OPENING, (0, refused(reason, provider), ["write t2 permanent_failure, o1 rejected"])]
+        machine, _, _ = play(Case("refused", rows, request=request))
+        [attempt] = machine.status().attempts
+        assert (attempt.provider, attempt.capabilities, attempt.submit_result) == (provider, None, SubmitResult.REJECTED)
+        assert attempt.submit_reason == reason

@@ -10,10 +10,10 @@ import pytest
 
 from herald.core.channels import assumed_capabilities
 from herald.core.contracts import AttemptStatus, IntentStatus, TransitionStatus
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, Source, SubmitResult
 from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.record import IntentRecord
+from herald.core.message import Channel
 from herald.intake.errors import InvalidIntent
 from herald.intake.notice import parse_notice
 from herald.intake.requests import build_intent, parse_request

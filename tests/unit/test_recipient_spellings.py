@@ -169,7 +169,7 @@ async def _one_row() -> tuple[int]:
 
 def _started(temporal: _Temporal) -> Answer:
     [intent] = temporal.started
-    return "accepted", intent.recipient, intent.recipient_fingerprint
+    return "accepted", intent.message.recipient, intent.recipient_fingerprint
 
 
 def door_intent_request(text: str) -> Answer:

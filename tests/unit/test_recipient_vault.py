@@ -84,7 +84,7 @@ async def test_a_token_names_its_key_generation_and_the_row_holds_it_wrapped_nev
     rows = MemoryRows()
     sealed = await _vault(rows).seal_intent(_intent())
     row = rows.rows[FINGERPRINT]
-    assert sealed.recipient.startswith(f"{PREFIX}{FINGERPRINT}:{row.key_id}:")
+    assert sealed.message.recipient.startswith(f"{PREFIX}{FINGERPRINT}:{row.key_id}:")
     assert row.data_key is None and row.kek_id == "kek-a" and row.wrapped_key is not None
     key = await _keks("kek-a").unwrap("kek-a", row.wrapped_key, wrap_context(FINGERPRINT, row.key_id))
     assert key not in row.wrapped_key
@@ -98,16 +98,16 @@ async def test_a_person_erased_and_back_gets_a_new_generation_whatever_a_process
     rows = MemoryRows()
     client, worker = _vault(rows), _vault(rows)
     old = await client.seal_intent(_intent("ord-old"))
-    assert await worker.open(old.recipient, "recipient") == TO  # both caches now hold generation 1
+    assert await worker.open(old.message.recipient, "recipient") == TO  # both caches now hold generation 1
 
     rows.erase(FINGERPRINT)
     new = await client.seal_intent(_intent("ord-new"))
 
-    assert new.recipient.split(":")[4] != old.recipient.split(":")[4]  # another key id
-    assert await worker.open(new.recipient, "recipient") == TO
+    assert new.message.recipient.split(":")[4] != old.message.recipient.split(":")[4]  # another key id
+    assert await worker.open(new.message.recipient, "recipient") == TO
     with pytest.raises(RecipientErased):
-        await worker.open(old.recipient, "recipient")
-    assert "ord-new" in await _vault(rows).open(new.body, "body")  # a process with nothing cached
+        await worker.open(old.message.recipient, "recipient")
+    assert "ord-new" in await _vault(rows).open(new.message.body, "body")  # a process with nothing cached
 
 
 async def test_every_open_asks_the_rows_whether_its_generation_is_current() -> None:
@@ -118,13 +118,13 @@ async def test_every_open_asks_the_rows_whether_its_generation_is_current() -> N
     sealed = await vault.seal_intent(_intent())
     opening = vault.opening()
     reads = rows.reads
-    await opening.open(sealed.recipient, "recipient")
-    await opening.open(sealed.body, "body")
+    await opening.open(sealed.message.recipient, "recipient")
+    await opening.open(sealed.message.body, "body")
     assert rows.reads == reads + 1  # one read for the activity's every field
 
     rows.erase(FINGERPRINT)
     with pytest.raises(RecipientErased):
-        await vault.open(sealed.recipient, "recipient")
+        await vault.open(sealed.message.recipient, "recipient")
 
 
 async def test_a_tag_failure_reads_the_key_again_before_deciding() -> None:
@@ -135,7 +135,7 @@ async def test_a_tag_failure_reads_the_key_again_before_deciding() -> None:
     key_id = rows.rows[FINGERPRINT].key_id
     vault._remember(FINGERPRINT, key_id, os.urandom(32))  # what a bad cache would hold
     reads = rows.reads
-    assert await vault.open(sealed.recipient, "recipient") == TO
+    assert await vault.open(sealed.message.recipient, "recipient") == TO
     assert rows.reads == reads + 2
 
 
@@ -147,10 +147,10 @@ async def test_a_token_that_does_not_open_under_its_own_generation_is_corrupt_af
     sealed = await vault.seal_intent(_intent())
     reads = rows.reads
     with pytest.raises(SealedValueCorrupt):
-        await vault.open(sealed.body, "recipient")
+        await vault.open(sealed.message.body, "recipient")
     assert rows.reads == reads + 2
     with pytest.raises(InvalidTag):  # callers that caught the bare tag failure still do
-        await vault.open(sealed.body, "subject")
+        await vault.open(sealed.message.body, "subject")
 
 
 async def test_a_token_sealed_before_key_ids_opens_under_its_generation_and_not_under_a_later_one() -> None:
@@ -165,8 +165,8 @@ async def test_a_token_sealed_before_key_ids_opens_under_its_generation_and_not_
     vault = _vault(rows)
     assert await vault.open(token, "recipient") == TO
     again = await vault.seal_intent(_intent())  # a new intent seals sealed:2 under the same generation
-    assert again.recipient.startswith(f"{PREFIX}{FINGERPRINT}:v1.0123456789ab:")
-    assert await vault.open(again.recipient, "recipient") == TO
+    assert again.message.recipient.startswith(f"{PREFIX}{FINGERPRINT}:v1.0123456789ab:")
+    assert await vault.open(again.message.recipient, "recipient") == TO
 
     rows.erase(FINGERPRINT)
     await vault.seal_intent(_intent())  # back, under a new generation
@@ -180,12 +180,12 @@ async def test_a_kek_rotation_keeps_old_rows_opening_and_wraps_new_ones_under_th
     rows = MemoryRows()
     before = await _vault(rows, _keks("kek-a")).seal_intent(_intent())
     rotated = _vault(rows, _keks("kek-a", "kek-b", active="kek-b"))
-    assert await rotated.open(before.recipient, "recipient") == TO
+    assert await rotated.open(before.message.recipient, "recipient") == TO
     other = _intent().model_copy(update={"recipient_fingerprint": "fp:another"})
     await rotated.seal_intent(other)
     assert rows.rows["fp:another"].kek_id == "kek-b"
     with pytest.raises(KeyUnavailable, match="'kek-a'.*HERALD_KEY_ENCRYPTION_KEY_FILES"):
-        await _vault(rows, _keks("kek-b")).open(before.recipient, "recipient")
+        await _vault(rows, _keks("kek-b")).open(before.message.recipient, "recipient")
 
 
 async def test_the_rows_alone_open_nothing() -> None:
@@ -195,7 +195,7 @@ async def test_the_rows_alone_open_nothing() -> None:
     sealed = await _vault(rows).seal_intent(_intent())
     stranger = LocalKeks({"kek-a": os.urandom(32)}, "kek-a")
     with pytest.raises(KeyUnavailable):
-        await _vault(rows, stranger).open(sealed.recipient, "recipient")
+        await _vault(rows, stranger).open(sealed.message.recipient, "recipient")
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -206,7 +206,7 @@ def test_an_altered_token_opens_to_its_own_value_or_is_refused_by_name(position:
 
     async def check() -> None:
         vault = _vault(MemoryRows())
-        token = (await vault.seal_intent(_intent())).recipient
+        token = (await vault.seal_intent(_intent())).message.recipient
         at = len(PREFIX) + position % (len(token) - len(PREFIX))
         altered = token[:at] + replacement + token[at + 1 :]
         try:

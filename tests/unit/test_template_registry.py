@@ -97,7 +97,7 @@ def test_latest_resolves_when_the_intent_is_created_and_is_never_stored() -> Non
         NOW,
         SESSION_KEYRING,
     )
-    assert v1.template_version == 1 and "item(s)" not in v1.body
+    assert v1.template_version == 1 and "item(s)" not in v1.message.body
 
 
 _ASCII_RULE = "must be a whole number written in ASCII digits, with an optional leading minus"

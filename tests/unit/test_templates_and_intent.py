@@ -299,11 +299,11 @@ def test_build_intent_freezes_body_and_its_sha256() -> None:
     """The intent carries the body rendered once and content_sha256 == sha256(body)."""
     request = parse_request(raw_request())
     intent = build_intent(request, NOW, KEYRING)
-    assert intent.body == render("order_receipt", 1, RECEIPT_DATA)
-    assert intent.body == "Acme: payment of 12.50 EUR for order A-1 received. Thank you."
-    assert intent.content_sha256 == hashlib.sha256(intent.body.encode("utf-8")).hexdigest()
+    assert intent.message.body == render("order_receipt", 1, RECEIPT_DATA)
+    assert intent.message.body == "Acme: payment of 12.50 EUR for order A-1 received. Thank you."
+    assert intent.content_sha256 == hashlib.sha256(intent.message.body.encode("utf-8")).hexdigest()
     assert intent.created_at == NOW
-    assert intent.recipient == RECIPIENT
+    assert intent.message.recipient == RECIPIENT
 
 
 def test_default_expiry_is_the_default_lifetime() -> None:
@@ -482,9 +482,9 @@ def test_an_email_intent_carries_subject_attachment_and_a_normalised_address() -
     """An e-mail intent renders its subject and body once, names its attachment by hash, and lower-cases the domain."""
     intent = build_intent(parse_request(email_request()), NOW, KEYRING)
     assert intent.workflow_id == "monthly_report:seller_7.2026-11/email"
-    assert intent.recipient == "Seller.Seven@example.com"
-    assert intent.subject == "Your 2026-11 sales report"
-    assert "2026-11" in intent.body and intent.attachment == ATTACHMENT
+    assert intent.message.recipient == "Seller.Seven@example.com"
+    assert intent.message.subject == "Your 2026-11 sales report"
+    assert "2026-11" in intent.message.body and intent.message.attachment == ATTACHMENT
     # The content hash covers the attachment: another file is another content revision.
     other = build_intent(parse_request(email_request(attachment={**ATTACHMENT.model_dump(), "sha256": "cd" * 32})), NOW, KEYRING)
     assert other.content_sha256 != intent.content_sha256
@@ -528,8 +528,8 @@ def test_sms_fingerprints_and_content_hashes_are_unchanged_by_the_email_channel(
     """An SMS intent hashes exactly as before e-mail existed (body only; no attachment key), so keys
     recorded earlier still match their payloads."""
     intent = build_intent(parse_request(raw_request()), NOW, KEYRING)
-    assert intent.content_sha256 == hashlib.sha256(intent.body.encode()).hexdigest()
-    assert intent.subject is None and intent.attachment is None
+    assert intent.content_sha256 == hashlib.sha256(intent.message.body.encode()).hexdigest()
+    assert intent.message.subject is None and intent.message.attachment is None
 
 
 # ---- input that can never be sent is refused at the door -------------------------------------------
@@ -557,7 +557,7 @@ def test_newline_tab_and_template_syntax_in_data_render_literally() -> None:
     """Newline and tab are text; `${...}` and SQL in data are rendered as the characters they are."""
     data = {**RECEIPT_DATA, "merchant": "A\tB\n${order_ref}'; DROP TABLE intents;--"}
     intent = build_intent(parse_request(raw_request(render_data=data)), NOW, KEYRING)
-    assert "A\tB\n${order_ref}'; DROP TABLE intents;--" in intent.body
+    assert "A\tB\n${order_ref}'; DROP TABLE intents;--" in intent.message.body
 
 
 def test_a_huge_number_is_refused() -> None:

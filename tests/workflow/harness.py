@@ -165,7 +165,7 @@ async def running(
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 memo={_FINGERPRINT_MEMO: intent.intent_fingerprint},
                 search_attributes=initial_search_attributes(
-                    f"{intent.template_id}.v{intent.template_version}", intent.channel.value
+                    f"{intent.template_id}.v{intent.template_version}", intent.message.channel.value
                 ),
                 priority=start_priority(intent),
             ),

@@ -29,18 +29,19 @@ from herald.core.capabilities import Capabilities
 from herald.core.channels import assumed_capabilities
 from herald.core.contracts import (
     AlreadyRecorded,
+    Called,
     DispatchQuery,
     Held,
     LookupInput,
     NotSent,
     ProviderCancelInput,
     ProviderCancelResult,
-    Sent,
+    Refused,
     SubmitInput,
     SubmitStep,
 )
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState
+from herald.core.message import Channel
 from herald.core.outcomes import (
     Accepted,
     Found,
@@ -83,7 +84,7 @@ def default_order(query: DispatchQuery, _now: None) -> DispatchOrder:
 # ---- submit answers (SubmitStep) -----------------------------------------------------------
 
 
-def sent(
+def called(
     result: Any,
     channel: Channel = Channel.SMS,
     capabilities: Capabilities | None = None,
@@ -92,7 +93,7 @@ def sent(
     """The provider was called once and answered `result` (Accepted, Retryable, Rejected, ...);
     `give_up_after_seconds` is the admitting policy's give-up on an unreachable provider."""
     provider, declared = PROVIDERS[channel]
-    return Sent(
+    return Called(
         outcome=SubmitOutcome(result=result),
         provider=provider,
         capabilities=capabilities or declared,
@@ -101,28 +102,33 @@ def sent(
 
 
 def accepted(provider_id: str, status: ProviderStatus = ProviderStatus.QUEUED, **kwargs: Any) -> SubmitStep:
-    return sent(Accepted(provider_id=provider_id, status=status), **kwargs)
+    return called(Accepted(provider_id=provider_id, status=status), **kwargs)
 
 
 def retryable(
     reason: str = "Twilio 30001: queue overflow", error_code: int | None = 30001, **kwargs: Any
 ) -> SubmitStep:
-    return sent(Retryable(reason=reason, error_code=error_code), **kwargs)
+    return called(Retryable(reason=reason, error_code=error_code), **kwargs)
 
 
 def rejected(
     reason: str = "Twilio 21211: invalid 'To' number", error_code: int | None = 21211, **kwargs: Any
 ) -> SubmitStep:
-    return sent(Rejected(reason=reason, error_code=error_code), **kwargs)
+    return called(Rejected(reason=reason, error_code=error_code), **kwargs)
 
 
 def unknown(reason: str = "ReadTimeout after the request was sent", **kwargs: Any) -> SubmitStep:
     """The adapter itself says it cannot tell (a read timeout after sending)."""
-    return sent(Unknown(reason=reason), **kwargs)
+    return called(Unknown(reason=reason), **kwargs)
 
 
 def unreachable(reason: str = "ConnectError before the request left", **kwargs: Any) -> SubmitStep:
-    return sent(Unreachable(reason=reason), **kwargs)
+    return called(Unreachable(reason=reason), **kwargs)
+
+
+def refused(reason: str = "recipient: sealed under an erased recipient's key (recipient erased); it cannot be read") -> SubmitStep:
+    """Refused before any provider was called (the recipient erased, no provider for the channel)."""
+    return Refused(reason=reason)
 
 
 def not_sent(reason: str = "ledger unavailable before the provider call (OperationalError)") -> SubmitStep:

@@ -11,8 +11,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from herald.core.closing_clocks import HORIZON_REASON
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+from herald.core.message import Channel
 from herald.core.outcomes import ProviderStatus
 from herald.core.silence import SilenceRule
 from tests.workflow import standins
@@ -45,7 +45,7 @@ async def test_email_delivered_by_event(env: WorkflowEnvironment) -> None:
         status = await run.result()
     assert status.state is IntentState.DELIVERED and status.closed_by == "report:delivered"
     [submit] = st.submits
-    assert submit.channel is EMAIL and submit.subject == intent.subject and submit.message_id_of is None
+    assert submit.message == intent.message and submit.message.channel is EMAIL and submit.message_id_of is None
     assert st.lookups == [] and st.calls(EVENT_STREAM) == []
     [close] = st.calls(standins.APPEND_LEDGER)
     assert [(row.inbox_id, row.outcome) for row in close.receipt_outcomes] == [(201, "applied")]

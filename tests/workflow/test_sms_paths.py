@@ -15,8 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from herald.core.closing_clocks import HORIZON_REASON
 from herald.core.contracts import IntentStatus, NotificationInput
-from herald.core.intent import Channel
 from herald.core.lifecycle import IntentState, ObservationKind, Source, SubmitResult
+from herald.core.message import Channel
 from herald.core.outcomes import ProviderStatus
 from herald.core.send_policy import Decision
 from herald.temporal.workflow_api import ATTEMPTS_KEY, STATE_KEY
@@ -167,6 +167,20 @@ async def test_permanent_rejection(env: WorkflowEnvironment) -> None:
     assert len(st.submits) == 1 and st.lookups == []
     [attempt] = status.attempts
     assert attempt.submit_result is SubmitResult.REJECTED and attempt.error_code == 21211
+    assert kinds(st) == [(1, Source.SUBMIT, ObservationKind.REJECTED, True)]
+
+
+async def test_refused_before_any_call(env: WorkflowEnvironment) -> None:
+    """A submit refused before any provider was called (the recipient erased) ends the intent at once,
+    the rule named, as a permanent refusal: one submit, no lookup, no provider on the attempt."""
+    st = StandIns(submit=[standins.refused()])
+    async with running(env, st, sms_intent(await server_now(env))) as run:
+        status = await run.result()
+    assert status.state is IntentState.PERMANENT_FAILURE and status.closed_by == "submit:permanent_failure"
+    assert len(st.submits) == 1 and st.lookups == []
+    [attempt] = status.attempts
+    assert attempt.submit_result is SubmitResult.REJECTED and attempt.provider is None
+    assert "recipient erased" in (attempt.submit_reason or "") and "recipient erased" in status.transitions[-1].reason
     assert kinds(st) == [(1, Source.SUBMIT, ObservationKind.REJECTED, True)]
 
 

@@ -141,12 +141,15 @@ class Course:
             if rules.abandon_not_sent(attempt, step):
                 return
             step = yield from self._submit(attempt)
+        if step is None:
+            return  # the submit did not finish: its outcome is unknown, and the attempt is looked up
         not_before = rules.on_submit(attempt, step)
         while isinstance(step, Held) and not_before is not None and rules.deferred(not_before):
             yield from self._wait_until(not_before)
             rules.deferral_woken(step)
 
-    def _submit(self, attempt: AttemptRecord) -> Steps[SubmitStep]:
+    def _submit(self, attempt: AttemptRecord) -> Steps[SubmitStep | None]:
+        """What the submit activity did; None when it did not finish (its unknown outcome is applied)."""
         rules = self._rules
         answer = yield self._submit_command(attempt, rules.rows_for_submit())
         if isinstance(answer, SubmitAnswered):
@@ -154,7 +157,8 @@ class Course:
         assert isinstance(answer, SubmitFailed)
         if answer.never_started:
             return rules.expired_in_queue()
-        return rules.submit_did_not_finish(answer.failure)
+        rules.submit_did_not_finish(attempt, answer.failure)
+        return None
 
     def _submit_command(self, attempt: AttemptRecord, rows: LedgerBatch) -> Submit:
         """Send the attempt once, after its rows; it waits in the route's queue no later than the
@@ -162,17 +166,11 @@ class Course:
         intent, policy, now = self._rules.intent, self._rules.policy, self._rules.clock.now()
         submit = SubmitInput(
             attempt_ref=attempt.ref,
-            to=intent.recipient,
-            body=intent.body,
-            html_body=intent.html_body,
+            message=intent.message,
             ledger=rows,
             validity_seconds=int((attempt.validity or policy.provider_queue_validity).total_seconds()),
-            channel=intent.channel,
-            subject=intent.subject,
-            attachment=intent.attachment,
             message_id_of=attempt.message_id_of,
             workflow_id=intent.workflow_id,
-            category=intent.category,
             time_zone=intent.time_zone,
             policy_at=now,
         )
@@ -223,10 +221,10 @@ class Course:
         intent = rules.intent
         answer = yield Look(
             input=LookupInput(
-                channel=intent.channel,
+                channel=intent.message.channel,
                 attempt_ref=attempt.ref,
                 provider_id=attempt.provider_id,
-                to=intent.recipient,
+                recipient=intent.message.recipient,
                 content_sha256=intent.content_sha256,
                 since=attempt.started_at,
                 message_id_of=attempt.message_id_of,
@@ -265,7 +263,7 @@ class Course:
         if rules.asks_provider_to_cancel(attempt):
             assert attempt.provider_id is not None  # only an accepted attempt is asked about
             answer = yield AskToCancel(
-                input=ProviderCancelInput(channel=rules.intent.channel, provider_id=attempt.provider_id)
+                input=ProviderCancelInput(channel=rules.intent.message.channel, provider_id=attempt.provider_id)
             )
             assert isinstance(answer, ProviderCancelAnswered)
             rules.on_provider_cancel(attempt, answer.canceled, answer.reason)

@@ -73,7 +73,7 @@ class IntentRecord:
         return IntentStatus(
             workflow_id=self.intent.workflow_id,
             business_key=self.intent.business_key,
-            channel=self.intent.channel.value,
+            channel=self.intent.message.channel.value,
             template_id=self.intent.template_id,
             template_version=self.intent.template_version,
             content_sha256=self.intent.content_sha256,

@@ -38,6 +38,7 @@ from herald.core.channels import assumed_capabilities
 from herald.core.closing_clocks import Closing, closing_clock
 from herald.core.contracts import (
     AlreadyRecorded,
+    Called,
     CancelAnswer,
     CancelRequest,
     CarriedState,
@@ -48,8 +49,8 @@ from herald.core.contracts import (
     KeyConflict,
     NotificationInput,
     NotSent,
+    Refused,
     ReportBatch,
-    Sent,
 )
 from herald.core.delivery_policy import (
     absence_proven,
@@ -65,7 +66,7 @@ from herald.core.lifecycle import EXPIRED_IN_QUEUE_MARK, OPEN_STATES, IntentStat
 from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.clock import Clock
 from herald.core.machine.record import IntentRecord
-from herald.core.outcomes import Found, LookupOutcome, NotFound, SubmitOutcome, Unknown
+from herald.core.outcomes import Found, LookupOutcome, NotFound, Rejected, SubmitOutcome, Unknown
 from herald.core.rows import IntentRecorded, LedgerBatch
 from herald.core.send_policy import DispatchOrder
 from herald.core.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
@@ -218,7 +219,7 @@ class IntentRules:
     def dispatch_query(self) -> DispatchQuery:
         """What the send policy is asked for the next attempt's place in its route's queue."""
         intent = self.intent
-        return DispatchQuery(category=intent.category, tenant=intent.tenant, requested=intent.priority, at=self._clock.now())
+        return DispatchQuery(category=intent.message.category, tenant=intent.tenant, requested=intent.priority, at=self._clock.now())
 
     def known_order(self) -> DispatchOrder | None:
         """The order the starting client read for the first attempt, while it is fresh (read within
@@ -262,12 +263,12 @@ class IntentRules:
         self._in_flight = rows
         return rows
 
-    def submit_did_not_finish(self, failure: str) -> Sent:
+    def submit_did_not_finish(self, attempt: AttemptRecord, failure: str) -> None:
         """The worker died or the activity timed out: the rows may or may not be committed (they are
         written again, idempotently, at the next checkpoint) and the request may have reached the
-        provider (it is looked up, never resent)."""
+        provider: the outcome is unknown (it is looked up, never resent)."""
         self._put_back_in_flight()
-        return Sent(outcome=SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {failure}")))
+        self._called(attempt, SubmitOutcome(result=Unknown(reason=f"submit activity did not finish: {failure}")))
 
     def expired_in_queue(self) -> NotSent:
         """The submit was still in the route's queue at the intent's expiry and was never started
@@ -297,7 +298,7 @@ class IntentRules:
         self.close_if(closing)
         return True
 
-    def on_submit(self, attempt: AttemptRecord, step: Sent | Held | AlreadyRecorded) -> datetime | None:
+    def on_submit(self, attempt: AttemptRecord, step: Called | Refused | Held | AlreadyRecorded) -> datetime | None:
         """The submit's answer. Returns when to ask the send policy again after it deferred the
         attempt; None when there is nothing to wait for."""
         rows, self._in_flight = self._in_flight, None
@@ -308,11 +309,20 @@ class IntentRules:
             self._record.ledger.intent_recorded = True
         if isinstance(step, AlreadyRecorded):
             self._record.suppress(step.recorded)
-            return None
-        attempt.provider, attempt.capabilities = step.provider, step.capabilities
-        if step.give_up_after_seconds is not None:
-            attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
-        self._record.apply_submit(attempt, step.outcome)
+        elif isinstance(step, Refused):
+            # Refused before any call: a definite refusal of this attempt, the rule named (permanent).
+            attempt.provider = step.provider
+            self._called(attempt, SubmitOutcome(result=Rejected(reason=step.reason)))
+        else:
+            attempt.provider, attempt.capabilities = step.provider, step.capabilities
+            if step.give_up_after_seconds is not None:
+                attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
+            self._called(attempt, step.outcome)
+        return None
+
+    def _called(self, attempt: AttemptRecord, outcome: SubmitOutcome) -> None:
+        """What came of the attempt's submit, applied with every report that waited for it."""
+        self._record.apply_submit(attempt, outcome)
         self.apply_reports()
         if self.state is IntentState.ACCEPTED and self.nothing_more_to_learn(attempt):
             self._record.transition(
@@ -322,7 +332,6 @@ class IntentRules:
                 attempt=attempt.number,
                 closes=True,
             )
-        return None
 
     def deferred(self, not_before: datetime) -> bool:
         """Still held by the send policy: pending, before the time it named."""
@@ -370,7 +379,7 @@ class IntentRules:
 
     def capabilities(self, attempt: AttemptRecord) -> Capabilities:
         """What the attempt's provider declared; the channel's assumption when its submit never answered."""
-        return attempt.capabilities or assumed_capabilities(self.intent.channel)
+        return attempt.capabilities or assumed_capabilities(self.intent.message.channel)
 
     def can_poll(self, attempt: AttemptRecord) -> bool:
         return self.capabilities(attempt).status_lookup
