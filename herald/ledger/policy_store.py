@@ -92,7 +92,7 @@ async def orders_at_start(
     except (DatabaseError, PoolTimeout, OSError, LookupError) as error:
         log.warning("send policy not read at start (%s): the workflow reads it", type(error).__name__)
         return None
-    return [dispatch_order(rules, version, i.category, i.tenant, i.priority) for i in intents]
+    return [dispatch_order(rules, version, i.message.category, i.tenant, i.priority) for i in intents]
 
 
 async def policy_in_force(conn: AsyncConnection, at: datetime) -> tuple[int, PolicyRules]:
