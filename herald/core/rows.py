@@ -40,9 +40,10 @@ class TransitionRow(Frozen):
     attempt_number: int | None = None
 
 
-class ObservationRow(Frozen):
-    workflow_id: str
-    seq: int
+class Finding(Frozen):
+    """One observation as decided, before whoever writes it numbers it (the machine's ledger buffer
+    while the workflow runs, the ledger for a report after it closed)."""
+
     attempt_number: int | None
     source: Source
     kind: ObservationKind
@@ -53,6 +54,13 @@ class ObservationRow(Frozen):
     reason: str
     inbox_id: int | None = None
     observed_at: datetime
+
+
+class ObservationRow(Finding):
+    """A finding numbered in its intent's sequence: one row of the observations table."""
+
+    workflow_id: str
+    seq: int
 
 
 class ReceiptOutcomeRow(Frozen):

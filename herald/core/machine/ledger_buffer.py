@@ -13,9 +13,9 @@ from datetime import datetime
 
 from herald.core.intent import Intent
 from herald.core.lifecycle import IntentState, ObservationKind, Source
-from herald.core.machine.presumptions import Finding
 from herald.core.rows import (
     AttemptRow,
+    Finding,
     IntentRecorded,
     LedgerBatch,
     ObservationRow,
@@ -87,49 +87,28 @@ class LedgerBuffer:
         error_code: int | None = None,
         inbox_id: int | None = None,
     ) -> None:
-        """One observation row; a stored report's also gets its inbox verdict (applied or ignored)."""
-        self.observations.append(
-            ObservationRow(
-                workflow_id=self._intent.workflow_id,
-                seq=self.next_observation_seq,
-                attempt_number=attempt_number,
-                source=source,
-                kind=kind,
-                provider_id=provider_id,
-                provider_status=provider_status,
-                error_code=error_code,
-                applied=applied,
-                reason=reason,
-                inbox_id=inbox_id,
-                observed_at=observed_at,
-            )
+        """One observation row, from its parts (``add_finding``)."""
+        self.add_finding(
+            Finding(
+                attempt_number=attempt_number, source=source, kind=kind, provider_id=provider_id,
+                provider_status=provider_status, error_code=error_code, applied=applied, reason=reason,
+                inbox_id=inbox_id, observed_at=observed_at,
+            )  # fmt: skip
         )
-        self.next_observation_seq += 1
-        self.observations_recorded += 1
-        if inbox_id is not None:
-            self.outcomes.append(
-                ReceiptOutcomeRow(
-                    inbox_id=inbox_id,
-                    outcome="applied" if applied else "ignored",
-                    reason=reason,
-                    workflow_id=self._intent.workflow_id,
-                )
-            )
 
     def add_finding(self, finding: Finding) -> None:
-        """One observation row a rule decided (``herald.core.machine.presumptions``)."""
-        self.add_observation(
-            finding.attempt_number,
-            finding.source,
-            finding.kind,
-            finding.applied,
-            finding.reason,
-            finding.observed_at,
-            provider_id=finding.provider_id,
-            provider_status=finding.provider_status,
-            error_code=finding.error_code,
-            inbox_id=finding.inbox_id,
-        )
+        """One observation row as decided (by the record, or a rule: ``herald.core.machine.presumptions``),
+        numbered; a stored report's also gets its inbox verdict (applied or ignored)."""
+        workflow_id = self._intent.workflow_id
+        row = ObservationRow(workflow_id=workflow_id, seq=self.next_observation_seq, **dict(finding))
+        self.observations.append(row)
+        self.next_observation_seq += 1
+        self.observations_recorded += 1
+        if finding.inbox_id is not None:
+            verdict, reason = "applied" if finding.applied else "ignored", finding.reason
+            self.outcomes.append(
+                ReceiptOutcomeRow(inbox_id=finding.inbox_id, outcome=verdict, reason=reason, workflow_id=workflow_id)
+            )
 
     def take(self) -> LedgerBatch:
         """Every buffered row (and the intent row, until it is known written), leaving the buffer empty."""

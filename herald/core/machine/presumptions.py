@@ -16,6 +16,7 @@ from datetime import datetime
 
 from herald.core.lifecycle import ObservationKind, Source
 from herald.core.outcomes import Frozen, ProviderStatus
+from herald.core.rows import Finding
 
 # The verdict on a report whose intent's workflow has closed: recorded, never applied.
 CLOSED_REASON = "intent's workflow has closed; recorded, not applied"
@@ -40,21 +41,6 @@ class Sighting(Frozen):
     provider_id: str | None
     status: ProviderStatus
     source: Source
-    observed_at: datetime
-
-
-class Finding(Frozen):
-    """One observation row as decided; whoever writes it numbers it."""
-
-    attempt_number: int | None
-    source: Source
-    kind: ObservationKind
-    provider_id: str | None = None
-    provider_status: str | None = None
-    error_code: int | None = None
-    applied: bool
-    reason: str
-    inbox_id: int | None = None
     observed_at: datetime
 
 
