@@ -30,8 +30,7 @@ from typing import Any
 from email_validator import EmailNotValidError, validate_email
 
 from herald.core.recipients import sms_number
-
-KEY_BYTES = 32
+from herald.privacy.key_sets import KeySet
 
 
 def canonical_recipient(recipient: str) -> str:
@@ -62,24 +61,10 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
-class Keyring:
+class Keyring(KeySet):
     """Fingerprint keys: id -> 32 random bytes; the active one writes, all of them find."""
 
-    def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
-        if active_key_id not in keys:
-            raise ValueError("the active key must be one of the keys")
-        for key_id, key in keys.items():
-            if len(key) != KEY_BYTES:
-                raise ValueError(f"fingerprint key {key_id!r}: must be {KEY_BYTES} bytes")
-        self._keys = dict(keys)
-        self._active = active_key_id
-
-    def __repr__(self) -> str:  # ids only: a key never reaches a log line
-        return f"Keyring(active={self._active!r}, ids={sorted(self._keys)!r})"
-
-    @property
-    def active_key_id(self) -> str:
-        return self._active
+    KIND = "fingerprint key"
 
     def _keyed(self, key_id: str, value: str) -> str:
         mac = hmac.new(self._keys[key_id], _digest(value).encode("ascii"), hashlib.sha256).hexdigest()
@@ -119,11 +104,11 @@ def keyring_from(keys: Mapping[str, Any], active_key_id: str | None) -> Keyring:
     """A keyring from configured keys (bytes or SecretBytes); none is refused, never a quiet plain hash."""
     from herald.settings.variables import InvalidSetting
 
-    if not keys:
+    keyring = Keyring.configured(keys, active_key_id)
+    if keyring is None:
         raise InvalidSetting(
             "HERALD_FINGERPRINT_KEYS",
             "required: at least one id:base64key (32 random bytes), here or in HERALD_FINGERPRINT_KEY_FILES; "
             "without a key a fingerprint can be reversed by trying every number",
         )
-    plain = {key_id: key if isinstance(key, bytes) else key.get_secret_value() for key_id, key in keys.items()}
-    return Keyring(plain, active_key_id or next(iter(plain)))
+    return keyring

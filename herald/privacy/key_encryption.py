@@ -33,7 +33,8 @@ from typing import Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-KEY_BYTES = 32
+from herald.privacy.key_sets import KeySet
+
 _NONCE_BYTES = 12
 KEY_FILES_VARIABLE = "HERALD_KEY_ENCRYPTION_KEY_FILES"
 
@@ -65,35 +66,25 @@ class KeyWrapper(Protocol):
         ...
 
 
-class LocalKeks:
+class LocalKeks(KeySet):
     """KEKs held by this process (from key files): id -> 32 random bytes; the active one wraps."""
 
-    def __init__(self, keys: Mapping[str, bytes], active_id: str) -> None:
-        if active_id not in keys:
-            raise ValueError("the active key-encryption key must be one of the keys")
-        for kek_id, key in keys.items():
-            if len(key) != KEY_BYTES:
-                raise ValueError(f"key-encryption key {kek_id!r}: must be {KEY_BYTES} bytes")
-        self._keys = {kek_id: AESGCM(key) for kek_id, key in keys.items()}
-        self._active = active_id
+    KIND = "key-encryption key"
 
-    def __repr__(self) -> str:  # ids only: a key never reaches a log line
-        return f"LocalKeks(active={self._active!r}, ids={sorted(self._keys)!r})"
+    def __init__(self, keys: Mapping[str, bytes], active_id: str) -> None:
+        super().__init__(keys, active_id)
+        self._ciphers = {kek_id: AESGCM(key) for kek_id, key in self._keys.items()}
 
     @property
     def active_id(self) -> str:
-        return self._active
-
-    @property
-    def ids(self) -> frozenset[str]:
-        return frozenset(self._keys)
+        return self.active_key_id
 
     async def wrap(self, key: bytes, context: bytes) -> tuple[str, bytes]:
         nonce = os.urandom(_NONCE_BYTES)
-        return self._active, nonce + self._keys[self._active].encrypt(nonce, key, context)
+        return self._active, nonce + self._ciphers[self._active].encrypt(nonce, key, context)
 
     async def unwrap(self, kek_id: str, wrapped: bytes, context: bytes) -> bytes:
-        kek = self._keys.get(kek_id)
+        kek = self._ciphers.get(kek_id)
         if kek is None:
             raise KeyUnavailable(kek_id, "not configured on this process")
         try:
@@ -112,11 +103,11 @@ def from_section(section: Any) -> LocalKeks:
     KEK would write keys that a copy of the database opens)."""
     from herald.settings.variables import InvalidSetting
 
-    if not section.keys:
+    keks = LocalKeks.configured(section.keys, section.active_key)
+    if keks is None:
         raise InvalidSetting(
             KEY_FILES_VARIABLE,
             "required where recipients' data keys are made or read (clients with DATABASE_URL, workers): "
             "a file of id:base64key lines (32 random bytes), or HERALD_KEY_ENCRYPTION_KEYS",
         )
-    plain = {kek_id: key.get_secret_value() for kek_id, key in section.keys.items()}
-    return LocalKeks(plain, section.active_key or next(iter(plain)))
+    return keks

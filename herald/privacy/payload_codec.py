@@ -35,9 +35,10 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from herald.privacy.key_sets import KeySet
+
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
-KEY_BYTES = 32  # AES-256
 # GCM's standard nonce size. With random nonces NIST SP 800-38D allows 2^32 encryptions per key:
 # an intent writes a few dozen payloads, so rotate a key before it has served ~100 million intents.
 NONCE_BYTES = 12
@@ -60,20 +61,14 @@ class Undecryptable(CodecError):
     """The key is held, but the payload does not authenticate under it."""
 
 
-class EncryptionCodec(PayloadCodec):
+class EncryptionCodec(KeySet, PayloadCodec):
     """Encrypts with the active key; decrypts with whichever key of the ring the payload names."""
 
-    def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
-        if active_key_id not in keys:
-            raise ValueError("the active key id must be one of the keyring's ids")
-        for key_id, key in keys.items():
-            if len(key) != KEY_BYTES:
-                raise ValueError(f"key {key_id!r}: must be {KEY_BYTES} bytes (AES-256), got {len(key)}")
-        self._ciphers = {key_id: AESGCM(bytes(key)) for key_id, key in keys.items()}
-        self.active_key_id = active_key_id
+    KIND = "payload key (AES-256)"
 
-    def __repr__(self) -> str:  # key ids only: the keys never reach a log line
-        return f"EncryptionCodec(active={self.active_key_id!r}, keys={sorted(self._ciphers)!r})"
+    def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
+        super().__init__(keys, active_key_id)
+        self._ciphers = {key_id: AESGCM(key) for key_id, key in self._keys.items()}
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(payload) for payload in payloads]

@@ -56,7 +56,6 @@ import hmac
 import re
 import secrets
 import struct
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from email.message import Message
 from enum import Enum
@@ -64,6 +63,7 @@ from urllib.parse import parse_qsl, quote
 
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import Category
+from herald.privacy.key_sets import KEY_ID, KeySet
 from herald.settings import UnsubscribeSettings, is_https_url
 
 VERSION = 1
@@ -82,9 +82,7 @@ EXEMPT = frozenset({Category.TRANSACTIONAL, Category.ACCOUNT})
 NONCE_BYTES = 16  # 128 random bits: a reference no two links share
 TAG_BYTES = 32
 FINGERPRINT_MAC_BYTES = 32
-KEY_BYTES = 32
 _MAX_KEY_ID = 64
-_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _FINGERPRINT = re.compile(r"([A-Za-z0-9._-]{1,64}):([0-9a-f]{64})")
 # The longest token: both key ids at 64 characters (216 bytes, 288 characters). A longer path is
 # refused before anything is decoded.
@@ -143,34 +141,15 @@ class UnsubscribeToken(Frozen):
         return self.nonce
 
 
-class TokenKeys:
+class TokenKeys(KeySet):
     """Unsubscribe keys: id -> 32 random bytes; the active one signs, every one verifies."""
 
-    def __init__(self, keys: Mapping[str, bytes], active_key_id: str) -> None:
-        if active_key_id not in keys:
-            raise ValueError("the active key must be one of the keys")
-        for key_id, key in keys.items():
-            if not _KEY_ID.fullmatch(key_id):
-                raise ValueError(f"unsubscribe key id {key_id!r}: 1-64 letters, digits, '.', '_' or '-'")
-            if len(key) != KEY_BYTES:
-                raise ValueError(f"unsubscribe key {key_id!r}: must be {KEY_BYTES} bytes")
-        self._keys = dict(keys)
-        self._active = active_key_id
-
-    def __repr__(self) -> str:  # ids only: a key never reaches a log line
-        return f"TokenKeys(active={self._active!r}, ids={sorted(self._keys)!r})"
-
-    @property
-    def active_key_id(self) -> str:
-        return self._active
+    KIND = "unsubscribe key"
 
     @classmethod
     def from_settings(cls, settings: UnsubscribeSettings) -> TokenKeys | None:
         """The configured keys, or None when there are none (no link can be made or verified)."""
-        if not settings.keys:
-            return None
-        plain = {key_id: key.get_secret_value() for key_id, key in settings.keys.items()}
-        return cls(plain, settings.active_key or next(iter(plain)))
+        return cls.configured(settings.keys, settings.active_key)
 
     def tag(self, key_id: str, signed: bytes) -> bytes | None:
         """The HMAC of `signed` under the key `key_id`; None when that key is not held."""
@@ -407,7 +386,7 @@ class _Reader:
         if not 1 <= length <= _MAX_KEY_ID:
             raise TokenRefused(TokenRule.MALFORMED)
         text = self.take(length).decode("ascii", errors="replace")
-        if not _KEY_ID.fullmatch(text):
+        if not KEY_ID.fullmatch(text):
             raise TokenRefused(TokenRule.MALFORMED)
         return text
 

@@ -35,10 +35,7 @@ def tls_config(settings: TemporalSettings) -> TLSConfig | bool:
 
 def payload_codec(settings: CodecSettings) -> EncryptionCodec | None:
     """The keyring codec, or None when no key is configured (payloads stay plaintext)."""
-    if not settings.keys or settings.active_key is None:
-        return None
-    keys = {key_id: key.get_secret_value() for key_id, key in settings.keys.items()}
-    return EncryptionCodec(keys, settings.active_key)
+    return EncryptionCodec.configured(settings.keys, settings.active_key)
 
 
 def data_converter(settings: TemporalSettings) -> DataConverter:
