@@ -88,7 +88,8 @@ def _payloads(path: Path, event_type: str, key: str) -> list[dict[str, Any]]:
 
 def test_a_committed_history_starts_with_a_flat_intent_that_reads_into_its_message() -> None:
     """The committed histories' start inputs carry the old flat intent: it reads, its message whole."""
-    [started] = _payloads(HISTORIES / "email_report_with_attachment.json", "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "input")
+    history = HISTORIES / "email_report_with_attachment.json"
+    [started] = _payloads(history, "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "input")
     assert "message" not in started["intent"] and "recipient" in started["intent"]
     message = NotificationInput.model_validate(started).intent.message
     flat = started["intent"]
