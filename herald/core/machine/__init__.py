@@ -17,7 +17,7 @@ tables of events and commands (``tests/unit/test_machine.py``), and on the time-
                        absent, before the intent's close or after (the ledger's receipt path too)
     record.py ........ IntentRecord: state, attempts, transitions, and the rows they write
     attempt.py ....... AttemptRecord: one attempt's working copy (never leaves the machine)
-    rows.py .......... LedgerBuffer: the decided, unwritten ledger rows and their numbers
+    ledger_buffer.py  LedgerBuffer: the decided, unwritten ledger rows and their numbers
     clock.py ......... Clock: the time and randomness the machine is given
 """
 

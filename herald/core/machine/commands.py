@@ -1,4 +1,4 @@
-"""What the intent machine asks its runner to do: one tagged union of frozen commands.
+"""What the intent machine asks its runner to do: one union of frozen commands, told apart by class.
 
 ``IntentMachine.step`` returns a list of commands to run in order. Every command but ``Publish``
 and ``Reply`` is answered: it is the last of its list, and its answer (the event named here) is
@@ -26,9 +26,6 @@ and deadline is in the command.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
-
-from pydantic import Field
 
 from herald.core.contracts import (
     CancelAnswer,
@@ -41,23 +38,21 @@ from herald.core.contracts import (
 )
 from herald.core.lifecycle import IntentState
 from herald.core.machine import events
-from herald.core.outcomes import Frozen
+from herald.core.machine.events import Told
 from herald.core.rows import LedgerBatch
 from herald.core.silence import EventStreamQuery
 
 
-class ReadOrder(Frozen):
+class ReadOrder(Told):
     """Ask the send policy where the next attempt stands in its route's queue."""
 
-    kind: Literal["read_order"] = "read_order"
     query: DispatchQuery
 
 
-class Submit(Frozen):
+class Submit(Told):
     """Write the attempt's rows and send it once, on the submit queue, at the place in it the send
     policy gave (priority and fairness); still queued after ``queue_timeout``, it never starts."""
 
-    kind: Literal["submit"] = "submit"
     input: SubmitInput
     queue_timeout: timedelta
     timeout: timedelta
@@ -66,102 +61,87 @@ class Submit(Frozen):
     fairness_weight: float | None
 
 
-class Look(Frozen):
+class Look(Told):
     """Ask the provider about one attempt (by its id when known, else by our reference)."""
 
-    kind: Literal["look"] = "look"
     input: LookupInput
 
 
-class ReadStream(Frozen):
+class ReadStream(Told):
     """Read the recorded posts of the ESP that would carry an attempt's events."""
 
-    kind: Literal["read_stream"] = "read_stream"
     query: EventStreamQuery
 
 
-class AskToCancel(Frozen):
+class AskToCancel(Told):
     """Ask the provider once to drop an accepted attempt."""
 
-    kind: Literal["ask_to_cancel"] = "ask_to_cancel"
     input: ProviderCancelInput
 
 
-class WriteRows(Frozen):
+class WriteRows(Told):
     """Write decided rows to the ledger (idempotent: each row carries its own key)."""
 
-    kind: Literal["write_rows"] = "write_rows"
     batch: LedgerBatch
 
 
-class Publish(Frozen):
+class Publish(Told):
     """Tell the Web UI the intent's state and attempt count (search attributes)."""
 
-    kind: Literal["publish"] = "publish"
     state: IntentState
     attempts: int
 
 
-class WaitUntil(Frozen):
+class WaitUntil(Told):
     """Sleep on the run's one kept timer until ``fire_at`` (a timer already running for the same
     instant is reused: each timer started is a billed action), unless news comes first: reports
     always end the wait, a cancel only when ``cancel_wakes``. ``IntentMachine.woken`` says when."""
 
-    kind: Literal["wait_until"] = "wait_until"
     fire_at: datetime
     cancel_wakes: bool = True
 
 
-class Pause(Frozen):
+class Pause(Told):
     """Sleep a short while on a timer of its own that nothing ends early (the kept timer is left as is)."""
 
-    kind: Literal["pause"] = "pause"
     duration: timedelta
 
 
-class CheckHistory(Frozen):
+class CheckHistory(Told):
     """Ask whether Temporal suggests continuing as new."""
 
-    kind: Literal["check_history"] = "check_history"
 
-
-class CheckPatch(Frozen):
+class CheckPatch(Told):
     """Ask whether this run takes a changed course (``workflow.patched``): a run started before the
     change replays the old commands. No course asks today (README, "Changing workflow code once
     deployed"): a change that issues other commands for a running intent asks first."""
 
-    kind: Literal["check_patch"] = "check_patch"
     patch_id: str
 
 
-class AwaitHandlers(Frozen):
+class AwaitHandlers(Told):
     """Wait until every running signal and update handler has finished."""
 
-    kind: Literal["await_handlers"] = "await_handlers"
 
-
-class ContinueAsNew(Frozen):
+class ContinueAsNew(Told):
     """Hand everything known to a fresh run (the kept timer is dropped first)."""
 
-    kind: Literal["continue_as_new"] = "continue_as_new"
     input: NotificationInput
 
 
-class Finish(Frozen):
+class Finish(Told):
     """The intent is closed and everything is written: the run returns its status (the kept timer is dropped first)."""
 
-    kind: Literal["finish"] = "finish"
     status: IntentStatus
 
 
-class Reply(Frozen):
+class Reply(Told):
     """The answer a cancel update returns."""
 
-    kind: Literal["reply"] = "reply"
     answer: CancelAnswer
 
 
-Command = Annotated[
+Command = (
     ReadOrder
     | Submit
     | Look
@@ -176,9 +156,8 @@ Command = Annotated[
     | AwaitHandlers
     | ContinueAsNew
     | Finish
-    | Reply,
-    Field(discriminator="kind"),
-]
+    | Reply
+)
 
 # Which events answer each command that is answered; the machine refuses any other.
 ANSWERED_BY: dict[type, tuple[type, ...]] = {
