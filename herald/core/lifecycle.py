@@ -62,6 +62,19 @@ OPEN_STATES = frozenset({IntentState.SUBMITTING, IntentState.ACCEPTED})
 # report can count those closes apart from other expiries.
 EXPIRED_IN_QUEUE_MARK = "expired in the route queue"
 
+# Where an intent with an attempt at its provider (submitting, accepted) may go as that attempt
+# settles, or as a clock or a cancel closes the intent.
+_ATTEMPT_SETTLED = frozenset(
+    {
+        IntentState.DELIVERED,
+        IntentState.UNDELIVERED,
+        IntentState.RETRYABLE_FAILURE,
+        IntentState.PERMANENT_FAILURE,
+        IntentState.UNKNOWN,
+        IntentState.EXPIRED,
+        IntentState.CANCELLED,
+    }
+)
 # Declared transitions; anything else is a bug in the caller, not a judgement call.
 ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
     # Beyond submitting: late evidence about an earlier attempt (herald.core.evidence), arriving while
@@ -78,33 +91,10 @@ ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
             IntentState.SUPPRESSED,
         }
     ),
-    IntentState.SUBMITTING: frozenset(
-        {
-            IntentState.ACCEPTED,
-            IntentState.DELIVERED,
-            IntentState.UNDELIVERED,
-            IntentState.RETRYABLE_FAILURE,
-            IntentState.PERMANENT_FAILURE,
-            IntentState.UNKNOWN,
-            IntentState.EXPIRED,
-            IntentState.CANCELLED,
-        }
-    ),
+    IntentState.SUBMITTING: _ATTEMPT_SETTLED | {IntentState.ACCEPTED},
     # Back to submitting only when the accepted attempt failed while another attempt's outcome is
     # still unknown (two attempts open at once happen only after a wrong "not accepted").
-    IntentState.ACCEPTED: frozenset(
-        {
-            IntentState.RELAYED,
-            IntentState.SUBMITTING,
-            IntentState.DELIVERED,
-            IntentState.UNDELIVERED,
-            IntentState.RETRYABLE_FAILURE,
-            IntentState.PERMANENT_FAILURE,
-            IntentState.UNKNOWN,
-            IntentState.EXPIRED,
-            IntentState.CANCELLED,
-        }
-    ),
+    IntentState.ACCEPTED: _ATTEMPT_SETTLED | {IntentState.RELAYED, IntentState.SUBMITTING},
     # Back to pending for a new attempt; or forward, when late evidence shows the attempt that
     # a lookup called "not accepted" was accepted after all (then no second message is sent).
     IntentState.RETRYABLE_FAILURE: frozenset(
