@@ -128,8 +128,8 @@ class TransitionStatus(Frozen):
     source: Source
 
 
-class IntentStatus(Frozen):
-    """What an operator sees: no recipient, only what explains the outcome."""
+class IntentHeader(Frozen):
+    """Which intent, and which content, wherever one is read back: its live status, the ledger's history."""
 
     workflow_id: str
     business_key: str
@@ -137,6 +137,11 @@ class IntentStatus(Frozen):
     template_id: str
     template_version: int
     content_sha256: str
+
+
+class IntentStatus(IntentHeader):
+    """What an operator sees: no recipient, only what explains the outcome."""
+
     state: IntentState
     closed_by: str | None = None
     # Who the notice is for: its fairness key on a backlogged route.

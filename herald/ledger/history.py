@@ -11,6 +11,7 @@ from datetime import datetime
 from psycopg.rows import class_row
 from psycopg_pool import AsyncConnectionPool
 
+from herald.core.contracts import IntentHeader
 from herald.core.outcomes import Frozen
 
 
@@ -45,15 +46,9 @@ class RecordedObservation(Frozen):
     observed_at: datetime
 
 
-class IntentHistory(Frozen):
+class IntentHistory(IntentHeader):
     """The intent row with its attempts, transitions and observations, each in order."""
 
-    workflow_id: str
-    business_key: str
-    channel: str
-    template_id: str
-    template_version: int
-    content_sha256: str
     intent_fingerprint: str
     # How the ledger names the recipient (None: recorded before keyed fingerprints, or never).
     recipient_fingerprint: str | None
