@@ -277,33 +277,25 @@ def _outages_and_streams(report: LedgerReport) -> Iterator[Metric]:
     """An outage is visible at once, not discovered later as failures: intents waiting on an unreachable
     provider, and each ESP's event stream (when it last spoke, its redeliveries, who waits on its silence)."""
     now = datetime.now(UTC)
-    waiting = GaugeMetricFamily(
-        "herald_unreachable_provider_intents",
-        "Open intents whose latest attempts reached no provider",
-        labels=["provider"],
+    waiting = _per_provider(
+        "herald_unreachable_provider_intents", "Open intents whose latest attempts reached no provider"
     )
-    oldest = GaugeMetricFamily(
-        "herald_unreachable_provider_seconds",
-        "How long the oldest of them has found its provider unreachable",
-        labels=["provider"],
+    oldest = _per_provider(
+        "herald_unreachable_provider_seconds", "How long the oldest of them has found its provider unreachable"
     )
     for outage in report.outages:
         waiting.add_metric([outage.provider], outage.intents)
         oldest.add_metric([outage.provider], max((now - outage.since).total_seconds(), 0.0))
     yield waiting
     yield oldest
-    silent = GaugeMetricFamily(
-        "herald_event_stream_silent_seconds", "Seconds since the ESP's last event post arrived", labels=["provider"]
-    )
-    redelivered = GaugeMetricFamily(
+    silent = _per_provider("herald_event_stream_silent_seconds", "Seconds since the ESP's last event post arrived")
+    redelivered = _per_provider(
         "herald_event_stream_redelivered_posts",
         "Event posts in the last 24 hours that arrived late (redelivered after an interruption)",
-        labels=["provider"],
     )
-    stalled = GaugeMetricFamily(
+    stalled = _per_provider(
         "herald_event_stream_waiting_intents",
         "Unknown e-mail submits waiting because the ESP's event stream is not flowing past them",
-        labels=["provider"],
     )
     for stream in report.event_streams:
         if stream.last_post_at is not None:
@@ -317,6 +309,11 @@ def _outages_and_streams(report: LedgerReport) -> Iterator[Metric]:
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, value=value)
+
+
+def _per_provider(name: str, help_text: str) -> GaugeMetricFamily:
+    """A gauge with one series per provider (an outage's, an ESP event stream's)."""
+    return GaugeMetricFamily(name, help_text, labels=["provider"])
 
 
 def _seconds(value: timedelta | None) -> float:
