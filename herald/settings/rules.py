@@ -13,6 +13,7 @@ import base64
 import binascii
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -81,21 +82,17 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
-def _flag(value: Any) -> Any:
-    """A yes/no setting; anything but the listed spellings is refused (a typo must not mean "off")."""
-    if isinstance(value, str):
-        if value.lower() not in _TRUE + _FALSE:
-            raise ValueError("not a flag")
-        return value.lower() in _TRUE
-    return value
+def _flag(true: tuple[str, ...], false: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A yes/no setting read in these spellings; any other is refused (a typo must not mean "off")."""
 
+    def read(value: Any) -> Any:
+        if isinstance(value, str):
+            if value.lower() not in true + false:
+                raise ValueError("not a flag")
+            return value.lower() in true
+        return value
 
-def _temporal_flag(value: Any) -> Any:
-    if isinstance(value, str):
-        if value.lower() not in _TEMPORAL_TRUE + _TEMPORAL_FALSE:
-            raise ValueError("not a flag")
-        return value.lower() in _TEMPORAL_TRUE
-    return value
+    return read
 
 
 def _lowercase(value: Any) -> Any:
@@ -208,10 +205,10 @@ Host = Annotated[str, AfterValidator(_host), Rule(HOST)]
 Token = Annotated[SecretStr, BeforeValidator(_token), Rule(TOKEN)]
 ReadableFile = Annotated[Path, AfterValidator(_readable_file), Rule(FILE)]
 DatabaseUrl = Annotated[SecretStr, BeforeValidator(_database_url), Rule(DATABASE_URL)]
-Flag = Annotated[bool, BeforeValidator(_flag), Rule(FLAG)]
+Flag = Annotated[bool, BeforeValidator(_flag(_TRUE, _FALSE)), Rule(FLAG)]
 TemporalAddress = Annotated[str, AfterValidator(_host_port), Rule(TEMPORAL_ADDRESS)]
 TemporalNamespace = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,255}$"), Rule(TEMPORAL_NAMESPACE)]
-TemporalFlag = Annotated[bool, BeforeValidator(_temporal_flag), Rule(TEMPORAL_FLAG)]
+TemporalFlag = Annotated[bool, BeforeValidator(_flag(_TEMPORAL_TRUE, _TEMPORAL_FALSE)), Rule(TEMPORAL_FLAG)]
 ListenAddress = Annotated[str, AfterValidator(_host_port), Rule(LISTEN_ADDRESS)]
 OneLine = Annotated[str, BeforeValidator(_one_line), Rule(ONE_LINE)]
 SecretOneLine = Annotated[SecretStr, BeforeValidator(_one_line), Rule(ONE_LINE)]
