@@ -5,7 +5,7 @@ unsubscribe links' keys and address.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -30,29 +30,45 @@ from herald.settings.variables import (
 # ---- payload keys and fingerprint keys -----------------------------------------------------------
 
 
-def _read_keyring(data: Any, prefix: str, purpose: str) -> Any:
-    """<prefix>_KEYS and <prefix>_KEY_FILES, when given, parsed together into `keys` (an id may not
-    repeat across the two, and the active key may name either)."""
-    if not isinstance(data, dict) or not {f"{prefix}_KEYS", f"{prefix}_KEY_FILES", f"{prefix}_ACTIVE_KEY"} & set(data):
+class KeyringSection(Section):
+    """A keyring's variables: <PREFIX>_KEYS and <PREFIX>_KEY_FILES read together into `keys` (an
+    id may not repeat across the two, and <PREFIX>_ACTIVE_KEY may name either). Each keyring
+    declares its three variables by name; reading them is this class's."""
+
+    PREFIX: ClassVar[str]
+    PURPOSE: ClassVar[str]  # what its keys are, in a refusal: "AES-256", "HMAC-SHA-256"
+    # Whether the first key is made the active one when none is named (else its users choose).
+    FIRST_KEY_ACTIVE: ClassVar[bool] = False
+
+    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        entries, files, active = (f"{cls.PREFIX}_{name}" for name in ("KEYS", "KEY_FILES", "ACTIVE_KEY"))
+        data = dict(data)
+        if {entries, files, active} & set(data):
+            given = data.pop(entries, None), data.pop(files, None), data.get(active)
+            data["keys"] = keyring(*given, prefix=cls.PREFIX, purpose=cls.PURPOSE)
+        if cls.FIRST_KEY_ACTIVE and "keys" in data and data.get(active) is None:
+            data[active] = next(iter(data["keys"]), None)
         return data
-    data = dict(data)
-    entries, files = data.pop(f"{prefix}_KEYS", None), data.pop(f"{prefix}_KEY_FILES", None)
-    data["keys"] = keyring(entries, files, data.get(f"{prefix}_ACTIVE_KEY"), prefix=prefix, purpose=purpose)
-    return data
 
 
 _KEY_ENTRIES = Annotated[str, Rule("must be id:base64key entries separated by commas")]
 _KEY_FILES = Annotated[str, Rule("must be paths of key files separated by commas")]
 
 
-class CodecSettings(Section):
+class CodecSettings(KeyringSection):
     """Payload encryption keys (herald/privacy/payload_codec.py): key id -> 32-byte AES-256 key.
 
     The active key encrypts; every key decrypts, so an old key kept here keeps its histories
     readable after a rotation. No keys: payloads reach Temporal in plaintext, as before.
     """
 
-    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    PREFIX, PURPOSE, FIRST_KEY_ACTIVE = "HERALD_CODEC", "AES-256", True
     # Unset: the first key. Must be the id of one of the keys.
     active_key: Annotated[
         str, Rule("must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES")
@@ -61,35 +77,22 @@ class CodecSettings(Section):
     key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_CODEC_KEYS", exclude=True, repr=False)
     key_files: _KEY_FILES | None = Field(None, alias="HERALD_CODEC_KEY_FILES", exclude=True, repr=False)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_keys(cls, data: Any) -> Any:
-        data = _read_keyring(data, "HERALD_CODEC", "AES-256")
-        if isinstance(data, dict) and "keys" in data and data.get("HERALD_CODEC_ACTIVE_KEY") is None:
-            data["HERALD_CODEC_ACTIVE_KEY"] = next(iter(data["keys"]), None)
-        return data
 
-
-class FingerprintSettings(Section):
+class FingerprintSettings(KeyringSection):
     """Fingerprint keys (herald/privacy/fingerprints.py): id -> 32-byte HMAC key; the active one writes.
 
     A keyring of its own: a payload key and a fingerprint key are never the same secret.
     """
 
-    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    PREFIX, PURPOSE = "HERALD_FINGERPRINT", "HMAC-SHA-256"
     active_key: Annotated[
         str, Rule("must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES")
     ] | None = Field(None, alias="HERALD_FINGERPRINT_ACTIVE_KEY")
     key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_FINGERPRINT_KEYS", exclude=True, repr=False)
     key_files: _KEY_FILES | None = Field(None, alias="HERALD_FINGERPRINT_KEY_FILES", exclude=True, repr=False)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _read_keys(cls, data: Any) -> Any:
-        return _read_keyring(data, "HERALD_FINGERPRINT", "HMAC-SHA-256")
 
-
-class KeyEncryptionSettings(Section):
+class KeyEncryptionSettings(KeyringSection):
     """Key-encryption keys (herald/privacy/key_encryption.py): id -> 32-byte AES-256 key; the active one
     wraps each new recipient data key, every one unwraps.
 
@@ -97,17 +100,12 @@ class KeyEncryptionSettings(Section):
     database without these opens no recipient's data key.
     """
 
-    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    PREFIX, PURPOSE = "HERALD_KEY_ENCRYPTION", "AES-256"
     active_key: Annotated[
         str, Rule("must be the id of a key in HERALD_KEY_ENCRYPTION_KEYS or HERALD_KEY_ENCRYPTION_KEY_FILES")
     ] | None = Field(None, alias="HERALD_KEY_ENCRYPTION_ACTIVE_KEY")
     key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEYS", exclude=True, repr=False)
     key_files: _KEY_FILES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEY_FILES", exclude=True, repr=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_keys(cls, data: Any) -> Any:
-        return _read_keyring(data, "HERALD_KEY_ENCRYPTION", "AES-256")
 
 
 def is_https_url(value: str) -> bool:
@@ -140,7 +138,7 @@ def _days(value: Any) -> Any:
     return value
 
 
-class UnsubscribeSettings(Section):
+class UnsubscribeSettings(KeyringSection):
     """One-click unsubscribe links in marketing e-mail (herald/privacy/unsubscribe.py): the keys that sign
     and verify their tokens, where the links point, how long they work.
 
@@ -150,7 +148,7 @@ class UnsubscribeSettings(Section):
     sent without its unsubscribe link, and the receipt server refuses every link.
     """
 
-    keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    PREFIX, PURPOSE = "HERALD_UNSUBSCRIBE", "HMAC-SHA-256"
     active_key: Annotated[
         str, Rule("must be the id of a key in HERALD_UNSUBSCRIBE_KEYS or HERALD_UNSUBSCRIBE_KEY_FILES")
     ] | None = Field(None, alias="HERALD_UNSUBSCRIBE_ACTIVE_KEY")
@@ -175,10 +173,5 @@ class UnsubscribeSettings(Section):
         Field(ge=30, le=3650),
         Rule("must be a whole number of days from 30 to 3650 (an unsubscribe link must work for 30 days)"),
     ] = Field(60, alias="HERALD_UNSUBSCRIBE_TTL_DAYS")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_keys(cls, data: Any) -> Any:
-        return _read_keyring(data, "HERALD_UNSUBSCRIBE", "HMAC-SHA-256")
 
 
