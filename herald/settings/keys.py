@@ -9,7 +9,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
+    AliasGenerator,
     BeforeValidator,
+    ConfigDict,
     EmailStr,
     Field,
     SecretBytes,
@@ -27,38 +29,48 @@ from herald.settings.variables import (
     keyring,
 )
 
-# ---- payload keys and fingerprint keys -----------------------------------------------------------
+# ---- a keyring's three variables --------------------------------------------------------------------
+
+_KEY_ENTRIES = Annotated[str, Rule("must be id:base64key entries separated by commas")]
+_KEY_FILES = Annotated[str, Rule("must be paths of key files separated by commas")]
+_ACTIVE_KEY = Annotated[str, Rule("must be the id of a key in the keyring's _KEYS or _KEY_FILES")]
+
+
+def keyring_variables(prefix: str) -> ConfigDict:
+    """A keyring section's variable names: <prefix>_ACTIVE_KEY, <prefix>_KEYS, <prefix>_KEY_FILES."""
+    names = {"active_key": f"{prefix}_ACTIVE_KEY", "key_entries": f"{prefix}_KEYS", "key_files": f"{prefix}_KEY_FILES"}
+    return ConfigDict(alias_generator=AliasGenerator(alias=names.get))
 
 
 class KeyringSection(Section):
-    """A keyring's variables: <PREFIX>_KEYS and <PREFIX>_KEY_FILES read together into `keys` (an
-    id may not repeat across the two, and <PREFIX>_ACTIVE_KEY may name either). Each keyring
-    declares its three variables by name; reading them is this class's."""
+    """A keyring's variables, named by ``keyring_variables(PREFIX)``: <PREFIX>_KEYS and <PREFIX>_KEY_FILES
+    read together into `keys` (an id may not repeat across the two), <PREFIX>_ACTIVE_KEY the id of
+    the key that writes (it may name either)."""
 
-    PREFIX: ClassVar[str]
     PURPOSE: ClassVar[str]  # what its keys are, in a refusal: "AES-256", "HMAC-SHA-256"
     # Whether the first key is made the active one when none is named (else its users choose).
     FIRST_KEY_ACTIVE: ClassVar[bool] = False
 
     keys: dict[str, SecretBytes] = Field(default_factory=dict)
+    active_key: _ACTIVE_KEY | None = None
+    # Where `keys` come from: id:base64key entries, and files holding one a line. Read into `keys`.
+    key_entries: _KEY_ENTRIES | None = Field(None, exclude=True, repr=False)
+    key_files: _KEY_FILES | None = Field(None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
     def _read_keys(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        entries, files, active = (f"{cls.PREFIX}_{name}" for name in ("KEYS", "KEY_FILES", "ACTIVE_KEY"))
+        variables = (cls.model_fields[field].alias for field in ("key_entries", "key_files", "active_key"))
+        entries, files, active = (str(name) for name in variables)
         data = dict(data)
         if {entries, files, active} & set(data):
             given = data.pop(entries, None), data.pop(files, None), data.get(active)
-            data["keys"] = keyring(*given, prefix=cls.PREFIX, purpose=cls.PURPOSE)
+            data["keys"] = keyring(*given, prefix=entries.removesuffix("_KEYS"), purpose=cls.PURPOSE)
         if cls.FIRST_KEY_ACTIVE and "keys" in data and data.get(active) is None:
             data[active] = next(iter(data["keys"]), None)
         return data
-
-
-_KEY_ENTRIES = Annotated[str, Rule("must be id:base64key entries separated by commas")]
-_KEY_FILES = Annotated[str, Rule("must be paths of key files separated by commas")]
 
 
 class CodecSettings(KeyringSection):
@@ -68,14 +80,8 @@ class CodecSettings(KeyringSection):
     readable after a rotation. No keys: payloads reach Temporal in plaintext, as before.
     """
 
-    PREFIX, PURPOSE, FIRST_KEY_ACTIVE = "HERALD_CODEC", "AES-256", True
-    # Unset: the first key. Must be the id of one of the keys.
-    active_key: Annotated[
-        str, Rule("must be the id of a key in HERALD_CODEC_KEYS or HERALD_CODEC_KEY_FILES")
-    ] | None = Field(None, alias="HERALD_CODEC_ACTIVE_KEY")
-    # Where `keys` come from: id:base64key entries, and files holding one a line. Read into `keys`.
-    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_CODEC_KEYS", exclude=True, repr=False)
-    key_files: _KEY_FILES | None = Field(None, alias="HERALD_CODEC_KEY_FILES", exclude=True, repr=False)
+    model_config = keyring_variables("HERALD_CODEC")
+    PURPOSE, FIRST_KEY_ACTIVE = "AES-256", True
 
 
 class FingerprintSettings(KeyringSection):
@@ -84,12 +90,8 @@ class FingerprintSettings(KeyringSection):
     A keyring of its own: a payload key and a fingerprint key are never the same secret.
     """
 
-    PREFIX, PURPOSE = "HERALD_FINGERPRINT", "HMAC-SHA-256"
-    active_key: Annotated[
-        str, Rule("must be the id of a key in HERALD_FINGERPRINT_KEYS or HERALD_FINGERPRINT_KEY_FILES")
-    ] | None = Field(None, alias="HERALD_FINGERPRINT_ACTIVE_KEY")
-    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_FINGERPRINT_KEYS", exclude=True, repr=False)
-    key_files: _KEY_FILES | None = Field(None, alias="HERALD_FINGERPRINT_KEY_FILES", exclude=True, repr=False)
+    model_config = keyring_variables("HERALD_FINGERPRINT")
+    PURPOSE = "HMAC-SHA-256"
 
 
 class KeyEncryptionSettings(KeyringSection):
@@ -100,12 +102,8 @@ class KeyEncryptionSettings(KeyringSection):
     database without these opens no recipient's data key.
     """
 
-    PREFIX, PURPOSE = "HERALD_KEY_ENCRYPTION", "AES-256"
-    active_key: Annotated[
-        str, Rule("must be the id of a key in HERALD_KEY_ENCRYPTION_KEYS or HERALD_KEY_ENCRYPTION_KEY_FILES")
-    ] | None = Field(None, alias="HERALD_KEY_ENCRYPTION_ACTIVE_KEY")
-    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEYS", exclude=True, repr=False)
-    key_files: _KEY_FILES | None = Field(None, alias="HERALD_KEY_ENCRYPTION_KEY_FILES", exclude=True, repr=False)
+    model_config = keyring_variables("HERALD_KEY_ENCRYPTION")
+    PURPOSE = "AES-256"
 
 
 def is_https_url(value: str) -> bool:
@@ -148,12 +146,8 @@ class UnsubscribeSettings(KeyringSection):
     sent without its unsubscribe link, and the receipt server refuses every link.
     """
 
-    PREFIX, PURPOSE = "HERALD_UNSUBSCRIBE", "HMAC-SHA-256"
-    active_key: Annotated[
-        str, Rule("must be the id of a key in HERALD_UNSUBSCRIBE_KEYS or HERALD_UNSUBSCRIBE_KEY_FILES")
-    ] | None = Field(None, alias="HERALD_UNSUBSCRIBE_ACTIVE_KEY")
-    key_entries: _KEY_ENTRIES | None = Field(None, alias="HERALD_UNSUBSCRIBE_KEYS", exclude=True, repr=False)
-    key_files: _KEY_FILES | None = Field(None, alias="HERALD_UNSUBSCRIBE_KEY_FILES", exclude=True, repr=False)
+    model_config = keyring_variables("HERALD_UNSUBSCRIBE")
+    PURPOSE = "HMAC-SHA-256"
     # The public base the links are built on, where the receipt server's /unsubscribe/ path is
     # reached from the internet. HTTPS: RFC 8058 clients post only to an https URI. None: the
     # receipt server's public URL (HERALD_RECEIPT_PUBLIC_URL), which must then be https:// (Settings).
