@@ -89,29 +89,29 @@ class Accepted(Frozen):
     failure_retryable: bool = False
 
 
-class Retryable(Frozen):
-    kind: Literal["retryable"] = "retryable"
+class NotTaken(Frozen):
+    """An answer proving the provider does not have the message (Unreachable, Retryable, Rejected):
+    why, and the provider's code and HTTP status where it gave them."""
+
     reason: str
+    error_code: int | None = None
+    http_status: int | None = None
+
+
+class Retryable(NotTaken):
+    kind: Literal["retryable"] = "retryable"
     # The provider's own hint (Retry-After), in seconds; the workflow's policy caps it.
     delay_seconds: float | None = None
-    error_code: int | None = None
-    http_status: int | None = None
 
 
-class Unreachable(Frozen):
+class Unreachable(NotTaken):
     kind: Literal["unreachable"] = "unreachable"
-    reason: str
     # The provider's own hint (Retry-After on a 429), in seconds; the workflow's policy caps it.
     delay_seconds: float | None = None
-    error_code: int | None = None
-    http_status: int | None = None
 
 
-class Rejected(Frozen):
+class Rejected(NotTaken):
     kind: Literal["rejected"] = "rejected"
-    reason: str
-    error_code: int | None = None
-    http_status: int | None = None
 
 
 class Unknown(Frozen):
