@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from herald.core.contracts import AlreadyRecorded, Held, KeyConflict, NotSent
+from herald.core.contracts import AlreadyRecorded, AttemptStatus, Held, KeyConflict, NotSent
 from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.machine import IntentMachine
+from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.commands import ContinueAsNew, ReadOrder, Submit
 from herald.core.machine.events import (
     HistoryChecked,
@@ -448,3 +449,22 @@ def test_a_refusal_names_the_provider_the_attempt_was_handed_to_and_nothing_it_c
         [attempt] = machine.status().attempts
         assert (attempt.provider, attempt.capabilities, attempt.submit_result) == (provider, None, SubmitResult.REJECTED)
         assert attempt.submit_reason == reason
+
+
+def test_an_attempt_record_carries_every_field_of_its_status_across_continue_as_new() -> None:
+    """Every field of AttemptStatus is the record's, set from it and shown again unchanged: none is
+    dropped when a run continues as new (a new field must be named in attempt.py's lists)."""
+    record = AttemptRecord(2, "att_x_2", AT)
+    record.submit_result, record.provider_id, record.provider_status = SubmitResult.ACCEPTED, "SM2", SENT
+    record.error_code, record.failure_retryable, record.lookups = 30003, True, 4
+    record.seen_after_presumed_absent, record.provider = True, "twilio"
+    record.capabilities, record.message_id_of, record.submit_reason = TwilioAdapter.capabilities, "att_x_1", "busy"
+    record.waiting, record.waiting_rule, record.priority, record.fairness_weight = "silent", "rule", 3, 2.5
+    record.retry_delay, record.retry_hint = timedelta(seconds=7.5), timedelta(seconds=2)
+    record.give_up_after, record.validity = timedelta(hours=1), timedelta(minutes=10)
+    shown = record.status()
+    assert shown.model_dump(exclude_defaults=True).keys() == set(AttemptStatus.model_fields) - {"waiting"}
+    assert AttemptRecord.from_status(shown).status() == shown
+    record.provider_id = None  # still waiting: its reason is shown and carried too
+    assert record.status().waiting == "silent"
+    assert AttemptRecord.from_status(record.status()).status() == record.status()

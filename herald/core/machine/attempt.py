@@ -21,6 +21,20 @@ _ENDED_SUBMITS = (
     SubmitResult.NOT_SENT,
 )
 
+# What AttemptStatus carries of a record as it is, and the durations it carries in seconds
+# (``retry_delay`` as ``retry_delay_seconds``); the queue validity goes in whole seconds, and
+# ``waiting`` is shown only while the attempt waits.
+_AS_IS = (
+    "submit_result", "provider_id", "provider_status", "error_code", "failure_retryable", "lookups",
+    "seen_after_presumed_absent", "provider", "capabilities", "message_id_of", "submit_reason", "waiting",
+    "waiting_rule", "priority", "fairness_weight",
+)  # fmt: skip
+_DURATIONS = ("retry_delay", "retry_hint", "give_up_after")
+
+
+def _seconds(duration: timedelta | None) -> float | None:
+    return duration.total_seconds() if duration else None
+
 
 class AttemptRecord:
     """What the machine has learned about one attempt so far."""
@@ -61,28 +75,15 @@ class AttemptRecord:
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
+        """The record a run continued as new resumes from (``status`` carried it over)."""
         attempt = cls(status.number, status.attempt_ref, status.started_at)
-        attempt.submit_result = status.submit_result
-        attempt.provider_id = status.provider_id
-        attempt.provider_status = status.provider_status
-        attempt.error_code = status.error_code
-        attempt.failure_retryable = status.failure_retryable
-        attempt.lookups = status.lookups
-        attempt.seen_after_presumed_absent = status.seen_after_presumed_absent
-        attempt.provider = status.provider
-        attempt.capabilities = status.capabilities
-        attempt.message_id_of = status.message_id_of
-        attempt.submit_reason = status.submit_reason
-        attempt.waiting, attempt.waiting_rule = status.waiting, status.waiting_rule
-        if status.give_up_after_seconds is not None:
-            attempt.give_up_after = timedelta(seconds=status.give_up_after_seconds)
-        if status.retry_hint_seconds is not None:
-            attempt.retry_hint = timedelta(seconds=status.retry_hint_seconds)
-        attempt.priority, attempt.fairness_weight = status.priority, status.fairness_weight
+        for name in _AS_IS:
+            setattr(attempt, name, getattr(status, name))
+        for name in _DURATIONS:
+            seconds = getattr(status, f"{name}_seconds")
+            setattr(attempt, name, None if seconds is None else timedelta(seconds=seconds))
         if status.validity_seconds is not None:
             attempt.validity = timedelta(seconds=status.validity_seconds)
-        if status.retry_delay_seconds is not None:
-            attempt.retry_delay = timedelta(seconds=status.retry_delay_seconds)
         return attempt
 
     @property
@@ -107,29 +108,15 @@ class AttemptRecord:
         )
 
     def status(self) -> AttemptStatus:
+        carried = {name: getattr(self, name) for name in _AS_IS}
+        # Only while it waits: evidence of acceptance (a provider id) or a resolution ends the wait.
+        carried["waiting"] = self.waiting if self.open and self.provider_id is None else None
         return AttemptStatus(
             number=self.number,
             attempt_ref=self.ref,
             started_at=self.started_at,
-            submit_result=self.submit_result,
-            provider_id=self.provider_id,
-            provider_status=self.provider_status,
-            error_code=self.error_code,
-            failure_retryable=self.failure_retryable,
-            retry_delay_seconds=self.retry_delay.total_seconds() if self.retry_delay else None,
-            retry_hint_seconds=self.retry_hint.total_seconds() if self.retry_hint else None,
-            lookups=self.lookups,
-            seen_after_presumed_absent=self.seen_after_presumed_absent,
-            provider=self.provider,
-            capabilities=self.capabilities,
-            message_id_of=self.message_id_of,
-            submit_reason=self.submit_reason,
-            # Only while it waits: evidence of acceptance (a provider id) or a resolution ends the wait.
-            waiting=self.waiting if self.open and self.provider_id is None else None,
-            waiting_rule=self.waiting_rule,
-            give_up_after_seconds=self.give_up_after.total_seconds() if self.give_up_after else None,
-            priority=self.priority,
-            fairness_weight=self.fairness_weight,
+            **carried,
+            **{f"{name}_seconds": _seconds(getattr(self, name)) for name in _DURATIONS},
             validity_seconds=int(self.validity.total_seconds()) if self.validity else None,
         )
 
