@@ -31,7 +31,6 @@ from herald.core.contracts import (
     SubmitInput,
     SubmitStep,
 )
-from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.message import Channel
 from herald.core.outcomes import Candidates, LookupOutcome, Unavailable
 from herald.ledger import claims, store
@@ -41,7 +40,7 @@ from herald.privacy.fingerprints import Keyring
 from herald.privacy.key_encryption import KeyUnavailable
 from herald.privacy.recipient_vault import UNOPENABLE, Opening, RecipientVault
 from herald.providers.pacing import Pacer
-from herald.providers.port import Attachment, MessageReference, OutboundMessage, Provider
+from herald.providers.port import Attachment, OutboundMessage, Provider
 from herald.temporal.route_backlog import SERVER_DEFAULT_PRIORITY
 
 # The submit's answers that came from the provider (accepted, "not now", a refusal): their time
@@ -190,18 +189,10 @@ class ProviderActivities:
                 call.outcome = outcome.result.kind
             return outcome
         try:
-            to = await self._vault.open(input.recipient, "recipient")
+            to = await self._vault.open(input.reference.recipient, "recipient")
         except (*UNOPENABLE, KeyUnavailable) as unopened:
             return LookupOutcome(result=Unavailable(reason=str(unopened)))
-        bound = input.in_flight_bound or DeliveryPolicy().submit_in_flight_bound
-        reference = MessageReference(
-            recipient=to,
-            content_sha256=input.content_sha256,
-            since=input.since,
-            created_by=input.since + bound,
-            attempt_ref=input.attempt_ref,
-            message_id_of=input.message_id_of,
-        )
+        reference = input.reference.model_copy(update={"recipient": to})
         with ProviderCall(activity.metric_meter(), provider.name, "find_by_reference") as call:
             search = (await provider.find_by_reference(reference)).result
             call.outcome = search.kind
@@ -210,10 +201,10 @@ class ProviderActivities:
         try:
             decision = await claims.settle_search(
                 self._ledger,
-                attempt_ref=input.attempt_ref,
+                attempt_ref=reference.attempt_ref,
                 recipient_fingerprints=self._keyring.recipient_candidates(to),
                 search=search,
-                in_flight_bound=bound,
+                in_flight_bound=reference.created_by - reference.since,
             )
         except (DatabaseError, PoolTimeout, OSError) as error:
             reason = f"{len(search.messages)} message(s) fit; the ledger could not settle whose ({type(error).__name__})"

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from herald.client import HeraldClient, NoticeReceipt
 from herald.core.capabilities import Capabilities
-from herald.core.message import Channel
+from herald.core.message import Channel, MessageReference
 from herald.core.outcomes import Accepted, LookupOutcome, SubmitOutcome
 from herald.intake.notice import NoticeRequest
-from herald.providers.port import CancelOutcome, MessageReference, OutboundMessage, Provider
+from herald.providers.port import CancelOutcome, OutboundMessage, Provider
 
 
 class FaultPoint(str, Enum):

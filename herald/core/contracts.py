@@ -6,7 +6,7 @@ One model per message, so a field added to one can never silently change another
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -15,7 +15,7 @@ from herald.core.capabilities import Capabilities
 from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.intent import Intent
 from herald.core.lifecycle import IntentState, Source, SubmitResult
-from herald.core.message import Channel, Message
+from herald.core.message import Channel, Message, MessageReference
 from herald.core.outcomes import Frozen, ProviderStatus, SubmitOutcome
 from herald.core.rows import IntentRecorded, LedgerBatch
 from herald.core.send_policy import SHARED_TENANT, Category, DispatchOrder, PolicyDecision
@@ -247,17 +247,10 @@ SubmitStep = Called | Refused | NotSent | Held | AlreadyRecorded
 
 class LookupInput(Frozen):
     channel: Channel
-    attempt_ref: str
     provider_id: str | None
-    # Sealed, as the intent holds it.
-    recipient: str
-    content_sha256: str
-    since: datetime
-    # E-mail: the attempt whose Message-ID the copy carried (an activity-feed lookup names it so).
-    message_id_of: str | None = None
-    # How long after the attempt began its request could still create a message (the delivery
-    # policy's submit_in_flight_bound): bounds which messages fit it, and which rivals they could be.
-    in_flight_bound: timedelta | None = None
+    # For a search without the provider's id, and to claim what it finds: the recipient sealed, as
+    # the intent holds it.
+    reference: MessageReference
 
 
 class ProviderCancelInput(Frozen):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar
 
@@ -71,3 +72,20 @@ class Message(Frozen):
             fields["html_body"] = self.html_body
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class MessageReference(Frozen):
+    """What identifies an attempt's message when its provider id never came back: the lookup's
+    input carries it (the recipient sealed), the adapter's search receives it opened."""
+
+    recipient: str
+    content_sha256: str
+    # Our attempt reference, for providers that index it (an ESP's activity feed, by unique_args).
+    attempt_ref: str
+    # When the attempt began: a message created before it is not this attempt's.
+    since: datetime
+    # The latest a request of this attempt can have created a message (its start plus the in-flight
+    # bound, ``DeliveryPolicy.submit_in_flight_bound``): a message created later is another's.
+    created_by: datetime
+    # E-mail: the attempt whose Message-ID the copy carried (None: its own).
+    message_id_of: str | None = None

@@ -23,7 +23,7 @@ from typing import Protocol
 from pydantic import Field
 
 from herald.core.capabilities import Capabilities
-from herald.core.message import Message
+from herald.core.message import Message, MessageReference
 from herald.core.outcomes import Frozen, LookupOutcome, ReferenceSearch, SubmitOutcome
 
 
@@ -56,22 +56,6 @@ class OutboundMessage(Frozen):
     receipts_url: str | None = None
     # The longest the provider may queue the message, for adapters with a bounded queue.
     validity_seconds: int | None = None
-
-
-class MessageReference(Frozen):
-    """What identifies an attempt's message when its provider id never came back."""
-
-    recipient: str
-    content_sha256: str
-    # When the attempt began: a message created before it is not this attempt's.
-    since: datetime
-    # The latest a request of this attempt can have created a message (its start plus the in-flight
-    # bound, ``DeliveryPolicy.submit_in_flight_bound``): a message created later is another's. None: no bound.
-    created_by: datetime | None = None
-    # Our attempt reference, for providers that index it (an ESP's activity feed, by unique_args).
-    attempt_ref: str | None = None
-    # E-mail: the attempt whose Message-ID the copy carried (None: its own).
-    message_id_of: str | None = None
 
 
 class Provider(Protocol):

@@ -55,6 +55,7 @@ from email_validator import validate_email
 from pydantic import ConfigDict, EmailStr, Field, ValidationError
 
 from herald.core.capabilities import Capabilities
+from herald.core.message import MessageReference
 from herald.core.outcomes import (
     Accepted,
     Frozen,
@@ -70,7 +71,7 @@ from herald.core.outcomes import (
 )
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.unsubscribe import HEADER, ONE_CLICK, POST_HEADER, NoLink, UnsubscribeLinks, needs_link
-from herald.providers.port import Attachment, CancelOutcome, MessageReference, OutboundMessage
+from herald.providers.port import Attachment, CancelOutcome, OutboundMessage
 from herald.providers.sendgrid_events import REFERENCE_ARG
 from herald.settings import EmailSettings, InvalidSetting
 
@@ -230,7 +231,7 @@ class SmtpAdapter:
 
     async def find_by_reference(self, reference: MessageReference) -> ReferenceSearch:
         """The attempt in the ESP's activity feed by its reference (``unique_args``), where one is configured."""
-        if self._activity is None or reference.attempt_ref is None:
+        if self._activity is None:
             reason = "SMTP has no lookup by reference; evidence arrives as ESP events"
             return ReferenceSearch(result=Unavailable(reason=reason))
         message_id = self.message_id(reference.message_id_of or reference.attempt_ref)

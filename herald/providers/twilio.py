@@ -82,6 +82,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 
 from herald.core.capabilities import Capabilities
+from herald.core.message import MessageReference
 from herald.core.outcomes import (
     Accepted,
     Candidate,
@@ -97,7 +98,7 @@ from herald.core.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import CancelOutcome, MessageReference, OutboundMessage
+from herald.providers.port import CancelOutcome, OutboundMessage
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
     ErrorClass,
@@ -314,7 +315,7 @@ class TwilioAdapter:
             raise ValueError("since must carry a time zone")
         searched_at = datetime.now(UTC)
         earliest = since - MATCH_SKEW
-        latest = reference.created_by + MATCH_SKEW if reference.created_by is not None else None
+        latest = reference.created_by + MATCH_SKEW
         url = self._messages_url
         params: dict[str, str | int] | None = {"To": to, "PageSize": LIST_PAGE_SIZE}
         if self._config.from_number is not None:
@@ -337,7 +338,7 @@ class TwilioAdapter:
                 if created is None:
                     # Same recipient and body, but no readable creation time: cannot be ruled in or out.
                     return _search_unavailable("a candidate message has no readable date_created")
-                if created is not False and earliest <= created and (latest is None or created <= latest):
+                if created is not False and earliest <= created <= latest:
                     found = _found(message)
                     if found is None:
                         return _search_unavailable("a matching message has no readable sid")

@@ -39,7 +39,11 @@ _ACTIVE_KEY = Annotated[str, Rule("must be the id of a key in the keyring's _KEY
 def keyring_variables(prefix: str) -> ConfigDict:
     """A keyring section's variable names: <prefix>_ACTIVE_KEY, <prefix>_KEYS, <prefix>_KEY_FILES."""
     names = {"active_key": f"{prefix}_ACTIVE_KEY", "key_entries": f"{prefix}_KEYS", "key_files": f"{prefix}_KEY_FILES"}
-    return ConfigDict(alias_generator=AliasGenerator(alias=names.get))
+
+    def variable(field: str) -> str | None:  # None: not a variable of its own (`keys` is read from two)
+        return names.get(field)
+
+    return ConfigDict(alias_generator=AliasGenerator(alias=variable))  # type: ignore[arg-type]
 
 
 class KeyringSection(Section):

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from emulator.esp.config import EspConfig
 from emulator.esp.server import EspServer
 from herald.core.delivery_policy import DeliveryPolicy, absence_proven
+from herald.core.message import MessageReference
 from herald.core.outcomes import Found, NotFound, ProviderStatus, Unavailable
-from herald.providers.port import MessageReference
 from herald.providers.sendgrid_activity import LIST_LIMIT, SendGridActivity
 from herald.providers.smtp import EmailSubmission, SmtpAdapter
 from herald.settings import EmailSettings, SendGridActivitySettings
@@ -255,14 +255,14 @@ async def test_the_relay_declares_the_lookup_and_finds_its_message_once_the_feed
     assert sent.result.kind == "accepted"
     since = datetime.now(UTC)
     early = (
-        await adapter.find_by_reference(MessageReference(recipient=to, content_sha256="0" * 64, since=since, attempt_ref=ref))
+        await adapter.find_by_reference(_reference(to, since, ref))
     ).result
     assert isinstance(early, NotFound)
     found = None
     for _ in range(40):
         found = (
             await adapter.find_by_reference(
-                MessageReference(recipient=to, content_sha256="0" * 64, since=since, attempt_ref=ref)
+                _reference(to, since, ref)
             )
         ).result
         if isinstance(found, Found):
@@ -272,12 +272,18 @@ async def test_the_relay_declares_the_lookup_and_finds_its_message_once_the_feed
     await adapter.aclose()
 
 
+def _reference(to: str, since: datetime, ref: str) -> MessageReference:
+    """The attempt's reference as a lookup names it (the activity feed searches by ``ref``)."""
+    bound = DeliveryPolicy().submit_in_flight_bound
+    return MessageReference(recipient=to, content_sha256="0" * 64, attempt_ref=ref, since=since, created_by=since + bound)
+
+
 async def test_an_armed_429_at_the_emulator_is_unavailable(esp: EspServer) -> None:
     """The emulator's 429 reaches the adapter as Unavailable: looked up again later, never a verdict."""
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{esp.admin_port}", trust_env=False) as admin:
         assert (await admin.put("/_esp/activity-fault", json={"status": 429, "count": 1})).status_code == 200
     adapter = relay(esp)
-    reference = MessageReference(recipient="x@example.com", content_sha256="0" * 64, since=datetime.now(UTC), attempt_ref=REF)
+    reference = _reference("x@example.com", datetime.now(UTC), REF)
     result = (await adapter.find_by_reference(reference)).result
     assert isinstance(result, Unavailable) and "429" in result.reason
     await adapter.aclose()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from herald.core.message import MessageReference
 from herald.core.outcomes import (
     Accepted,
     Candidates,
@@ -27,7 +28,6 @@ from herald.core.outcomes import (
     Unknown,
     Unreachable,
 )
-from herald.providers.port import MessageReference
 from herald.providers.twilio import MAX_LIST_PAGES, TwilioAdapter
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
@@ -51,6 +51,14 @@ BODY_SHA = hashlib.sha256(BODY.encode("utf-8")).hexdigest()
 CALLBACK = "https://herald.example/callbacks/twilio/att_01"
 MESSAGES_PATH = f"/2010-04-01/Accounts/{ACCOUNT_SID}/Messages.json"
 SINCE = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
+
+
+def reference(since: datetime, within: timedelta = timedelta(days=365)) -> MessageReference:
+    """The attempt's reference as a lookup names it; by default a bound no message of these tests
+    reaches (the bound's own test names a tight one)."""
+    return MessageReference(
+        recipient=RECIPIENT, content_sha256=BODY_SHA, attempt_ref="att_test_1", since=since, created_by=since + within
+    )
 
 Handler = Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]]
 
@@ -348,7 +356,7 @@ async def test_reasons_never_carry_recipient_or_body() -> None:
         result = await submit_with(handler)  # submit_with asserts the absence on the whole outcome
         assert RECIPIENT_DIGITS not in result.reason and BODY not in result.reason
     async with make_adapter(respond(500, twilio_error(20500, 500))) as adapter:
-        lookup = await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256=BODY_SHA, since=SINCE))
+        lookup = await adapter.find_by_reference(reference(SINCE))
         assert_no_pii(lookup)
         assert_no_pii(await adapter.fetch(MESSAGE_SID))
         assert_no_pii(await adapter.cancel(MESSAGE_SID))
@@ -623,7 +631,7 @@ def one_candidate(result: Any) -> Found:
 async def find_with(handler: Handler, seen: list[httpx.Request] | None = None, since: datetime = SINCE) -> Any:
     requests = seen if seen is not None else []
     async with make_adapter(recording(handler, requests)) as adapter:
-        outcome = await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256=BODY_SHA, since=since))
+        outcome = await adapter.find_by_reference(reference(since))
     assert_no_pii(outcome)
     return outcome.result
 
@@ -730,11 +738,9 @@ async def test_a_message_created_past_the_in_flight_bound_is_not_a_candidate() -
     """A same-body message created after the attempt's request could still create one (plus skew) is another's."""
     late = message(created=SINCE + timedelta(seconds=75))
     async with make_adapter(pages([late])) as adapter:
-        reference = MessageReference(
-            recipient=RECIPIENT, content_sha256=BODY_SHA, since=SINCE, created_by=SINCE + timedelta(seconds=60)
-        )
-        assert isinstance((await adapter.find_by_reference(reference)).result, NotFound)
-        within = reference.model_copy(update={"created_by": SINCE + timedelta(seconds=74)})
+        bounded = reference(SINCE, within=timedelta(seconds=60))
+        assert isinstance((await adapter.find_by_reference(bounded)).result, NotFound)
+        within = bounded.model_copy(update={"created_by": SINCE + timedelta(seconds=74)})
         assert isinstance((await adapter.find_by_reference(within)).result, Candidates)
 
 
@@ -795,7 +801,7 @@ async def test_find_through_a_messaging_service_matches_its_sid() -> None:
     theirs = {**message(sid=OTHER_SID, sender=None), "messaging_service_sid": "MG" + "f" * 32}
     handler = recording(pages([theirs, ours]), seen)
     async with make_adapter(handler, from_number=None, messaging_service_sid=SERVICE_SID) as adapter:
-        outcome = await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256=BODY_SHA, since=SINCE))
+        outcome = await adapter.find_by_reference(reference(SINCE))
     assert one_candidate(outcome.result).provider_id == MESSAGE_SID
     assert "From" not in seen[0].url.params
 
@@ -865,7 +871,7 @@ async def test_find_requires_aware_since() -> None:
     async with make_adapter(pages([])) as adapter:
         with pytest.raises(ValueError):
             naive = datetime(2025, 3, 14)  # no time zone: what the adapter must refuse
-            await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256=BODY_SHA, since=naive))
+            await adapter.find_by_reference(reference(naive))
 
 
 # --- cancel ---------------------------------------------------------------------------------------

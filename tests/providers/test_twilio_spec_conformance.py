@@ -18,7 +18,7 @@ import functools
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,9 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 
-from herald.core.message import Channel, Message
+from herald.core.message import Channel, Message, MessageReference
 from herald.core.outcomes import Accepted, Candidates, Found, ProviderStatus, Unavailable
-from herald.providers.port import MessageReference, OutboundMessage
+from herald.providers.port import OutboundMessage
 from herald.providers.twilio import TwilioAdapter
 from herald.providers.twilio_codes import STATUS_LABELS
 from herald.settings import TwilioSettings
@@ -46,6 +46,14 @@ RECIPIENT = "+14155552345"
 SENDER = "+14155550000"
 BODY = "Hello! \U0001f44d"  # the body the spec's examples carry
 SINCE = datetime(2008, 1, 3, tzinfo=UTC)
+
+
+def reference(content_sha256: str) -> MessageReference:
+    """An attempt's reference as a lookup names it, with a bound no message of the spec's examples reaches."""
+    return MessageReference(
+        recipient=RECIPIENT, content_sha256=content_sha256, attempt_ref="att_1", since=SINCE,
+        created_by=SINCE + timedelta(days=365 * 30),
+    )  # fmt: skip
 FORM = "application/x-www-form-urlencoded"
 MESSAGE_SCHEMA = "api.v2010.account.message"
 # Every field of a Message the adapter reads; each must exist in the spec's schema.
@@ -200,9 +208,7 @@ async def test_every_request_conforms_to_the_spec() -> None:
             )
         )
         fetched = await adapter.fetch("SMb7c0a2ce80504485a6f653a7110836f5")
-        searched = await adapter.find_by_reference(MessageReference(
-            recipient=RECIPIENT, content_sha256=hashlib.sha256(b"no such body").hexdigest(), since=SINCE
-        ))
+        searched = await adapter.find_by_reference(reference(hashlib.sha256(b"no such body").hexdigest()))
         canceled = await adapter.cancel("SMb7c0a2ce80504485a6f653a7110836f5")
     async with make_adapter(transport, messaging_service_sid=SERVICE_SID) as adapter:
         via_service = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
@@ -222,7 +228,7 @@ async def test_search_filters_by_the_spec_parameters_and_never_by_date_sent() ->
     spec = load_spec()
     seen: list[httpx.Request] = []
     async with make_adapter(httpx.MockTransport(spec_replaying_transport(spec, seen))) as adapter:
-        await adapter.find_by_reference(MessageReference(recipient=RECIPIENT, content_sha256="0" * 64, since=SINCE))
+        await adapter.find_by_reference(reference("0" * 64))
     _, operation, _ = find_operation(spec, "GET", seen[0].url.path)
     declared = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
     assert {"To", "From"} <= declared
@@ -275,9 +281,7 @@ async def serve(message: dict[str, Any]) -> tuple[Any, Any, Any]:
     async with make_adapter(httpx.MockTransport(handler)) as adapter:
         submitted = await adapter.send_sms(to=RECIPIENT, body=BODY, status_callback=None)
         fetched = await adapter.fetch("SM" + "0" * 32)
-        found = await adapter.find_by_reference(MessageReference(
-            recipient=RECIPIENT, content_sha256=hashlib.sha256(BODY.encode("utf-8")).hexdigest(), since=SINCE
-        ))
+        found = await adapter.find_by_reference(reference(hashlib.sha256(BODY.encode("utf-8")).hexdigest()))
     return submitted.result, fetched.result, _the_one_candidate(found.result)
 
 

@@ -159,7 +159,7 @@ def show(command: Command, now: datetime) -> str:
             return f"submit attempt {attempt_number_of(submit.attempt_ref)}: {rows(submit.ledger)}"
         case Look(input=look):
             by = f"by id {look.provider_id}" if look.provider_id else "by reference"
-            return f"look attempt {attempt_number_of(look.attempt_ref)} {by}"
+            return f"look attempt {attempt_number_of(look.reference.attempt_ref)} {by}"
         case ReadStream():
             return "read stream"
         case AskToCancel(input=ask):

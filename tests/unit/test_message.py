@@ -1,8 +1,9 @@
 """One message type from the intent to the adapter, and the submit's answers named for what happened.
 
 ``Message`` (herald/core/message.py) is declared once and carried whole: the intent holds it, the
-submit input carries it, the adapter's ``OutboundMessage`` holds it opened. Histories recorded
-before it (tests/replay/histories) still read: a flat intent, a step that said "sent".
+submit input carries it, the adapter's ``OutboundMessage`` holds it opened; a lookup's input carries
+the ``MessageReference`` its adapter searches by. Histories recorded before them
+(tests/replay/histories) still read: a flat intent, a step that said "sent".
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from activities.provider import ProviderActivities
 from herald.core.artifacts import ArtifactRef
 from herald.core.contracts import Called, LookupInput, NotificationInput, NotSent, Refused, SubmitInput
 from herald.core.intent import Intent
-from herald.core.message import Channel, Message
+from herald.core.message import Channel, Message, MessageReference
 from herald.core.outcomes import Accepted, ProviderStatus, Rejected, SubmitOutcome
 from herald.core.send_policy import Category
-from herald.providers.port import MessageReference, OutboundMessage
+from herald.providers.port import OutboundMessage
 from herald.providers.twilio import TwilioAdapter
 from herald.settings import TemporalSettings
 from herald.temporal.client import data_converter
@@ -60,8 +61,9 @@ def test_a_field_of_the_message_is_declared_in_one_model() -> None:
     for carrier in (Intent, SubmitInput, OutboundMessage):
         assert carrier.model_fields["message"].annotation is Message
         assert not set(Message.model_fields) & set(carrier.model_fields), carrier.__name__
-    # The lookups name the recipient as the message does.
-    assert "recipient" in LookupInput.model_fields and "recipient" in MessageReference.model_fields
+    # A lookup carries the reference its adapter searches by, as the submit carries the message.
+    assert LookupInput.model_fields["reference"].annotation is MessageReference
+    assert not set(MessageReference.model_fields) & set(LookupInput.model_fields)
 
 
 @settings(max_examples=examples(200), deadline=None)

@@ -198,7 +198,7 @@ def not_found(queue_bounded: bool = True) -> Callable[[LookupInput, datetime], L
     """The provider answered and listed nothing, searched at the moment of the lookup."""
 
     def answer(input: LookupInput, now: datetime) -> LookupOutcome:
-        return LookupOutcome(result=NotFound(searched_since=input.since, searched_at=now, queue_bounded=queue_bounded))
+        return LookupOutcome(result=NotFound(searched_since=input.reference.since, searched_at=now, queue_bounded=queue_bounded))
 
     return answer
 

@@ -93,9 +93,9 @@ async def test_unknown_submit_found_by_lookup(env: WorkflowEnvironment, how: str
     assert status.state is IntentState.DELIVERED and status.closed_by == "poll:delivered"
     assert len(st.submits) == 1
     [lookup] = st.lookups
-    assert lookup.provider_id is None and lookup.attempt_ref == run.attempt_ref(1)
+    assert lookup.provider_id is None and lookup.reference.attempt_ref == run.attempt_ref(1)
     [attempt] = status.attempts
-    assert lookup.since == attempt.started_at and attempt.provider_id == "SM2"
+    assert lookup.reference.since == attempt.started_at and attempt.provider_id == "SM2"
     assert st.times(LOOKUP)[0] - attempt.started_at >= policy.lookup_first_delay
     assert kinds(st) == [
         (1, Source.SUBMIT, ObservationKind.UNKNOWN, True),

@@ -6,6 +6,7 @@ Only the machine (``herald.core.machine``) changes it. Pure: no clock of its own
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from herald.core.capabilities import Capabilities
 from herald.core.contracts import AttemptStatus
@@ -108,7 +109,7 @@ class AttemptRecord:
         )
 
     def status(self) -> AttemptStatus:
-        carried = {name: getattr(self, name) for name in _AS_IS}
+        carried: dict[str, Any] = {name: getattr(self, name) for name in _AS_IS}
         # Only while it waits: evidence of acceptance (a provider id) or a resolution ends the wait.
         carried["waiting"] = self.waiting if self.open and self.provider_id is None else None
         return AttemptStatus(

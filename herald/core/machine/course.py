@@ -66,6 +66,7 @@ from herald.core.machine.events import (
     SubmitFailed,
 )
 from herald.core.machine.looks import LookPlan
+from herald.core.message import MessageReference
 from herald.core.machine.rules import IntentRules, Way
 from herald.core.rows import LedgerBatch
 from herald.core.send_policy import DispatchOrder, built_in_order
@@ -219,18 +220,16 @@ class Course:
             assert isinstance(read, StreamRead)
             return rules.on_event_stream(attempt, read.stream)
         intent = rules.intent
-        answer = yield Look(
-            input=LookupInput(
-                channel=intent.message.channel,
-                attempt_ref=attempt.ref,
-                provider_id=attempt.provider_id,
-                recipient=intent.message.recipient,
-                content_sha256=intent.content_sha256,
-                since=attempt.started_at,
-                message_id_of=attempt.message_id_of,
-                in_flight_bound=rules.policy.submit_in_flight_bound,
-            )
+        reference = MessageReference(
+            recipient=intent.message.recipient,
+            content_sha256=intent.content_sha256,
+            attempt_ref=attempt.ref,
+            since=attempt.started_at,
+            created_by=attempt.started_at + rules.policy.submit_in_flight_bound,
+            message_id_of=attempt.message_id_of,
         )
+        lookup = LookupInput(channel=intent.message.channel, provider_id=attempt.provider_id, reference=reference)
+        answer = yield Look(input=lookup)
         assert isinstance(answer, LookAnswered)
         return rules.on_lookup(attempt, answer.outcome, by_reference=way is Way.LOOKUP and not following)
 
