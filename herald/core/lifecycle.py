@@ -75,39 +75,30 @@ _ATTEMPT_SETTLED = frozenset(
         IntentState.CANCELLED,
     }
 )
+# Where an intent between attempts (pending, retryable_failure) may go besides its next step: late
+# evidence about an earlier attempt (herald.core.evidence) settles it, or a clock or a cancel closes it.
+_BETWEEN_ATTEMPTS = frozenset(
+    {
+        IntentState.ACCEPTED,
+        IntentState.DELIVERED,
+        IntentState.UNDELIVERED,
+        IntentState.PERMANENT_FAILURE,
+        IntentState.EXPIRED,
+        IntentState.CANCELLED,
+    }
+)
 # Declared transitions; anything else is a bug in the caller, not a judgement call.
 ALLOWED_TRANSITIONS: dict[IntentState, frozenset[IntentState]] = {
-    # Beyond submitting: late evidence about an earlier attempt (herald.core.evidence), arriving while
-    # a new attempt waits to be prepared, settles the intent instead.
-    IntentState.PENDING: frozenset(
-        {
-            IntentState.SUBMITTING,
-            IntentState.ACCEPTED,
-            IntentState.DELIVERED,
-            IntentState.UNDELIVERED,
-            IntentState.PERMANENT_FAILURE,
-            IntentState.EXPIRED,
-            IntentState.CANCELLED,
-            IntentState.SUPPRESSED,
-        }
-    ),
+    # Beyond submitting: late evidence arriving while a new attempt waits to be prepared settles the
+    # intent instead; the send policy may suppress it.
+    IntentState.PENDING: _BETWEEN_ATTEMPTS | {IntentState.SUBMITTING, IntentState.SUPPRESSED},
     IntentState.SUBMITTING: _ATTEMPT_SETTLED | {IntentState.ACCEPTED},
     # Back to submitting only when the accepted attempt failed while another attempt's outcome is
     # still unknown (two attempts open at once happen only after a wrong "not accepted").
     IntentState.ACCEPTED: _ATTEMPT_SETTLED | {IntentState.RELAYED, IntentState.SUBMITTING},
     # Back to pending for a new attempt; or forward, when late evidence shows the attempt that
     # a lookup called "not accepted" was accepted after all (then no second message is sent).
-    IntentState.RETRYABLE_FAILURE: frozenset(
-        {
-            IntentState.PENDING,
-            IntentState.ACCEPTED,
-            IntentState.DELIVERED,
-            IntentState.UNDELIVERED,
-            IntentState.PERMANENT_FAILURE,
-            IntentState.EXPIRED,
-            IntentState.CANCELLED,
-        }
-    ),
+    IntentState.RETRYABLE_FAILURE: _BETWEEN_ATTEMPTS | {IntentState.PENDING},
     **{state: frozenset() for state in TERMINAL_STATES},
 }
 
