@@ -22,6 +22,8 @@ from herald.cli.send import cmd_send
 from herald.cli.status import cmd_status
 from herald.cli.suppression import cmd_suppression_lift, cmd_suppression_list
 from herald.cli.template import cmd_template_preview, cmd_template_publish
+from herald.core.message import Channel
+from herald.core.send_policy import Category
 
 PROG = "python starter.py"
 
@@ -93,6 +95,15 @@ def _on_the_record(command: argparse.ArgumentParser, who: str, why: str) -> None
     command.add_argument("--reason", required=True, type=cli_input.bounded_text(500), help=f"{why} (1-500 characters)")
 
 
+def _channel_option(command: argparse.ArgumentParser, help: str, **options: Any) -> None:
+    """--channel, one of Herald's channels."""
+    command.add_argument("--channel", choices=[channel.value for channel in Channel], help=help, **options)
+
+
+def _recipient_argument(command: argparse.ArgumentParser, help: str) -> None:
+    command.add_argument("recipient", metavar="RECIPIENT", help=help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(
         prog=PROG,
@@ -114,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='JSON file with the whole request; with "channels": [...], a notice on several channels (replaces every option below but --wait)',
     )
     send.add_argument("--key", type=cli_input.business_key, help=key_help + " (the idempotency key)")
-    send.add_argument("--channel", choices=["sms", "email"], help="the channel (default: sms)")
+    _channel_option(send, "the channel (default: sms)")
     send.add_argument("--to", help="the recipient: an E.164 number for sms, an e-mail address for email")
     send.add_argument("--template", help="the template id, e.g. order_receipt")
     send.add_argument("--version", type=cli_input.version_or_latest, help="a published version number or 'latest'")
@@ -135,14 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
     )
     status.add_argument("key", type=cli_input.business_key, help=key_help)
-    status.add_argument("--channel", choices=["sms", "email"], help="one channel's intent in detail")
+    _channel_option(status, "one channel's intent in detail")
     status.set_defaults(run=cmd_status)
 
     cancel = _command(commands, "cancel", "close an intent's future work", "cancel")
     cancel.add_argument("key", type=cli_input.business_key, help=key_help)
-    cancel.add_argument(
-        "--channel", choices=["sms", "email"], default="sms", help="the intent's channel (default: sms)"
-    )
+    _channel_option(cancel, "the intent's channel (default: sms)", default="sms")
     _on_the_record(cancel, "who cancels", "why, for the record")
     cancel.set_defaults(run=cmd_cancel)
 
@@ -188,13 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     consent = _command(commands, "consent", "record consent evidence for a recipient and category", "consent grant")
     consent_commands = consent.add_subparsers(dest="consent_command", required=True, metavar="ACTION")
     grant = _command(consent_commands, "grant", "record that RECIPIENT agreed to CATEGORY messages", "consent grant")
-    grant.add_argument(
-        "recipient", metavar="RECIPIENT", help="an E.164 number or an e-mail address (stored only as its SHA-256)"
-    )
+    _recipient_argument(grant, "an E.164 number or an e-mail address (stored only as its SHA-256)")
     grant.add_argument(
         "category",
         metavar="CATEGORY",
-        choices=["transactional", "account", "marketing"],
+        choices=[category.value for category in Category],
         help="transactional, account or marketing",
     )
     grant.add_argument(
@@ -214,10 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     suppression_commands = suppression.add_subparsers(dest="suppression_command", required=True, metavar="ACTION")
     lift = _command(suppression_commands, "lift", "let RECIPIENT be sent to again on one channel", "suppression lift")
-    lift.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number (sms) or e-mail address (email)")
-    lift.add_argument(
-        "--channel", choices=["sms", "email"], required=True, help="the channel whose suppression is lifted"
-    )
+    _recipient_argument(lift, "the E.164 number (sms) or e-mail address (email)")
+    _channel_option(lift, "the channel whose suppression is lifted", required=True)
     _on_the_record(lift, "who lifts it", "why, for the record")
     lift.set_defaults(run=cmd_suppression_lift)
     listing = _command(
@@ -226,10 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         "RECIPIENT's requests (STOP, START, HELP, unsubscribes) and providers' evidence, and what suppresses now",
         "suppression list",
     )
-    listing.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number (sms) or e-mail address (email)")
-    listing.add_argument(
-        "--channel", choices=["sms", "email"], help="the channel (default: sms for a number, email for an address)"
-    )
+    _recipient_argument(listing, "the E.164 number (sms) or e-mail address (email)")
+    _channel_option(listing, "the channel (default: sms for a number, email for an address)")
     listing.set_defaults(run=cmd_suppression_list)
 
     erase = _command(
@@ -239,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         "was still running (run it again later)",
         "erase",
     )
-    erase.add_argument("recipient", metavar="RECIPIENT", help="the E.164 number or e-mail address whose data is erased")
+    _recipient_argument(erase, "the E.164 number or e-mail address whose data is erased")
     _on_the_record(erase, "who erases", "the request it answers")
     erase.add_argument(
         "--close-within", type=cli_input.whole_seconds(3600), default=30, metavar="SECONDS",
