@@ -1,4 +1,4 @@
-"""Herald's command line for services and operators: ``python starter.py --help``.
+"""Herald's command line for services and operators: send, status, cancel, report and the rest.
 
 The commands live in ``herald/cli/``; this file is the entry point beside ``worker.py``. It names
 the file a running local stack (``make run``) writes its variables to, so a command run in this

@@ -37,8 +37,9 @@ LEDGER = "DATABASE_URL"
 OUTBOX = "HERALD_OUTBOX_DATABASE_URL"
 # The ledger owner's login, for migrations and re-wrapping keys (the services' login may not run DDL).
 OWNER = "HERALD_MIGRATION_DATABASE_URL"
-# How long close() waits for the Temporal runtime's threads to let go of the last call.
-RUNTIME_RELEASE_SECONDS = 2.0
+# How long close() waits for the Temporal runtime's threads to let go of the last call: it returns as
+# soon as they do (milliseconds when idle); 2 s was once too short on a machine at a load of 8.
+RUNTIME_RELEASE_SECONDS = 5.0
 
 
 class ProcessRuntime:

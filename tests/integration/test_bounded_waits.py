@@ -25,6 +25,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.processes import free_port
 from devstack.stack import LocalStack
@@ -132,11 +133,16 @@ async def pollers(temporal: Client, task_queue: str) -> dict[str, int]:
         (task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
         (submit_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
     ):
-        response = await temporal.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=temporal.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
-            )
-        )
+        request = DescribeTaskQueueRequest(namespace=temporal.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind)
+        for tries in range(3):
+            try:
+                response = await temporal.workflow_service.describe_task_queue(request)
+                break
+            except RPCError as error:
+                # A loaded dev server has answered this read "operation was canceled": a read, asked again.
+                if tries == 2 or error.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE):
+                    raise
+                await asyncio.sleep(0.5)
         seen[f"{queue} {TaskQueueType.Name(kind)}"] = len(response.pollers)
     return seen
 

@@ -19,11 +19,11 @@ from psycopg_pool import AsyncConnectionPool
 from herald.client import HeraldClient
 from herald.core.artifacts import ArtifactRefused
 from herald.core.lifecycle import IntentState
+from herald.core.recipients import short
 from herald.core.send_policy import Category
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import standing
 from herald.ledger.privacy import erase_recipient
-from herald.privacy import fingerprints
 from tests import reads
 from tests.intents import email_request, fresh_address, fresh_key, fresh_recipient, receipt_request
 from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
@@ -161,7 +161,7 @@ async def test_erasing_an_address_reaches_every_spelling_of_it_and_the_status_pr
     for key in (quiet, loud):
         status = await asyncio.wait_for(herald.wait(key, "email"), 60)
         assert status.state.is_terminal
-        assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(address))
+        assert status.destination_fingerprint == short(SESSION_KEYRING.recipient(address))
         assert status.destination_fingerprint != hashlib.sha256(address.encode()).hexdigest()[:16]
     ids = [f"{quiet}/email", f"{loud}/email"]
     stored = await reads.rows(owner_pool, "SELECT recipient FROM intents WHERE workflow_id = ANY(%s) ORDER BY recipient", ids)

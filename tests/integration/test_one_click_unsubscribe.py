@@ -66,7 +66,7 @@ New classes at ${studio} this week: spin, yoga and more.
 def marketing_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The shipped registry plus a published marketing e-mail template, read by the template loader."""
     registry = tmp_path_factory.mktemp("registry") / "templates"
-    shutil.copytree(Path(templates.__file__).parent / "templates", registry)
+    shutil.copytree(Path(templates.__file__).parents[1] / "templates", registry)
     templates.publish(NEWS, 1, NEWS_TEMPLATE, root=registry)
     shipped = templates._root
     templates._root = lambda: registry  # type: ignore[assignment]

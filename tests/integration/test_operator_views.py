@@ -156,7 +156,7 @@ async def test_the_migrate_command_runs_as_the_owner_and_is_idempotent(stack) ->
 
     env = {**os.environ, "HERALD_MIGRATION_DATABASE_URL": stack.database_url}
     ran = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "herald.ledger.migrate"], env=env, capture_output=True, text=True, timeout=60
+        subprocess.run, [sys.executable, "-m", "herald.jobs.migrate"], env=env, capture_output=True, text=True, timeout=60
     )
     assert (ran.returncode, ran.stdout) == (0, "applied: none (up to date)\n"), ran.stderr
 

@@ -24,12 +24,11 @@ from herald.cli.erase import cmd_erase
 from herald.cli.parser import parse_args
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from herald.core.recipients import NUMBER_RULE
+from herald.core.recipients import NUMBER_RULE, short
 from herald.core.send_policy import Category
 from herald.intake.errors import InvalidIntent
 from herald.ledger.policy_store import grant_consent
 from herald.outbox.erasure import ERASED_NOTICE, erase_outbox_notices
-from herald.privacy import fingerprints
 from herald.runtime.process import ProcessRuntime
 from tests.integration.test_erasure_reach import (  # noqa: F401 - the service database's fixtures, shared
     _enqueue,
@@ -136,7 +135,7 @@ async def test_a_spelling_the_rule_normalises_is_the_number_for_stop_fingerprint
     for key in (marketing, receipt):
         status = await asyncio.wait_for(herald.wait(key), WAIT)
         assert status.state is IntentState.SUPPRESSED, status.transitions[-1].reason
-        assert status.destination_fingerprint == fingerprints.short(SESSION_KEYRING.recipient(to))
+        assert status.destination_fingerprint == short(SESSION_KEYRING.recipient(to))
     assert await _messages(emulator, to, spelling) == []
     ids = sorted([f"{marketing}/sms", f"{receipt}/sms"])
     assert sorted(await _intents_holding(owner_pool, to)) == [(workflow_id, to) for workflow_id in ids]

@@ -161,7 +161,7 @@ def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: 
         # The stack's fingerprint key, as every Herald process of the session is given it.
         "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
     }
-    command = [sys.executable, "-m", "herald.ledger.retention", "--operator", "test"]
+    command = [sys.executable, "-m", "herald.jobs.retention", "--operator", "test"]
     ran = subprocess.run(
         [*command, "--inbox-days", "30"], check=False, env=env, capture_output=True, text=True, timeout=60
     )

@@ -16,9 +16,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
+from herald.core.recipients import short
 from herald.ledger.policy_store import lift_suppression
 from herald.ledger.recipient_requests import RecipientRequest, record_requests
-from herald.privacy import fingerprints
 from tests.intents import fresh_key, fresh_recipient, receipt_request
 from tests.keys import SESSION_KEYRING
 from tests.stack import Emulator
@@ -67,7 +67,7 @@ async def test_the_list_names_each_request_and_report_and_what_suppresses_now(
 
     listed = await suppression_list(stack, to)
     assert to not in listed and to.lstrip("+") not in listed
-    assert listed.startswith(f"recipient fingerprint {fingerprints.short(SESSION_KEYRING.recipient(to))}, channel sms")
+    assert listed.startswith(f"recipient fingerprint {short(SESSION_KEYRING.recipient(to))}, channel sms")
     assert "now: transactional suppressed by opt_out (keyword STOP)" in listed
     assert "now: marketing suppressed by opt_out (keyword STOP)" in listed
     lines = listed.splitlines()
