@@ -50,7 +50,13 @@ from herald.settings.keys import (
     UnsubscribeSettings,
     is_https_url,
 )
-from herald.settings.providers import EmailSettings, SendGridActivitySettings, TwilioSettings
+from herald.settings.providers import (
+    EmailSettings,
+    InfobipSettings,
+    InfobipWebhookSettings,
+    SendGridActivitySettings,
+    TwilioSettings,
+)
 from herald.settings.rules import DatabaseUrl, DirectoryPath, refusal
 from herald.settings.servers import (
     OUTBOX_LEASE_SECONDS,
@@ -67,7 +73,7 @@ from herald.settings.variables import InvalidSetting, Section, given_variables, 
 __all__ = [
     "CODEC_SERVER_PORT", "LEDGER_METRICS_PORT", "LOOPBACK", "OUTBOX_LEASE_SECONDS", "RECEIPT_PORT", "REPO_ROOT",
     "RULES", "TEMPORAL_PORT", "TEMPORAL_UI_PORT", "CodecServerSettings", "CodecSettings", "EmailSettings",
-    "FingerprintSettings", "InvalidSetting", "KeyEncryptionSettings", "OutboxSettings", "ReceiptSettings",
+    "FingerprintSettings", "InfobipSettings", "InfobipWebhookSettings", "InvalidSetting", "KeyEncryptionSettings", "OutboxSettings", "ReceiptSettings",
     "SendGridActivitySettings", "Settings", "TelemetrySettings", "TemporalSettings", "TemporalVariables",
     "TwilioSettings", "UnsubscribeSettings", "WorkerVersionSettings", "as_variables", "is_https_url",
     "load_section", "load_settings",
@@ -93,6 +99,7 @@ class Settings(BaseSettings):
 
     temporal: TemporalSettings = TemporalSettings()
     twilio: TwilioSettings = TwilioSettings()
+    infobip: InfobipSettings = InfobipSettings()
     email: EmailSettings = EmailSettings()
     sendgrid_activity: SendGridActivitySettings = SendGridActivitySettings()
     receipts: ReceiptSettings = ReceiptSettings()
