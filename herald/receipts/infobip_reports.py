@@ -47,11 +47,12 @@ import hmac
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -59,7 +60,7 @@ from temporalio.client import Client
 
 from herald.core.rows import InboxReport
 from herald.ledger import store
-from herald.providers.infobip import REPORTS_ROUTE, infobip_time
+from herald.providers.infobip import REPORTS_ROUTE
 from herald.providers.infobip_codes import error_code_of
 from herald.providers.infobip_signature import CallbackKeys
 from herald.receipts.delivery import StoredReport
@@ -93,37 +94,65 @@ _REFUSED = "callbackData: missing, or not Herald's for this result's messageId"
 
 
 class _Lenient(BaseModel):
-    # Infobip adds fields over time: a field Herald does not read is ignored, never a refusal.
+    # Infobip adds fields over time: a field Herald does not read is ignored, never a refusal. The
+    # fields it declares have the official client's types (infobip_api_client SmsDeliveryReport, strict),
+    # so a result stored as a report is one Infobip's own model reads (tests/providers/
+    # test_infobip_spec_conformance.py); a verified result that is not becomes a rejection.
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
+_Text = Annotated[StrictStr, Field(max_length=255)]
+
+
 class ReportStatus(_Lenient):
-    group_id: int | None = Field(None, alias="groupId")
-    group_name: str | None = Field(None, alias="groupName", max_length=MAX_STATUS_CHARS)
-    id: int | None = None
-    name: str | None = Field(None, max_length=MAX_STATUS_CHARS)
+    group_id: StrictInt | None = Field(None, alias="groupId")
+    group_name: Literal["ACCEPTED", "PENDING", "UNDELIVERABLE", "DELIVERED", "EXPIRED", "REJECTED"] | None = Field(
+        None, alias="groupName"
+    )
+    id: StrictInt | None = None
+    name: Annotated[StrictStr, Field(max_length=MAX_STATUS_CHARS)] | None = None
+    description: StrictStr | None = None
+    action: StrictStr | None = None
 
 
 class ReportError(_Lenient):
-    group_id: int | None = Field(None, alias="groupId")
-    group_name: str | None = Field(None, alias="groupName", max_length=MAX_STATUS_CHARS)
-    id: int | None = Field(None, ge=0, le=MAX_ERROR_ID)
-    name: str | None = Field(None, max_length=MAX_STATUS_CHARS)
-    permanent: bool | None = None
+    group_id: StrictInt | None = Field(None, alias="groupId")
+    group_name: Literal["OK", "HANDSET_ERRORS", "USER_ERRORS", "OPERATOR_ERRORS"] | None = Field(None, alias="groupName")
+    id: Annotated[StrictInt, Field(ge=0, le=MAX_ERROR_ID)] | None = None
+    name: StrictStr | None = None
+    description: StrictStr | None = None
+    permanent: StrictBool | None = None
+
+
+class ReportPrice(_Lenient):
+    price_per_message: StrictFloat | StrictInt | None = Field(None, alias="pricePerMessage")
+    currency: StrictStr | None = None
+
+
+class ReportPlatform(_Lenient):
+    entity_id: _Text | None = Field(None, alias="entityId")
+    application_id: _Text | None = Field(None, alias="applicationId")
 
 
 class DeliveryResult(_Lenient):
-    """One report as Infobip's v3 webhook documents it (``DeliveryReport``); the fields Herald reads."""
+    """One report as Infobip's v3 webhook documents it (``DeliveryReport``), status required."""
 
-    message_id: str = Field(alias="messageId", min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[\x21-\x7e]+$")
-    callback_data: str | None = Field(None, alias="callbackData", max_length=4000)
+    message_id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[\x21-\x7e]+$")] = Field(
+        alias="messageId"
+    )
+    callback_data: Annotated[StrictStr, Field(max_length=4000)] | None = Field(None, alias="callbackData")
     status: ReportStatus
     error: ReportError | None = None
-    bulk_id: str | None = Field(None, alias="bulkId", max_length=200)
-    sent_at: str | None = Field(None, alias="sentAt", max_length=40)
-    done_at: str | None = Field(None, alias="doneAt", max_length=40)
-    message_count: int | None = Field(None, alias="messageCount")
-    mcc_mnc: str | None = Field(None, alias="mccMnc", max_length=16)
+    bulk_id: _Text | None = Field(None, alias="bulkId")
+    to: StrictStr | None = None
+    sender: StrictStr | None = None
+    price: ReportPrice | None = None
+    sent_at: datetime | None = Field(None, alias="sentAt")
+    done_at: datetime | None = Field(None, alias="doneAt")
+    message_count: StrictInt | None = Field(None, alias="messageCount")
+    mcc_mnc: _Text | None = Field(None, alias="mccMnc")
+    platform: ReportPlatform | None = None
+    campaign_reference_id: _Text | None = Field(None, alias="campaignReferenceId")
 
     @property
     def label(self) -> str | None:
@@ -141,12 +170,22 @@ _KEPT_ERROR = ("groupId", "groupName", "id", "name", "permanent")
 
 
 def kept_payload(result: dict[str, Any]) -> dict[str, Any]:
-    """The stored part of a verified result."""
+    """The stored part of a verified result; NUL, which jsonb cannot hold, spelled out as \\u0000."""
     kept = {key: result[key] for key in _KEPT if key in result}
     for name, keys in (("status", _KEPT_STATUS), ("error", _KEPT_ERROR)):
         if isinstance(result.get(name), dict):
             kept[name] = {key: result[name][key] for key in keys if key in result[name]}
-    return kept
+    return _without_nul(kept)
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\\u0000")
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    return value
 
 
 @dataclass
@@ -200,9 +239,8 @@ def _sort_verified(post: VerifiedPost, result: dict[str, Any], message_id: str) 
         post.rejections.append((f"{cut_short(where, 64)}: {first['msg']}", kept_payload(result), ref))
         return
     label = parsed.label
-    if label is None or _holds_nul(result):
-        reason = "status: a name of letters, digits and '_' is required" if label is None else "a field holds NUL"
-        post.rejections.append((reason, kept_payload(result), ref))
+    if label is None:
+        post.rejections.append(("status: a name of letters, digits and '_' is required", kept_payload(result), ref))
         return
     post.reports.append(
         InboxReport(
@@ -211,20 +249,10 @@ def _sort_verified(post: VerifiedPost, result: dict[str, Any], message_id: str) 
             provider_status=label,
             attempt_ref=parsed.message_id,
             error_code=error_code_of(parsed.error.id if parsed.error is not None else None),
-            provider_event_at=infobip_time(parsed.done_at),
+            provider_event_at=parsed.done_at if parsed.done_at and parsed.done_at.tzinfo else None,
             payload=kept_payload(result),
         )
     )
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
-    return False
 
 
 class InfobipReports:
