@@ -7,9 +7,11 @@ recording stand-in, so each test sees exactly which signals the route sent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +20,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretBytes, SecretStr
 
@@ -26,6 +29,7 @@ from herald.core.outcomes import ProviderStatus
 from herald.core.rows import AttemptRow, LedgerBatch, RecordIntentInput
 from herald.intake.requests import build_intent, parse_request
 from herald.ledger import store
+from herald.ledger.store import open_pool
 from herald.providers.infobip_signature import CallbackKeys
 from herald.receipts.infobip_reports import MAX_INFOBIP_BODY_BYTES
 from herald.settings import InfobipWebhookSettings
@@ -33,6 +37,7 @@ from tests import reads
 from tests.depth import examples
 from tests.intents import fresh_key, fresh_recipient, receipt_request
 from tests.keys import SESSION_KEYRING
+from tests.receipts.freezing_proxy import FreezingProxy
 from tests.receipts.served import RecordingClient, receipt_app
 
 WEBHOOK = InfobipWebhookSettings(keys={"k1": SecretBytes(secrets.token_bytes(32))})
@@ -165,6 +170,33 @@ async def test_a_report_about_an_unknown_id_is_stored_answered_200_and_left_for_
 
     assert await reads.eventually(deferred, "the deferral") == [{"last_error": "attempt not known yet"}]
     assert all(report.attempt_ref != ref for _, _, batch in client.signals for report in batch.reports)
+
+
+async def test_a_hung_database_gets_a_quick_503_and_the_redelivered_post_is_stored_once_it_answers(
+    settings: Any,
+) -> None:
+    """The database stops answering: the post gets 503 within the store deadline (nothing acknowledged,
+    so Infobip redelivers), and the redelivery after the database recovers is stored once."""
+    target = conninfo_to_dict(settings.database_url.get_secret_value())
+    proxy = FreezingProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+    await proxy.start()
+    through_proxy = make_conninfo(settings.database_url.get_secret_value(), host="127.0.0.1", port=proxy.port)
+    async with open_pool(through_proxy, timeout=1.0) as hanging_pool:
+        async with receipt_app(hanging_pool, infobip=WEBHOOK, store_timeout=1.0) as (base, _):
+            url, ref = f"{base}/infobip/reports", fresh_ref()
+            assert (await post(url, result(fresh_ref()))).status_code == 200  # the path works
+            proxy.freeze()
+            started = time.monotonic()
+            response = await post(url, result(ref))
+            elapsed = time.monotonic() - started
+            assert response.status_code == 503 and elapsed < 3.0, (response.status_code, elapsed)
+            proxy.thaw()
+            deadline = time.monotonic() + 20
+            while (response := await post(url, result(ref))).status_code != 200 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)  # Infobip's retry cycle; the pool replaces the stuck connections
+            assert response.status_code == 200
+            assert len(await inbox(hanging_pool, ref)) == 1
+    await proxy.close()
 
 
 # ---- authentication -------------------------------------------------------------------------------------
