@@ -304,8 +304,8 @@ class InfobipAdapter:
             return Unavailable(reason="logs: HTTP 200 without a readable results list")
         # Only entries naming our id: a filter the server ignored must not lend us another's message.
         ours = [entry for entry in results if isinstance(entry, dict) and entry.get("messageId") == message_id]
-        repeats = [entry for entry in ours if _status_name(entry) == DUPLICATE_MESSAGE_ID]
-        messages = [entry for entry in ours if entry not in repeats]
+        messages = [entry for entry in ours if _status_name(entry) != DUPLICATE_MESSAGE_ID]
+        repeats = len(ours) - len(messages)
         if len(messages) > 1:
             return Unavailable(reason=f"logs: {len(messages)} messages carry this id (the id was reused)")
         if messages:
