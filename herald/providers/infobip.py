@@ -141,7 +141,8 @@ class InfobipAdapter:
     def __init__(self, config: InfobipSettings, transport: httpx.AsyncBaseTransport | None = None) -> None:
         if config.base_url is None:
             raise InvalidSetting(
-                "HERALD_INFOBIP_BASE_URL", "required for Infobip SMS (the account's base URL, https://xxxxx.api.infobip.com)"
+                "HERALD_INFOBIP_BASE_URL",
+                "required for Infobip SMS (the account's base URL, https://xxxxx.api.infobip.com)",
             )
         if not config.api_key.get_secret_value():
             raise InvalidSetting("HERALD_INFOBIP_API_KEY", "required for Infobip SMS (an API key of the account)")
@@ -220,7 +221,7 @@ class InfobipAdapter:
         if outbound.validity_seconds is not None:
             low, high = VALIDITY_PERIOD_RANGE
             if not low <= outbound.validity_seconds <= high:
-                raise ValueError(f"validity_seconds: must be from {low} to {high} (Infobip keeps a message 48 h at most)")
+                raise ValueError(f"validity_seconds: must be from {low} to {high} (Infobip keeps a message 48 h)")
             message["options"] = {"validityPeriod": {"amount": outbound.validity_seconds, "timeUnit": "SECONDS"}}
         if outbound.receipts_url:
             message["webhooks"] = {
@@ -268,9 +269,9 @@ class InfobipAdapter:
             )
         result = await self._logged(reference.attempt_ref)
         if result is None:
-            return ReferenceSearch(
-                result=NotFound(searched_since=since, searched_at=searched_at, queue_bounded=self.capabilities.bounded_queue)
-            )
+            bounded = self.capabilities.bounded_queue
+            not_found = NotFound(searched_since=since, searched_at=searched_at, queue_bounded=bounded)
+            return ReferenceSearch(result=not_found)
         return ReferenceSearch(result=result)
 
     async def cancel(self, provider_id: str) -> CancelOutcome:
@@ -323,7 +324,9 @@ class InfobipAdapter:
             return await self._client.request(method, path, json=json, params=params)
 
 
-def _classify_submit(response: httpx.Response, message_id: str) -> Accepted | Unreachable | Retryable | Rejected | Unknown:
+def _classify_submit(
+    response: httpx.Response, message_id: str
+) -> Accepted | Unreachable | Retryable | Rejected | Unknown:
     status = response.status_code
     if 200 <= status < 300:
         return _classify_accepted(response, message_id)
@@ -359,7 +362,8 @@ def _classify_accepted(response: httpx.Response, message_id: str) -> Accepted | 
     provider_id = entry.get("messageId") if entry is not None else None
     label = _status_name(entry) if entry is not None else None
     if not isinstance(provider_id, str) or not provider_id or label is None:
-        return Unknown(reason=f"HTTP {response.status_code} without a readable message id and status; acceptance unknown")
+        status = response.status_code
+        return Unknown(reason=f"HTTP {status} without a readable message id and status; acceptance unknown")
     if provider_id != message_id:
         logger.warning("Infobip answered with a message id other than the one Herald set; tracking its own")
     mapped = map_status(label)

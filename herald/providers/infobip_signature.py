@@ -62,7 +62,9 @@ class CallbackKeys(KeySet):
         return hmac.compare_digest(_b64(self._mac(key_id, message_id)).encode("ascii"), tag.encode("utf-8", "replace"))
 
     def _mac(self, key_id: str, message_id: str) -> bytes:
-        return hmac.new(self._keys[key_id], _DOMAIN + message_id.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
+        # surrogatepass: an id from a hostile JSON body may hold a lone surrogate; it must fail, not raise.
+        signed = _DOMAIN + message_id.encode("utf-8", "surrogatepass")
+        return hmac.new(self._keys[key_id], signed, hashlib.sha256).digest()
 
 
 def _b64(raw: bytes) -> str:

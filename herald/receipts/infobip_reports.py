@@ -117,7 +117,9 @@ class ReportStatus(_Lenient):
 
 class ReportError(_Lenient):
     group_id: StrictInt | None = Field(None, alias="groupId")
-    group_name: Literal["OK", "HANDSET_ERRORS", "USER_ERRORS", "OPERATOR_ERRORS"] | None = Field(None, alias="groupName")
+    group_name: Literal["OK", "HANDSET_ERRORS", "USER_ERRORS", "OPERATOR_ERRORS"] | None = Field(
+        None, alias="groupName"
+    )
     id: Annotated[StrictInt, Field(ge=0, le=MAX_ERROR_ID)] | None = None
     name: StrictStr | None = None
     description: StrictStr | None = None
@@ -164,7 +166,9 @@ class DeliveryResult(_Lenient):
 
 
 # What the inbox keeps of a result, named one by one; never `to`, `callbackData` or the sentences.
-_KEPT = ("messageId", "bulkId", "sentAt", "doneAt", "messageCount", "mccMnc", "campaignReferenceId", "price", "platform")
+_KEPT = (
+    "messageId", "bulkId", "sentAt", "doneAt", "messageCount", "mccMnc", "campaignReferenceId", "price", "platform",
+)  # fmt: skip
 _KEPT_STATUS = ("groupId", "groupName", "id", "name")
 _KEPT_ERROR = ("groupId", "groupName", "id", "name", "permanent")
 
@@ -220,11 +224,11 @@ def sort_results(keys: CallbackKeys, body: bytes) -> VerifiedPost:
     for index, result in enumerate(results):
         message_id = result.get("messageId") if isinstance(result, dict) else None
         callback_data = result.get("callbackData") if isinstance(result, dict) else None
-        if not isinstance(message_id, str) or not isinstance(callback_data, str) or not keys.verify(message_id, callback_data):
+        if isinstance(message_id, str) and isinstance(callback_data, str) and keys.verify(message_id, callback_data):
+            assert isinstance(result, dict)
+            _sort_verified(post, result, message_id)
+        else:
             post.refused.append(index)
-            continue
-        assert isinstance(result, dict)
-        _sort_verified(post, result, message_id)
     return post
 
 
@@ -282,18 +286,16 @@ class InfobipReports:
             return PlainTextResponse("Infobip reports are not accepted: no webhook key configured", status_code=403)
         body = await read_bounded(request, MAX_INFOBIP_BODY_BYTES)
         if body is None:
-            return PlainTextResponse(
-                f"request body: larger than {MAX_INFOBIP_BODY_BYTES} bytes, the limit for one report post", status_code=413
-            )
+            limit = f"request body: larger than {MAX_INFOBIP_BODY_BYTES} bytes, the limit for one report post"
+            return PlainTextResponse(limit, status_code=413)
         try:
             post = sort_results(self._keys, body)
         except BodyRefused as error:
             return PlainTextResponse(str(error), status_code=400)
         if post.refused:
             self.refused_results += len(post.refused)
-            log.warning(
-                "refused %d Infobip results (%s) at indices %s", len(post.refused), _REFUSED, post.refused[:MAX_NAMED_REFUSALS]
-            )
+            named = post.refused[:MAX_NAMED_REFUSALS]
+            log.warning("refused %d Infobip results (%s) at indices %s", len(post.refused), _REFUSED, named)
             if not post.reports and not post.rejections:
                 return PlainTextResponse(f"no result verified; {_refusals(post)}", status_code=403)
         return post

@@ -144,7 +144,9 @@ class InfobipWebhookSettings(KeyringSection):
     basic: Annotated[
         SecretStr,
         BeforeValidator(_basic_credentials),
-        Rule("must be user:password, each 1 to 255 characters on one line (the subscription profile's BASIC credentials)"),
+        Rule(
+            "must be user:password, each 1 to 255 characters on one line (the subscription profile's BASIC credentials)"
+        ),
     ] | None = Field(None, alias="HERALD_INFOBIP_WEBHOOK_BASIC")
 
 
@@ -156,9 +158,9 @@ class InfobipSettings(Section):
     ``SecretStr``, sent as ``Authorization: App <key>``.
     """
 
-    base_url: Annotated[Url("https://xxxxx.api.infobip.com"), AfterValidator(no_trailing_slash)] | None = Field(  # type: ignore[valid-type]
-        None, alias="HERALD_INFOBIP_BASE_URL"
-    )
+    base_url: Annotated[  # type: ignore[valid-type]
+        Url("https://xxxxx.api.infobip.com"), AfterValidator(no_trailing_slash)
+    ] | None = Field(None, alias="HERALD_INFOBIP_BASE_URL")
     api_key: Token = Field(SecretStr(""), alias="HERALD_INFOBIP_API_KEY")
     # None: Infobip's default sender for the account (v3 makes `sender` optional).
     sender: Annotated[
@@ -170,7 +172,9 @@ class InfobipSettings(Section):
     read_timeout: Timeout(600) = Field(10.0, alias="HERALD_INFOBIP_READ_TIMEOUT")  # type: ignore[valid-type]
     max_in_flight: Count(1024) = Field(16, alias="HERALD_INFOBIP_MAX_IN_FLIGHT")  # type: ignore[valid-type]
     # GET /sms/3/logs: "120 requests/minute" (x-throttling-info), per account; paced per process.
-    logs_requests_per_minute: Count(6000) = Field(120, alias="HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE")  # type: ignore[valid-type]
+    logs_requests_per_minute: Count(6000) = Field(  # type: ignore[valid-type]
+        120, alias="HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE"
+    )
     webhook: InfobipWebhookSettings = InfobipWebhookSettings()
 
 
