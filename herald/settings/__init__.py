@@ -6,7 +6,7 @@ The local launcher sets these from ``temporal-dev.yaml`` (devstack builds them f
 production sets them from its secret store.
 
 Each section is what one part takes, whole: ``TwilioSettings`` is the Twilio adapter's config,
-``EmailSettings`` the SMTP adapter's, ``SendGridActivitySettings`` the Email Activity feed's,
+``InfobipSettings`` the Infobip adapter's, ``EmailSettings`` the SMTP adapter's, ``SendGridActivitySettings`` the Email Activity feed's,
 ``ReceiptSettings`` the receipt server's, ``OutboxSettings`` the relay's, and so on. Each field
 names the variable that sets it (its alias), its default (the one place it is written) and its
 shape with the sentence that refuses a bad value (herald/settings/rules.py); ``herald.settings.variables``
@@ -19,7 +19,7 @@ HERALD_TEMPORAL_* variables beside Temporal's TEMPORAL_* ones, which Temporal's 
 both say, one setting at a time, Herald's variable winning.
 
 The package's modules: ``keys`` (the keyrings' sections), ``temporal`` (the connection),
-``providers`` (Twilio, SMTP, SendGrid's feed), ``servers`` (receipts, telemetry, codec server, outbox,
+``providers`` (Twilio, Infobip, SMTP, SendGrid's feed), ``servers`` (receipts, telemetry, codec server, outbox,
 worker versioning), ``defaults`` (where things listen), ``rules`` (each value's shape and the
 sentence that refuses it), ``variables`` (the one reader of the environment). What callers use is
 named here.
