@@ -7,6 +7,7 @@ vocabulary for, and the caller must then leave the report alone rather than gues
 
     ReportVocabulary
       ├── "twilio"    herald.providers.twilio_codes (status labels, error codes)
+      ├── "infobip"   herald.providers.infobip_codes (status names, error ids)
       └── "sendgrid"  herald.providers.sendgrid_events (event names, enhanced status codes)
 """
 
@@ -17,7 +18,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from herald.core.outcomes import ProviderStatus
-from herald.providers import sendgrid_events, twilio_codes
+from herald.providers import infobip_codes, sendgrid_events, twilio_codes
 
 
 class ReportVocabulary(Protocol):
@@ -42,6 +43,16 @@ class TwilioVocabulary:
         return twilio_codes.is_retryable(error_code)
 
 
+class InfobipVocabulary:
+    """Infobip's status names and error ids; the status and the error's ``permanent`` flag decide retryability."""
+
+    def map_status(self, label: str) -> ProviderStatus:
+        return infobip_codes.map_status(label)
+
+    def is_retryable(self, label: str, error_code: int | None) -> bool:
+        return infobip_codes.is_retryable(label, error_code)
+
+
 class SendGridVocabulary:
     """SendGrid's event names and enhanced status codes (encoded by ``sendgrid_events.error_code_of``)."""
 
@@ -54,7 +65,7 @@ class SendGridVocabulary:
 
 # Keyed by the value of receipt_inbox.provider that each receipt route writes.
 REPORT_VOCABULARIES: Mapping[str, ReportVocabulary] = MappingProxyType(
-    {"twilio": TwilioVocabulary(), "sendgrid": SendGridVocabulary()}
+    {"twilio": TwilioVocabulary(), "infobip": InfobipVocabulary(), "sendgrid": SendGridVocabulary()}
 )
 
 

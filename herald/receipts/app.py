@@ -68,6 +68,8 @@ written in the transaction of its last batch, so a mark exists only for a post w
 is committed, as the silence rule assumes; rejections (events the ledger cannot hold) are recorded
 there too, once per stored post rather than once per try.
 
+``POST /infobip/reports`` takes one Infobip report post: ``infobip_reports`` holds its rules.
+
 ``GET /unsubscribe/<token>`` and ``POST /unsubscribe/<token>``: the one-click unsubscribe link every
 marketing e-mail carries (``herald.privacy.unsubscribe`` reads the token, ``unsubscribe_pages`` is what a
 person sees). GET changes nothing, whatever the token: a mail scanner that fetches every link in a
@@ -102,7 +104,7 @@ deliveries that timed out logged its own traceback (1,100 to 1,700 of them, 20,0
 lines). The post itself was one transaction of 5,000 round trips: 1.6 to 1.9 s, and on a busy host
 more than the 5 s store deadline, so SendGrid got a 503 too. Now every kind of work takes its
 connections from its own bounded share, and the shares add up to the pool
-(POOL_CONNECTIONS_NEEDED, 10: ``python -m herald.receipts`` opens its pool that size):
+(POOL_CONNECTIONS_NEEDED, 13: ``python -m herald.receipts`` opens its pool that size):
 
     Twilio: the group commit's one transaction at a time ..................... 1
             recording rejections (TWILIO_REJECTION_CONNECTIONS) ............... 1
@@ -111,6 +113,7 @@ connections from its own bounded share, and the shares add up to the pool
     SendGrid: storing posts, one at a time (SENDGRID_STORE_CONNECTIONS) ....... 1
               routing (ROUTING_CONNECTIONS) ................................... 2
     unsubscribe links, one at a time (UNSUBSCRIBE_CONNECTIONS) ............... 1
+    Infobip: storing posts, one at a time, and routing (infobip_reports) ..... 3
     the drainer, one pass at a time ........................................... 1
 
 Work beyond a share waits on that share's semaphore, never in the pool's queue, so a request of
@@ -154,7 +157,7 @@ from herald.privacy.unsubscribe import read as read_token
 from herald.providers import sendgrid_signature
 from herald.providers.sendgrid_events import MAX_EVENTS, EventBatch, EventBodyError, unsubscribes
 from herald.providers.twilio_signature import is_valid_signature
-from herald.receipts import unsubscribe_pages
+from herald.receipts import infobip_reports, unsubscribe_pages
 from herald.receipts.delivery import StoredReport
 from herald.receipts.rejections import kept_fields
 from herald.receipts.routing import ReportRouter, error_kind
@@ -222,6 +225,7 @@ _DRAINER_CONNECTIONS = 1
 POOL_CONNECTIONS_NEEDED = (
     _GROUP_COMMIT_CONNECTIONS + TWILIO_REJECTION_CONNECTIONS + TWILIO_INBOUND_CONNECTIONS
     + SENDGRID_STORE_CONNECTIONS + 2 * ROUTING_CONNECTIONS + _DRAINER_CONNECTIONS + UNSUBSCRIBE_CONNECTIONS
+    + infobip_reports.CONNECTIONS
 )  # fmt: skip
 # Reports a route's router may hold waiting to be signalled: four full posts. Past it a post's
 # reports are left to the drainer (committed, offered after its grace), so memory stays bounded
@@ -282,6 +286,7 @@ class ReceiptEndpoint:
             )
             for route in (PROVIDER, SENDGRID_PROVIDER)
         )
+        self.infobip = infobip_reports.InfobipReports(settings, pool=pool, client=client)
         max_size = getattr(pool, "max_size", None)
         if isinstance(max_size, int) and max_size < POOL_CONNECTIONS_NEEDED:
             log.warning(
@@ -292,7 +297,7 @@ class ReceiptEndpoint:
 
     async def close(self) -> None:
         """Stop routing (at server shutdown): reports not signalled yet are committed, and the drainer offers them."""
-        await asyncio.gather(self._twilio_router.close(), self._sendgrid_router.close())
+        await asyncio.gather(self._twilio_router.close(), self._sendgrid_router.close(), self.infobip.close())
 
     def signed_url(self, request: Request) -> str:
         """The URL the provider called, as it signed it: our public base, the path and the query."""
@@ -446,6 +451,17 @@ class ReceiptEndpoint:
             raise StoreDeadline(f"the ledger did not answer within {self._store_timeout:g} s")
         return task.result()
 
+    async def infobip_post(self, request: Request) -> Response:
+        """Infobip's delivery reports: authenticate, verify each result, store the verified, answer, route."""
+        post = await self.infobip.read(request)
+        if isinstance(post, Response):
+            return post
+        try:
+            rows = await self._within_deadline(self.infobip.store(post))
+        except _STORE_ERRORS as error:
+            return _not_stored(infobip_reports.INFOBIP_PROVIDER, error)
+        return self.infobip.answer(post, rows)
+
     async def sendgrid_events(self, request: Request) -> Response:
         """SendGrid's Signed Event Webhook: bound, verify, parse, store every event of ours in batches."""
         body = await read_bounded(request, MAX_SENDGRID_BODY_BYTES)
@@ -566,6 +582,7 @@ def create_receipt_app(endpoint: ReceiptEndpoint, **starlette_options: Any) -> S
             Route("/twilio/status", endpoint.twilio_status, methods=["POST"]),
             Route("/twilio/inbound", endpoint.twilio_inbound, methods=["POST"]),
             Route("/sendgrid/events", endpoint.sendgrid_events, methods=["POST"]),
+            Route(infobip_reports.ROUTE, endpoint.infobip_post, methods=["POST"]),
             Route("/unsubscribe/{token}", endpoint.unsubscribe_page, methods=["GET"]),
             Route("/unsubscribe/{token}", endpoint.unsubscribe, methods=["POST"]),
             Route("/healthz", health, methods=["GET"]),

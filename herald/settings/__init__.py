@@ -6,7 +6,7 @@ The local launcher sets these from ``temporal-dev.yaml`` (devstack builds them f
 production sets them from its secret store.
 
 Each section is what one part takes, whole: ``TwilioSettings`` is the Twilio adapter's config,
-``EmailSettings`` the SMTP adapter's, ``SendGridActivitySettings`` the Email Activity feed's,
+``InfobipSettings`` the Infobip adapter's, ``EmailSettings`` the SMTP adapter's, ``SendGridActivitySettings`` the Email Activity feed's,
 ``ReceiptSettings`` the receipt server's, ``OutboxSettings`` the relay's, and so on. Each field
 names the variable that sets it (its alias), its default (the one place it is written) and its
 shape with the sentence that refuses a bad value (herald/settings/rules.py); ``herald.settings.variables``
@@ -19,7 +19,7 @@ HERALD_TEMPORAL_* variables beside Temporal's TEMPORAL_* ones, which Temporal's 
 both say, one setting at a time, Herald's variable winning.
 
 The package's modules: ``keys`` (the keyrings' sections), ``temporal`` (the connection),
-``providers`` (Twilio, SMTP, SendGrid's feed), ``servers`` (receipts, telemetry, codec server, outbox,
+``providers`` (Twilio, Infobip, SMTP, SendGrid's feed), ``servers`` (receipts, telemetry, codec server, outbox,
 worker versioning), ``defaults`` (where things listen), ``rules`` (each value's shape and the
 sentence that refuses it), ``variables`` (the one reader of the environment). What callers use is
 named here.
@@ -50,7 +50,13 @@ from herald.settings.keys import (
     UnsubscribeSettings,
     is_https_url,
 )
-from herald.settings.providers import EmailSettings, SendGridActivitySettings, TwilioSettings
+from herald.settings.providers import (
+    EmailSettings,
+    InfobipSettings,
+    InfobipWebhookSettings,
+    SendGridActivitySettings,
+    TwilioSettings,
+)
 from herald.settings.rules import DatabaseUrl, DirectoryPath, refusal
 from herald.settings.servers import (
     OUTBOX_LEASE_SECONDS,
@@ -67,7 +73,7 @@ from herald.settings.variables import InvalidSetting, Section, given_variables, 
 __all__ = [
     "CODEC_SERVER_PORT", "LEDGER_METRICS_PORT", "LOOPBACK", "OUTBOX_LEASE_SECONDS", "RECEIPT_PORT", "REPO_ROOT",
     "RULES", "TEMPORAL_PORT", "TEMPORAL_UI_PORT", "CodecServerSettings", "CodecSettings", "EmailSettings",
-    "FingerprintSettings", "InvalidSetting", "KeyEncryptionSettings", "OutboxSettings", "ReceiptSettings",
+    "FingerprintSettings", "InfobipSettings", "InfobipWebhookSettings", "InvalidSetting", "KeyEncryptionSettings", "OutboxSettings", "ReceiptSettings",
     "SendGridActivitySettings", "Settings", "TelemetrySettings", "TemporalSettings", "TemporalVariables",
     "TwilioSettings", "UnsubscribeSettings", "WorkerVersionSettings", "as_variables", "is_https_url",
     "load_section", "load_settings",
@@ -93,6 +99,7 @@ class Settings(BaseSettings):
 
     temporal: TemporalSettings = TemporalSettings()
     twilio: TwilioSettings = TwilioSettings()
+    infobip: InfobipSettings = InfobipSettings()
     email: EmailSettings = EmailSettings()
     sendgrid_activity: SendGridActivitySettings = SendGridActivitySettings()
     receipts: ReceiptSettings = ReceiptSettings()

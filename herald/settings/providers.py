@@ -1,4 +1,4 @@
-"""The providers' sections: Twilio, the SMTP relay, SendGrid's Email Activity feed.
+"""The providers' sections: Twilio, Infobip, the SMTP relay, SendGrid's Email Activity feed.
 """
 
 
@@ -19,7 +19,7 @@ from pydantic import (
 from herald.settings.defaults import (
     no_trailing_slash,
 )
-from herald.settings.keys import UnsubscribeSettings
+from herald.settings.keys import KeyringSection, UnsubscribeSettings, keyring_variables
 from herald.settings.rules import (
     ACCOUNT_SID_PATTERN,
     MESSAGING_SERVICE_SID_PATTERN,
@@ -106,6 +106,76 @@ class TwilioSettings(Section):
                 "HERALD_TWILIO_MESSAGING_SERVICE_SID",
             )
         return self
+
+
+def _infobip_sender(value: str) -> str:
+    """A numeric sender (up to 15 digits, a leading + allowed) or an alphanumeric one of up to 11."""
+    if re.fullmatch(r"\+?[0-9]{1,15}", value):
+        return value
+    if len(value) <= 11 and re.fullmatch(r"[A-Za-z0-9 ]*[A-Za-z][A-Za-z0-9 ]*", value):
+        return value
+    raise ValueError("not a sender")
+
+
+def _basic_credentials(value: Any) -> Any:
+    """user:password, each part 1 to 255 characters (Infobip's BASIC security limits), one line."""
+    if isinstance(value, str):
+        user, colon, password = value.partition(":")
+        if not (colon and 0 < len(user) <= 255 and 0 < len(password) <= 255) or any(c in value for c in "\r\n\0"):
+            raise ValueError("not user:password")
+    return value
+
+
+class InfobipWebhookSettings(KeyringSection):
+    """How Infobip's delivery reports are authenticated (herald/providers/infobip_signature.py,
+    herald/receipts/infobip_reports.py): the keys that sign each message's ``callbackData`` and verify
+    it on every report, and the Basic credentials of a subscription profile, if one is set up.
+
+    One set of variables, held whole by two sections: the Infobip section's (the adapter signs) and
+    the receipt server's (it verifies). A keyring of its own, never a fingerprint or payload key:
+    the receipt server faces the internet. Rotation: add the new key, make it active, keep the old one
+    for as long as Infobip may still report on messages it signed (48 h: validity's maximum, plus the
+    webhook retry cycle).
+    """
+
+    model_config = keyring_variables("HERALD_INFOBIP_WEBHOOK")
+    PURPOSE, FIRST_KEY_ACTIVE = "HMAC-SHA-256", True
+    # user:password a subscription profile (security type BASIC) sends; None: the route asks none.
+    basic: Annotated[
+        SecretStr,
+        BeforeValidator(_basic_credentials),
+        Rule(
+            "must be user:password, each 1 to 255 characters on one line (the subscription profile's BASIC credentials)"
+        ),
+    ] | None = Field(None, alias="HERALD_INFOBIP_WEBHOOK_BASIC")
+
+
+class InfobipSettings(Section):
+    """Where and as whom the Infobip adapter (herald/providers/infobip.py) talks to Infobip's SMS API v3.
+
+    The base URL is per account (``https://xxxxx.api.infobip.com``, from Infobip's portal) and has no
+    default: the adapter refuses to start without it, an API key and a webhook key. ``api_key`` is a
+    ``SecretStr``, sent as ``Authorization: App <key>``.
+    """
+
+    base_url: Annotated[  # type: ignore[valid-type]
+        Url("https://xxxxx.api.infobip.com"), AfterValidator(no_trailing_slash)
+    ] | None = Field(None, alias="HERALD_INFOBIP_BASE_URL")
+    api_key: Token = Field(SecretStr(""), alias="HERALD_INFOBIP_API_KEY")
+    # None: Infobip's default sender for the account (v3 makes `sender` optional).
+    sender: Annotated[
+        str,
+        AfterValidator(_infobip_sender),
+        Rule("must be a numeric sender of up to 15 digits (a leading + allowed) or an alphanumeric one of up to 11"),
+    ] | None = Field(None, alias="HERALD_INFOBIP_SENDER")
+    connect_timeout: Timeout(600) = Field(3.0, alias="HERALD_INFOBIP_CONNECT_TIMEOUT")  # type: ignore[valid-type]
+    read_timeout: Timeout(600) = Field(10.0, alias="HERALD_INFOBIP_READ_TIMEOUT")  # type: ignore[valid-type]
+    max_in_flight: Count(1024) = Field(16, alias="HERALD_INFOBIP_MAX_IN_FLIGHT")  # type: ignore[valid-type]
+    # GET /sms/3/logs: "120 requests/minute" (x-throttling-info), per account; paced per process.
+    logs_requests_per_minute: Count(6000) = Field(  # type: ignore[valid-type]
+        120, alias="HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE"
+    )
+    webhook: InfobipWebhookSettings = InfobipWebhookSettings()
 
 
 def _true_or_false(value: Any) -> Any:

@@ -26,6 +26,7 @@ from herald.settings.defaults import (
     no_trailing_slash,
 )
 from herald.settings.keys import UnsubscribeSettings
+from herald.settings.providers import InfobipWebhookSettings
 from herald.settings.rules import (
     DatabaseUrl,
     Flag,
@@ -87,6 +88,8 @@ class ReceiptSettings(Section):
     # The unsubscribe links marketing e-mail carries, verified at /unsubscribe/ (the same variables
     # as the e-mail section's).
     unsubscribe: UnsubscribeSettings = UnsubscribeSettings()
+    # Infobip's reports, verified at /infobip/reports (the same variables as the Infobip section's).
+    infobip_webhook: InfobipWebhookSettings = InfobipWebhookSettings()
 
 
 _OTLP_URL = Url("http://127.0.0.1:4317")

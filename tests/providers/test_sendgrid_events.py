@@ -327,11 +327,11 @@ def test_only_a_bounce_or_drop_with_a_transient_status_is_retryable(
 # ---- the registry -----------------------------------------------------------------------------
 
 
-def test_the_registry_holds_twilio_and_sendgrid_and_nothing_else() -> None:
+def test_the_registry_holds_twilio_infobip_and_sendgrid_and_nothing_else() -> None:
     """Each provider the receipt routes write to the inbox has a vocabulary; an unknown or missing one has none."""
     assert isinstance(REPORT_VOCABULARIES["twilio"], TwilioVocabulary)
     assert isinstance(REPORT_VOCABULARIES["sendgrid"], SendGridVocabulary)
-    assert set(REPORT_VOCABULARIES) == {"twilio", "sendgrid"}
+    assert set(REPORT_VOCABULARIES) == {"twilio", "infobip", "sendgrid"}
     assert vocabulary_for("mailgun") is None and vocabulary_for(None) is None and vocabulary_for("Twilio") is None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from herald.receipts.app import ReceiptEndpoint, build_receipt_server
-from herald.settings import ReceiptSettings, TwilioSettings, UnsubscribeSettings
+from herald.settings import InfobipWebhookSettings, ReceiptSettings, TwilioSettings, UnsubscribeSettings
 from tests.keys import SESSION_KEYRING
 
 
@@ -43,18 +43,21 @@ async def receipt_app(
     twilio: TwilioSettings | None = None,
     inbound_replies: bool = False,
     unsubscribe: UnsubscribeSettings | None = None,
+    infobip: InfobipWebhookSettings | None = None,
 ) -> AsyncIterator[tuple[str, RecordingClient]]:
     """The receipt app under uvicorn on a port the OS picks; yields its base URL and the client.
 
     ``public_url`` is what the endpoint believes the provider called (the URL signatures cover),
     so a test signs against it whatever port the OS picked. ``twilio`` says whose replies are ours
     (None: every signed one); ``inbound_replies`` is HERALD_TWILIO_INBOUND_REPLIES; ``unsubscribe``
-    holds the keys unsubscribe links are verified with (None: none, every link refused).
+    holds the keys unsubscribe links are verified with (None: none, every link refused); ``infobip`` the
+keys (and Basic credentials) Infobip's reports are verified with (None: none, every post refused).
     """
     client = RecordingClient()
     receipts = ReceiptSettings(
         public_url=public_url, hold_seconds=hold_seconds, sendgrid_public_key=public_key, store_timeout=store_timeout,
         inbound_replies=inbound_replies, unsubscribe=unsubscribe or UnsubscribeSettings(),
+        infobip_webhook=infobip or InfobipWebhookSettings(),
     )  # fmt: skip
     endpoint = ReceiptEndpoint(
         receipts, auth_token=auth_token, pool=pool, client=client, twilio=twilio, keyring=SESSION_KEYRING

@@ -137,6 +137,16 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_SENDGRID_API_BASE", "sendgrid-api", "must be an http:// or https:// URL with a host, e.g. https://api.sendgrid.com"),
     ("HERALD_SENDGRID_ACTIVITY_LAG", "86401", "must be a number of seconds from 0 to 86400"),
     ("HERALD_SENDGRID_ACTIVITY_REQUESTS_PER_MINUTE", "lots", "must be a whole number from 1 to 6000"),
+    ("HERALD_INFOBIP_BASE_URL", "abc12.infobip-host", "must be an http:// or https:// URL with a host, e.g. https://xxxxx.api.infobip.com"),
+    ("HERALD_INFOBIP_API_KEY", "App key-secret", "must be one token, without spaces or line breaks"),
+    ("HERALD_INFOBIP_SENDER", "A-very-long-sender", "must be a numeric sender of up to 15 digits (a leading + allowed) or an alphanumeric one of up to 11"),
+    ("HERALD_INFOBIP_CONNECT_TIMEOUT", "-3", "must be a number of seconds from 0 to 600"),
+    ("HERALD_INFOBIP_READ_TIMEOUT", "601", "must be a number of seconds from 0 to 600"),
+    ("HERALD_INFOBIP_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
+    ("HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE", "+120", "must be a whole number from 1 to 6000"),
+    ("HERALD_INFOBIP_WEBHOOK_KEYS", "k1:not-base64-secret", "key k1: must be standard base64"),
+    ("HERALD_INFOBIP_WEBHOOK_ACTIVE_KEY", "k9", "must be the id of a key in HERALD_INFOBIP_WEBHOOK_KEYS or HERALD_INFOBIP_WEBHOOK_KEY_FILES (configured ids: none)"),
+    ("HERALD_INFOBIP_WEBHOOK_BASIC", "nocolon-secret", "must be user:password, each 1 to 255 characters on one line (the subscription profile's BASIC credentials)"),
     ("HERALD_RECEIPT_HOST", "0.0.0.0:8235", "must be a host name or IP address, without scheme or port, e.g. 127.0.0.1"),
     ("HERALD_RECEIPT_PORT", "80x", "must be a port number from 1 to 65535"),
     ("HERALD_RECEIPT_PUBLIC_URL", "hooks.example.com/twilio", "must be an http:// or https:// URL with a host, e.g. https://hooks.example.com"),
@@ -192,7 +202,7 @@ def test_the_bad_value_table_covers_every_variable_of_the_model() -> None:
     """A variable added to the model without a bad-value case here fails this test."""
     covered = {name for name, _, _ in BAD_VALUES} | {
         "HERALD_CODEC_KEY_FILES", "HERALD_FINGERPRINT_KEY_FILES", "HERALD_UNSUBSCRIBE_KEY_FILES",
-        "HERALD_KEY_ENCRYPTION_KEY_FILES",
+        "HERALD_KEY_ENCRYPTION_KEY_FILES", "HERALD_INFOBIP_WEBHOOK_KEY_FILES",
     }
     declared = {name.replace("*", "AUTHORIZATION") for name in RULES}
     assert declared == covered
