@@ -107,6 +107,20 @@ class EmulatorDev(Frozen):
     rate_limit_per_sender: float = 0
 
 
+class InfobipDev(Frozen):
+    """The Infobip emulator (emulator/infobip): the second SMS provider's stand-in (demo and tests only)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8238
+    api_key: str = "herald-local-infobip-key"
+    step_ms: int = 150
+    # Infobip's report-retry minutes become 0.6 s: a receipt server that was down gets its reports soon.
+    time_factor: float = 0.01
+    # The Basic credentials the emulator posts delivery reports with (a subscription's BASIC profile).
+    webhook_username: str = "herald-infobip"
+    webhook_password: str = "herald-local-infobip-webhook"
+
+
 class EspDev(Frozen):
     """The ESP emulator: an SMTP relay that plays SendGrid and posts signed events (demo and tests only)."""
 
@@ -179,6 +193,7 @@ class StackConfig(Frozen):
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
     esp: EspDev = EspDev()
+    infobip: InfobipDev = InfobipDev()
     outbox: OutboxDev = OutboxDev()
     receipts: ReceiptsDev = ReceiptsDev()
     metrics: MetricsDev = MetricsDev()
@@ -375,6 +390,11 @@ class StackConfig(Frozen):
         return {
             **as_variables(temporal),
             **as_variables(settings),
+            # The Infobip emulator, as Twilio's above; named here until Herald's settings carry an Infobip section.
+            "HERALD_INFOBIP_BASE_URL": f"http://{self.infobip.host}:{self.infobip.port}",
+            "HERALD_INFOBIP_API_KEY": self.infobip.api_key,
+            "HERALD_INFOBIP_WEBHOOK_USERNAME": self.infobip.webhook_username,
+            "HERALD_INFOBIP_WEBHOOK_PASSWORD": self.infobip.webhook_password,
             # Blank is unset: a Temporal Cloud profile or API key in the caller's shell must not
             # reach this stack's processes (they inherit the shell; herald/settings/temporal_profile.py).
             **{name: "" for name in TEMPORAL_VARIABLES},

@@ -53,7 +53,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--report-max-retries", type=int, default=10, help="retries of a failed report post")
     parser.add_argument(
-        "--webhook-basic", type=_pair, metavar="USER:PASSWORD", help="post reports with HTTP Basic credentials"
+        "--webhook-basic",
+        type=_pair,
+        default=os.environ.get("INFOBIP_EMULATOR_WEBHOOK_BASIC") or None,
+        metavar="USER:PASSWORD",
+        help="post reports with HTTP Basic credentials (default: $INFOBIP_EMULATOR_WEBHOOK_BASIC)",
     )
     parser.add_argument("--subscription-url", help="where reports go when a message names no webhook URL")
     parser.add_argument(
