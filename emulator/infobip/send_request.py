@@ -55,7 +55,7 @@ class Platform(_Schema):
 
 class ValidityPeriod(_Schema):
     # At least 1: Infobip documents no minimum (UNCONFIRMED); a validity of nothing is refused here.
-    amount: Int32 = Field(ge=1)
+    amount: int = Field(ge=1, le=_INT32)
     time_unit: Literal["SECONDS", "MINUTES", "HOURS"] = Field(default="MINUTES", alias="timeUnit")
 
     @property
