@@ -68,6 +68,16 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> An
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
+def reports_at(receiver: ReportReceiver, name: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` reports posted to `name`, across batches, in arrival order."""
+
+    def arrived() -> list[dict[str, Any]] | None:
+        results = [result for post in receiver.posts(name) for result in post.results]
+        return results[:count] if len(results) >= count else None
+
+    return wait_until(arrived, f"{count} reports at {name}")
+
+
 def final_status(emulator: InfobipThread, to: str, count: int = 1) -> list[dict[str, Any]]:
     """The messages to `to` once `count` of them reached a final status."""
 
@@ -291,7 +301,7 @@ def test_intermediate_reports_only_when_asked(infobip: InfobipThread, report_rec
     name, to = f"intermediate-{uuid.uuid4().hex[:8]}", fresh_number()
     body = sms(to, webhooks={"delivery": {"url": report_receiver.url(name), "intermediateReport": True}})
     send(infobip, body)
-    results = wait_until(lambda: len(r := [x for p in report_receiver.posts(name) for x in p.results]) == 2 and r, "2 reports")
+    results = reports_at(report_receiver, name, 2)
     assert [r["status"]["name"] for r in results] == ["PENDING_WAITING_DELIVERY", "DELIVERED_TO_HANDSET"]
     assert "doneAt" not in results[0] and "doneAt" in results[1]
     assert [r["status"] for r in oracle(infobip, to)[0]["reports"]] == ["PENDING_WAITING_DELIVERY", "DELIVERED_TO_HANDSET"]
@@ -507,7 +517,7 @@ def test_with_idempotency_a_repeat_within_the_grace_is_rejected_during_processin
     assert (original["sent"], original["status"]["name"]) == (True, "DELIVERED_TO_HANDSET")
     assert (duplicate["sent"], duplicate["duplicate_of"]) == (False, original["seq"])
     assert (duplicate["status"]["groupName"], duplicate["status"]["id"]) == ("REJECTED", 23)
-    reports = [SmsDeliveryReport.from_dict(p.results[0]) for p in report_receiver.wait_for(name, 2)]
+    reports = [SmsDeliveryReport.from_dict(result) for result in reports_at(report_receiver, name, 2)]
     assert sorted(r.status.name for r in reports) == ["DELIVERED_TO_HANDSET", "REJECTED_DUPLICATE_MESSAGE_ID"]
     assert {r.message_id for r in reports} == {message_id}
     logged = logs(emulator, messageId=message_id).json()["results"]
