@@ -13,10 +13,11 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,6 +28,9 @@ from emulator.infobip.config import InfobipConfig
 from emulator.infobip.server import InfobipServer
 
 T = TypeVar("T")
+
+API_KEY = "infobip-emulator-test-key"
+AUTH = {"Authorization": f"App {API_KEY}"}
 
 
 def fresh_number() -> str:
@@ -100,7 +104,9 @@ class ReportReceiver:
         self._posts: list[ReportPost] = []
         self._failures: dict[str, tuple[int, int]] = {}
         app = Starlette(routes=[Route("/dlr/{name}", self._handle, methods=["POST"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+        )
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._socket]}, name="report-receiver", daemon=True
         )
@@ -161,3 +167,74 @@ class ReportReceiver:
                 )
             )
         return Response(status_code=status)
+
+
+# ---- talking to it ---------------------------------------------------------------------------------
+
+
+def send(emulator: InfobipThread, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    """POST /sms/3/messages with the test key (or `headers`)."""
+    return httpx.post(
+        f"{emulator.url}/sms/3/messages", json=body, headers=AUTH if headers is None else headers, timeout=10
+    )
+
+
+def sms(to: str, text: str = "Your code is 1234", **message: Any) -> dict[str, Any]:
+    """A one-message send body; `message` adds or replaces the message's properties."""
+    destination: dict[str, Any] = {"to": to}
+    if "messageId" in message:
+        destination["messageId"] = message.pop("messageId")
+    return {"messages": [{"destinations": [destination], "content": {"text": text}, **message}]}
+
+
+def reported(url: str, callback_data: str | None = None) -> dict[str, Any]:
+    """A message's `webhooks` asking for reports at `url`."""
+    webhooks: dict[str, Any] = {"delivery": {"url": url}}
+    if callback_data is not None:
+        webhooks["callbackData"] = callback_data
+    return {"webhooks": webhooks}
+
+
+def oracle(emulator: InfobipThread, to: str) -> list[dict[str, Any]]:
+    """Every message the emulator accepted for `to`, as its admin API shows them."""
+    return httpx.get(f"{emulator.url}/_emulator/messages", params={"to": to}).json()["messages"]
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """`check()`'s first truthy answer; an AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answer := check():
+            return answer
+        time.sleep(0.02)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def reports_at(receiver: ReportReceiver, name: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` reports posted to `name`, across batches, in arrival order."""
+
+    def arrived() -> list[dict[str, Any]] | None:
+        results = [result for post in receiver.posts(name) for result in post.results]
+        return results[:count] if len(results) >= count else None
+
+    return wait_until(arrived, f"{count} reports at {name}")
+
+
+def final_status(emulator: InfobipThread, to: str, count: int = 1) -> list[dict[str, Any]]:
+    """The messages to `to` once `count` of them reached a final status."""
+
+    def done() -> list[dict[str, Any]] | None:
+        messages = oracle(emulator, to)
+        return messages if sum(m["status"]["groupName"] != "PENDING" for m in messages) >= count else None
+
+    return wait_until(done, f"{count} final message(s) to {to}")
+
+
+def declared(model: type) -> set[str]:
+    """The JSON names an official client model declares."""
+    return set(getattr(model, f"_{model.__name__}__properties"))
+
+
+def logs(emulator: InfobipThread, **params: Any) -> httpx.Response:
+    """GET /sms/3/logs with the test key."""
+    return httpx.get(f"{emulator.url}/sms/3/logs", params=params, headers=AUTH)

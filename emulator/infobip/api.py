@@ -36,7 +36,6 @@ from emulator.infobip.faults import (
     REFUSALS,
     AcceptThenError,
     AcceptThenHang,
-    Error500,
     Error503,
     Fault,
     FaultRegistry,
@@ -63,7 +62,9 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(json.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
-def error_response(status: int, violations: list[Violation] | None = None, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int, violations: list[Violation] | None = None, headers: dict[str, str] | None = None
+) -> Response:
     return json_response(api_error(status, violations), status, headers)
 
 
@@ -102,7 +103,9 @@ class InfobipApi:
             return user_ok and password_ok
         return False
 
-    def _refuse(self, status: int, violations: list[Violation] | None = None, headers: dict[str, str] | None = None) -> Response:
+    def _refuse(
+        self, status: int, violations: list[Violation] | None = None, headers: dict[str, str] | None = None
+    ) -> Response:
         self._stats.refused_by_status[status] += 1
         return error_response(status, violations, headers)
 

@@ -162,7 +162,9 @@ class Lifecycle:
         if policy.delay_seconds:
             self._poster.spawn(self._later(record, body, policy.delay_seconds), name="report-delayed")
             return
-        tasks = [self._poster.deliver(record, body, copy=copy, alone=policy.alone) for copy in range(1, policy.copies + 1)]
+        tasks = [
+            self._poster.deliver(record, body, copy=copy, alone=policy.alone) for copy in range(1, policy.copies + 1)
+        ]
         waiting = {task for task in tasks if task is not None}
         if waiting and (policy.wait or policy.final_first):
             await asyncio.wait(waiting)

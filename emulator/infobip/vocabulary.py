@@ -63,11 +63,15 @@ class MessageError:
 # The answer to a send: the spec's own example, description included.
 PENDING_ACCEPTED = Status(1, "PENDING", 26, "PENDING_ACCEPTED", "Message sent to next instance")
 # Descriptions below are paraphrases except DELIVERED_TO_HANDSET's, which is Infobip's text.
-PENDING_WAITING_DELIVERY = Status(1, "PENDING", 3, "PENDING_WAITING_DELIVERY", "Message sent, waiting for delivery report")
+PENDING_WAITING_DELIVERY = Status(
+    1, "PENDING", 3, "PENDING_WAITING_DELIVERY", "Message sent, waiting for delivery report"
+)
 DELIVERED_TO_OPERATOR = Status(3, "DELIVERED", 2, "DELIVERED_TO_OPERATOR", "Message delivered to operator")
 DELIVERED_TO_HANDSET = Status(3, "DELIVERED", 5, "DELIVERED_TO_HANDSET", "Message delivered to handset")
 EXPIRED_EXPIRED = Status(4, "EXPIRED", 15, "EXPIRED_EXPIRED", "Message expired")
-REJECTED_DUPLICATE_MESSAGE_ID = Status(5, "REJECTED", 23, "REJECTED_DUPLICATE_MESSAGE_ID", "Duplicate Message ID rejected")
+REJECTED_DUPLICATE_MESSAGE_ID = Status(
+    5, "REJECTED", 23, "REJECTED_DUPLICATE_MESSAGE_ID", "Duplicate Message ID rejected"
+)
 REJECTED_MESSAGE_TOO_LONG = Status(5, "REJECTED", 25, "REJECTED_MESSAGE_TOO_LONG", "Message too long")
 MISSING_TO = Status(5, "REJECTED", 51, "MISSING_TO", "Missing destination")
 REJECTED_DESTINATION = Status(5, "REJECTED", 52, "REJECTED_DESTINATION", "Invalid destination address")

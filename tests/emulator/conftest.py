@@ -8,9 +8,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from emulator.infobip.config import InfobipConfig
-from tests.infobip_emulator import InfobipThread, ReportReceiver
+from tests.infobip_emulator import API_KEY, InfobipThread, ReportReceiver
 
-API_KEY = "infobip-emulator-test-key"
 WEBHOOK_USER, WEBHOOK_PASSWORD = "herald-dlr", "dlr-test-password"
 # Infobip's retry minutes become 0.12 s: a retry test takes about a second.
 TIME_FACTOR = 0.002

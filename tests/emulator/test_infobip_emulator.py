@@ -20,72 +20,27 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from infobip_api_client.models import ApiError, SmsDeliveryReport, SmsDeliveryResult, SmsLog, SmsLogsResponse
+from infobip_api_client.models import ApiError, SmsDeliveryReport, SmsDeliveryResult
 from infobip_api_client.models import SmsResponse, SmsResponseDetails
 
-from emulator.infobip.config import InfobipConfig
 from tests.depth import examples
-from tests.emulator.conftest import API_KEY, TIME_FACTOR, WEBHOOK_PASSWORD, WEBHOOK_USER
-from tests.infobip_emulator import InfobipThread, ReportReceiver, fresh_number
-
-AUTH = {"Authorization": f"App {API_KEY}"}
-
-
-def declared(model: type) -> set[str]:
-    """The JSON names an official client model declares."""
-    return set(getattr(model, f"_{model.__name__}__properties"))
-
-
-def send(emulator: InfobipThread, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(f"{emulator.url}/sms/3/messages", json=body, headers=AUTH if headers is None else headers, timeout=10)
-
-
-def sms(to: str, text: str = "Your code is 1234", **message: Any) -> dict[str, Any]:
-    """A one-message send body; `message` adds or replaces the message's properties."""
-    destination: dict[str, Any] = {"to": to}
-    if "messageId" in message:
-        destination["messageId"] = message.pop("messageId")
-    return {"messages": [{"destinations": [destination], "content": {"text": text}, **message}]}
-
-
-def reported(url: str, callback_data: str | None = None) -> dict[str, Any]:
-    webhooks: dict[str, Any] = {"delivery": {"url": url}}
-    if callback_data is not None:
-        webhooks["callbackData"] = callback_data
-    return {"webhooks": webhooks}
-
-
-def oracle(emulator: InfobipThread, to: str) -> list[dict[str, Any]]:
-    return httpx.get(f"{emulator.url}/_emulator/messages", params={"to": to}).json()["messages"]
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if answer := check():
-            return answer
-        time.sleep(0.02)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
-def reports_at(receiver: ReportReceiver, name: str, count: int) -> list[dict[str, Any]]:
-    """The first `count` reports posted to `name`, across batches, in arrival order."""
-
-    def arrived() -> list[dict[str, Any]] | None:
-        results = [result for post in receiver.posts(name) for result in post.results]
-        return results[:count] if len(results) >= count else None
-
-    return wait_until(arrived, f"{count} reports at {name}")
-
-
-def final_status(emulator: InfobipThread, to: str, count: int = 1) -> list[dict[str, Any]]:
-    """The messages to `to` once `count` of them reached a final status."""
-
-    def done() -> list[dict[str, Any]] | None:
-        messages = oracle(emulator, to)
-        return messages if sum(m["status"]["groupName"] != "PENDING" for m in messages) >= count else None
-
-    return wait_until(done, f"{count} final message(s) to {to}")
+from tests.emulator.conftest import TIME_FACTOR, WEBHOOK_PASSWORD, WEBHOOK_USER
+from tests.infobip_emulator import (
+    API_KEY,
+    AUTH,
+    InfobipThread,
+    ReportReceiver,
+    declared,
+    final_status,
+    fresh_number,
+    logs,
+    oracle,
+    reported,
+    reports_at,
+    send,
+    sms,
+    wait_until,
+)
 
 
 # ---- the send --------------------------------------------------------------------------------------
@@ -179,17 +134,57 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("messages.0.destinations.0.to", None, "messages[0].destinations[0].to", "must not be null"),
         ("messages.0.destinations.0.to", "4" * 65, "messages[0].destinations[0].to", "size must be between 0 and 64"),
         ("messages.0.destinations.0.to", 41793026727, "messages[0].destinations[0].to", "must be a string"),
-        ("messages.0.destinations.0.messageId", "m" * 201, "messages[0].destinations[0].messageId", "size must be between 0 and 200"),
+        (
+            "messages.0.destinations.0.messageId",
+            "m" * 201,
+            "messages[0].destinations[0].messageId",
+            "size must be between 0 and 200",
+        ),
         ("messages.0.content", None, "messages[0].content", "must not be null"),
         ("messages.0.content", {}, "messages[0].content.text", "must not be null"),
-        ("messages.0.content", {"text": "a", "hex": "00"}, "messages[0].content", "must be either text or binary content, not both"),
-        ("messages.0.options.validityPeriod", {"timeUnit": "HOURS"}, "messages[0].options.validityPeriod.amount", "must not be null"),
-        ("messages.0.options.validityPeriod.timeUnit", "DAYS", "messages[0].options.validityPeriod.timeUnit", "must be one of 'SECONDS', 'MINUTES' or 'HOURS'"),
-        ("messages.0.options.validityPeriod.amount", "5", "messages[0].options.validityPeriod.amount", "must be an integer"),
-        ("messages.0.options.validityPeriod.amount", 0, "messages[0].options.validityPeriod.amount", "must be greater than or equal to 1"),
+        (
+            "messages.0.content",
+            {"text": "a", "hex": "00"},
+            "messages[0].content",
+            "must be either text or binary content, not both",
+        ),
+        (
+            "messages.0.options.validityPeriod",
+            {"timeUnit": "HOURS"},
+            "messages[0].options.validityPeriod.amount",
+            "must not be null",
+        ),
+        (
+            "messages.0.options.validityPeriod.timeUnit",
+            "DAYS",
+            "messages[0].options.validityPeriod.timeUnit",
+            "must be one of 'SECONDS', 'MINUTES' or 'HOURS'",
+        ),
+        (
+            "messages.0.options.validityPeriod.amount",
+            "5",
+            "messages[0].options.validityPeriod.amount",
+            "must be an integer",
+        ),
+        (
+            "messages.0.options.validityPeriod.amount",
+            0,
+            "messages[0].options.validityPeriod.amount",
+            "must be greater than or equal to 1",
+        ),
         ("messages.0.webhooks.delivery.url", "not a url", "messages[0].webhooks.delivery.url", "must be a valid URL"),
-        ("messages.0.webhooks.callbackData", "c" * 4001, "messages[0].webhooks.callbackData", "size must be between 0 and 4000"),
-        ("messages.0.webhooks.contentType", "text/plain", "messages[0].webhooks.contentType", "must be application/json or application/xml"),
+        (
+            "messages.0.webhooks.callbackData",
+            "c" * 4001,
+            "messages[0].webhooks.callbackData",
+            "size must be between 0 and 4000",
+        ),
+        (
+            "messages.0.webhooks.contentType",
+            "text/plain",
+            "messages[0].webhooks.contentType",
+            "must be application/json or application/xml",
+        ),
         ("messages.0.webhooks.delivery.notify", "no", "messages[0].webhooks.delivery.notify", "must be a boolean"),
         ("options.schedule.bulkId", "b" * 101, "options.schedule.bulkId", "size must be between 0 and 100"),
     ],
@@ -225,16 +220,29 @@ _NEAR_VALID = st.fixed_dictionaries(
             st.fixed_dictionaries(
                 {
                     "destinations": st.lists(
-                        st.fixed_dictionaries({"to": st.text(max_size=70) | _JSON}, optional={"messageId": st.text(max_size=210) | _JSON}),
+                        st.fixed_dictionaries(
+                            {"to": st.text(max_size=70) | _JSON}, optional={"messageId": st.text(max_size=210) | _JSON}
+                        ),
                         max_size=2,
                     ),
                     "content": st.fixed_dictionaries({}, optional={"text": st.text(max_size=50) | _JSON, "hex": _JSON}),
                 },
                 optional={
                     "options": st.fixed_dictionaries(
-                        {}, optional={"validityPeriod": st.fixed_dictionaries({}, optional={"amount": _JSON | st.integers(), "timeUnit": st.sampled_from(["SECONDS", "MINUTES", "HOURS", "DAYS"]) | _JSON})}
+                        {},
+                        optional={
+                            "validityPeriod": st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "amount": _JSON | st.integers(),
+                                    "timeUnit": st.sampled_from(["SECONDS", "MINUTES", "HOURS", "DAYS"]) | _JSON,
+                                },
+                            )
+                        },
                     ),
-                    "webhooks": st.fixed_dictionaries({}, optional={"delivery": _JSON, "callbackData": _JSON, "contentType": _JSON}),
+                    "webhooks": st.fixed_dictionaries(
+                        {}, optional={"delivery": _JSON, "callbackData": _JSON, "contentType": _JSON}
+                    ),
                 },
             ),
             max_size=2,
@@ -244,7 +252,12 @@ _NEAR_VALID = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True)
+@settings(
+    max_examples=examples(400),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    derandomize=True,
+)
 @given(body=_JSON | _NEAR_VALID)
 def test_any_json_body_is_answered_200_or_400_never_500(infobip: InfobipThread, body: Any) -> None:
     """Whatever JSON a client sends, the answer is 200 or a 400 ApiError whose violations each name a
@@ -276,7 +289,10 @@ def test_a_delivered_report_is_pushed_with_the_documented_fields(
     SmsDeliveryResult with every documented field and no undeclared one."""
     to, name = fresh_number(), f"delivered-{uuid.uuid4().hex[:8]}"
     body = sms(to, "Hello", messageId="ref-1", sender="Herald", **reported(report_receiver.url(name), "cb-1"))
-    body["messages"][0]["options"] = {"platform": {"entityId": "e1", "applicationId": "a1"}, "campaignReferenceId": "c1"}
+    body["messages"][0]["options"] = {
+        "platform": {"entityId": "e1", "applicationId": "a1"},
+        "campaignReferenceId": "c1",
+    }
     accepted = send(infobip, body).json()
     (post,) = report_receiver.wait_for(name, 1)
     assert post.authorization == "Basic " + base64.b64encode(f"{WEBHOOK_USER}:{WEBHOOK_PASSWORD}".encode()).decode()
@@ -288,10 +304,18 @@ def test_a_delivered_report_is_pushed_with_the_documented_fields(
     assert (report.error.group_name, report.error.id, report.error.permanent) == ("OK", 0, False)
     assert report.callback_data == "cb-1" and report.message_count == 1
     assert report.price.currency == "EUR" and report.price.price_per_message > 0
-    assert (report.platform.entity_id, report.platform.application_id, report.campaign_reference_id) == ("e1", "a1", "c1")
+    assert (report.platform.entity_id, report.platform.application_id, report.campaign_reference_id) == (
+        "e1",
+        "a1",
+        "c1",
+    )
     assert report.sent_at <= report.done_at
     (message,) = oracle(infobip, to)
-    assert [h["status"] for h in message["history"]] == ["PENDING_ACCEPTED", "PENDING_WAITING_DELIVERY", "DELIVERED_TO_HANDSET"]
+    assert [h["status"] for h in message["history"]] == [
+        "PENDING_ACCEPTED",
+        "PENDING_WAITING_DELIVERY",
+        "DELIVERED_TO_HANDSET",
+    ]
     assert message["sent"] is True and message["reports"][0]["delivered"] is True
 
 
@@ -304,7 +328,10 @@ def test_intermediate_reports_only_when_asked(infobip: InfobipThread, report_rec
     results = reports_at(report_receiver, name, 2)
     assert [r["status"]["name"] for r in results] == ["PENDING_WAITING_DELIVERY", "DELIVERED_TO_HANDSET"]
     assert "doneAt" not in results[0] and "doneAt" in results[1]
-    assert [r["status"] for r in oracle(infobip, to)[0]["reports"]] == ["PENDING_WAITING_DELIVERY", "DELIVERED_TO_HANDSET"]
+    assert [r["status"] for r in oracle(infobip, to)[0]["reports"]] == [
+        "PENDING_WAITING_DELIVERY",
+        "DELIVERED_TO_HANDSET",
+    ]
 
 
 def test_reports_due_together_travel_in_one_post(
@@ -314,7 +341,15 @@ def test_reports_due_together_travel_in_one_post(
     emulator = start_infobip(batch_window_ms=200, max_bucket_size=3)
     name = f"batched-{uuid.uuid4().hex[:8]}"
     numbers = [fresh_number() for _ in range(5)]
-    body = {"messages": [{"destinations": [{"to": n} for n in numbers], "content": {"text": "hi"}, **reported(report_receiver.url(name))}]}
+    body = {
+        "messages": [
+            {
+                "destinations": [{"to": n} for n in numbers],
+                "content": {"text": "hi"},
+                **reported(report_receiver.url(name)),
+            }
+        ]
+    }
     assert send(emulator, body).status_code == 200
     posts = report_receiver.wait_for(name, 2)
     time.sleep(0.3)
@@ -345,12 +380,19 @@ def test_a_refused_report_post_is_retried_until_the_receiver_listens(infobip: In
     to, receiver = fresh_number(), ReportReceiver()  # bound, not listening: connections are refused
     try:
         send(infobip, sms(to, **reported(receiver.url("late"))))
-        wait_until(lambda: oracle(infobip, to)[0]["reports"] and oracle(infobip, to)[0]["reports"][0]["attempts"], "a refused attempt")
+        wait_until(
+            lambda: oracle(infobip, to)[0]["reports"] and oracle(infobip, to)[0]["reports"][0]["attempts"],
+            "a refused attempt",
+        )
         receiver.start()
         (post,) = receiver.wait_for("late", 1)
         assert post.results[0]["to"] == to
         attempts = oracle(infobip, to)[0]["reports"][0]["attempts"]
-        assert attempts[0]["http_status"] is None and "Connect" in attempts[0]["error"] and attempts[-1]["http_status"] == 200
+        assert (
+            attempts[0]["http_status"] is None
+            and "Connect" in attempts[0]["error"]
+            and attempts[-1]["http_status"] == 200
+        )
     finally:
         receiver.stop()
 
@@ -373,116 +415,17 @@ def test_report_posts_give_up_after_the_last_retry(
 def test_validity_over_48_hours_is_cut_to_48_hours(infobip: InfobipThread) -> None:
     """A validityPeriod above 48 h (the spec's own example sends 720 HOURS) is accepted and set to 48 h;
     none given is 48 h too; SECONDS and the MINUTES default are read as such."""
-    cases = [({"amount": 720, "timeUnit": "HOURS"}, 172_800), (None, 172_800), ({"amount": 30, "timeUnit": "SECONDS"}, 30), ({"amount": 3}, 180)]
+    cases = [
+        ({"amount": 720, "timeUnit": "HOURS"}, 172_800),
+        (None, 172_800),
+        ({"amount": 30, "timeUnit": "SECONDS"}, 30),
+        ({"amount": 3}, 180),
+    ]
     for validity, seconds in cases:
         to = fresh_number()
         options = {"options": {"validityPeriod": validity}} if validity else {}
         assert send(infobip, sms(to, **options)).status_code == 200
         assert oracle(infobip, to)[0]["validity_seconds"] == seconds
-
-
-# ---- logs and pulled reports ---------------------------------------------------------------------------
-
-
-def logs(emulator: InfobipThread, **params: Any) -> httpx.Response:
-    return httpx.get(f"{emulator.url}/sms/3/logs", params=params, headers=AUTH)
-
-
-def test_logs_show_each_message_as_the_official_client_reads_them(infobip: InfobipThread) -> None:
-    """GET /sms/3/logs lists messages newest first, filtered by messageId (comma-separated), bulkId,
-    generalStatus, destination and sentSince, as SmsLogsResponse with no undeclared key."""
-    to = fresh_number()
-    first = send(infobip, sms(to, "one", messageId=f"log-a-{to}")).json()
-    send(infobip, sms(to, "two", messageId=f"log-b-{to}"))
-    final_status(infobip, to, 2)
-    body = logs(infobip, messageId=f"log-a-{to},log-b-{to}").json()
-    parsed = SmsLogsResponse.from_dict(body)
-    assert all(set(entry) <= declared(SmsLog) for entry in body["results"])
-    assert [log.message_id for log in parsed.results] == [f"log-b-{to}", f"log-a-{to}"]
-    assert parsed.results[1].content.actual_instance.text == "one"
-    assert parsed.results[0].status.group_name == "DELIVERED" and parsed.results[0].destination == to
-    assert [r["messageId"] for r in logs(infobip, bulkId=first["bulkId"]).json()["results"]] == [f"log-a-{to}"]
-    assert len(logs(infobip, destination=to, generalStatus="DELIVERED").json()["results"]) == 2
-    assert logs(infobip, destination=to, generalStatus="PENDING").json()["results"] == []
-    assert len(logs(infobip, destination=to, limit=1).json()["results"]) == 1
-    assert logs(infobip, destination=to, sentSince="2099-01-01T00:00:00.000+0000").json()["results"] == []
-    bad = logs(infobip, limit=1001)
-    assert bad.status_code == 400 and ApiError.from_dict(bad.json()).violations[0].var_property == "limit"
-
-
-def test_logs_allow_120_requests_a_minute_then_429(start_infobip: Callable[..., InfobipThread]) -> None:
-    """The 121st logs request within a minute is refused 429 with the ApiError429 body, as documented."""
-    emulator = start_infobip()
-    assert InfobipConfig(api_key="k").logs_requests_per_minute == 120
-    answers = [logs(emulator).status_code for _ in range(121)]
-    assert answers[:120] == [200] * 120 and answers[120] == 429
-    error = ApiError.from_dict(logs(emulator).json())
-    assert (error.error_code, error.description) == ("E429", "Too many requests sent.")
-
-
-def test_logs_and_reports_are_kept_for_the_retention_only(start_infobip: Callable[..., InfobipThread]) -> None:
-    """Past the retention (48 h; 1 s here) a message leaves the logs and its unpulled report is gone."""
-    emulator = start_infobip(retention_seconds=1.0)
-    to = fresh_number()
-    send(emulator, sms(to))
-    final_status(emulator, to)
-    assert len(logs(emulator, destination=to).json()["results"]) == 1
-    time.sleep(1.1)
-    assert logs(emulator, destination=to).json()["results"] == []
-    assert httpx.get(f"{emulator.url}/sms/3/reports", headers=AUTH).json()["results"] == []
-
-
-def pull(emulator: InfobipThread, **params: Any) -> list[dict[str, Any]]:
-    response = httpx.get(f"{emulator.url}/sms/3/reports", params=params, headers=AUTH)
-    assert response.status_code == 200, response.text
-    SmsDeliveryResult.from_dict(response.json())
-    return response.json()["results"]
-
-
-def test_pulled_reports_are_returned_once_each(start_infobip: Callable[..., InfobipThread]) -> None:
-    """GET /sms/3/reports hands out each report of a message that has no webhook once only, honouring
-    messageId and limit; a filtered pull leaves the others for later."""
-    emulator = start_infobip()
-    numbers = [fresh_number() for _ in range(3)]
-    ids = [f"pull-{n}" for n in numbers]
-    for number, message_id in zip(numbers, ids):
-        send(emulator, sms(number, messageId=message_id))
-    for number in numbers:
-        final_status(emulator, number)
-    assert [r["messageId"] for r in pull(emulator, messageId=ids[1])] == [ids[1]]
-    assert pull(emulator, messageId=ids[1]) == []
-    assert len(pull(emulator, limit=1)) == 1
-    rest = pull(emulator)
-    assert len(rest) == 1 and pull(emulator) == []
-    assert rest[0]["status"]["name"] == "DELIVERED_TO_HANDSET"
-
-
-def test_a_pushed_report_is_not_pulled_and_notify_false_keeps_it_for_the_pull(
-    start_infobip: Callable[..., InfobipThread], report_receiver: ReportReceiver
-) -> None:
-    """A report pushed to a webhook is not also handed out by the pull API; with notify false nothing is
-    pushed and the report waits for the pull."""
-    emulator = start_infobip()
-    pushed, held, name = fresh_number(), fresh_number(), f"push-{uuid.uuid4().hex[:8]}"
-    send(emulator, sms(pushed, **reported(report_receiver.url(name))))
-    send(emulator, sms(held, webhooks={"delivery": {"url": report_receiver.url(name), "notify": False}}))
-    final_status(emulator, pushed)
-    final_status(emulator, held)
-    report_receiver.wait_for(name, 1)
-    time.sleep(0.2)
-    assert [p.results[0]["to"] for p in report_receiver.posts(name)] == [pushed]
-    assert [r["to"] for r in pull(emulator)] == [held]
-
-
-def test_a_subscription_url_receives_reports_of_messages_without_one(
-    start_infobip: Callable[..., InfobipThread], report_receiver: ReportReceiver
-) -> None:
-    """With an account subscription URL, a message naming no webhook has its report pushed there."""
-    name = f"subscription-{uuid.uuid4().hex[:8]}"
-    emulator = start_infobip(subscription_url=report_receiver.url(name))
-    to = fresh_number()
-    send(emulator, sms(to))
-    assert report_receiver.wait_for(name, 1)[0].results[0]["to"] == to
 
 
 # ---- idempotency ---------------------------------------------------------------------------------------
@@ -521,7 +464,10 @@ def test_with_idempotency_a_repeat_within_the_grace_is_rejected_during_processin
     assert sorted(r.status.name for r in reports) == ["DELIVERED_TO_HANDSET", "REJECTED_DUPLICATE_MESSAGE_ID"]
     assert {r.message_id for r in reports} == {message_id}
     logged = logs(emulator, messageId=message_id).json()["results"]
-    assert sorted(entry["status"]["name"] for entry in logged) == ["DELIVERED_TO_HANDSET", "REJECTED_DUPLICATE_MESSAGE_ID"]
+    assert sorted(entry["status"]["name"] for entry in logged) == [
+        "DELIVERED_TO_HANDSET",
+        "REJECTED_DUPLICATE_MESSAGE_ID",
+    ]
     time.sleep(1.0)
     send(emulator, body)
     assert [m["sent"] for m in final_status(emulator, to, 3)] == [True, False, True]
@@ -554,10 +500,10 @@ def test_python_m_emulator_infobip_serves_and_stops_on_sigterm(tmp_path: Any) ->
     faults from a file, and exits 0 on SIGTERM."""
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"to": "+41790000001", "fault": "error_500", "count": 1}]))
+    argv = [sys.executable, "-m", "emulator.infobip", "--port", "0", "--faults-file", str(faults)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "emulator.infobip", "--port", "0", "--faults-file", str(faults), "--log-level", "warning"],
-        stdout=subprocess.PIPE, text=True, env={"INFOBIP_EMULATOR_API_KEY": API_KEY, "PATH": ""},
-    )  # fmt: skip
+        [*argv, "--log-level", "warning"], stdout=subprocess.PIPE, text=True, env={"INFOBIP_EMULATOR_API_KEY": API_KEY}
+    )
     try:
         assert process.stdout is not None
         url = process.stdout.readline().split()[-1].rstrip("/")
