@@ -111,7 +111,7 @@ class InfobipDev(Frozen):
     """The Infobip emulator (emulator/infobip): the second SMS provider's stand-in (demo and tests only)."""
 
     host: str = "127.0.0.1"
-    port: int = 8238
+    port: int = 8239
     api_key: str = "herald-local-infobip-key"
     step_ms: int = 150
     # Infobip's report-retry minutes become 0.6 s: a receipt server that was down gets its reports soon.

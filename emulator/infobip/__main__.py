@@ -37,7 +37,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Infobip SMS API v3 stand-in with fault injection (test/demo only).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8238, help="port to bind (default 8238; 0 = any free port)")
+    parser.add_argument("--port", type=int, default=8239, help="port to bind (default 8239; 0 = any free port)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("INFOBIP_EMULATOR_API_KEY"),

@@ -25,7 +25,7 @@ class InfobipConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
-    port: int = Field(default=8238, ge=0, le=65_535)
+    port: int = Field(default=8239, ge=0, le=65_535)
     # `Authorization: App <api_key>`, Infobip's recommended scheme.
     api_key: str = Field(min_length=1, max_length=500)
     # Infobip also takes HTTP Basic (account username and password); None refuses Basic.
