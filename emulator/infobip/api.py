@@ -281,8 +281,7 @@ class InfobipApi:
         bulk_ids = _id_filter(query, "bulkId", problems)
         if problems:
             return self._refuse(400, problems)
-        async with self._store.pull_lock:
-            results = self._store.pull_reports(now_utc(), limit, message_ids, bulk_ids)
+        results = self._store.pull_reports(now_utc(), limit, message_ids, bulk_ids)
         self._stats.reports_pulled += len(results)
         return json_response({"results": results})
 

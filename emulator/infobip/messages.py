@@ -8,7 +8,6 @@ is the admin API's view, what tests count sends with.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
@@ -174,8 +173,6 @@ class MessageStore:
         self._records: list[MessageRecord] = []
         self._by_message_id: dict[str, list[MessageRecord]] = {}
         self._pull_queue: list[_QueuedReport] = []
-        # Pulls read and consume the queue across an await-free section; the lock keeps that so.
-        self.pull_lock = asyncio.Lock()
 
     def __len__(self) -> int:
         return len(self._records)
@@ -213,7 +210,8 @@ class MessageStore:
     def pull_reports(
         self, now: datetime, limit: int, message_ids: set[str] | None, bulk_ids: set[str] | None
     ) -> list[dict[str, Any]]:
-        """Up to ``limit`` unpulled reports (oldest first) that match, each handed out once only."""
+        """Up to ``limit`` unpulled reports (oldest first) that match, each handed out once only (no await
+        inside: two concurrent pulls on the loop can never both take one report)."""
         self._pull_queue = [item for item in self._pull_queue if now - item.at < self._retention]
         taken: list[dict[str, Any]] = []
         for item in self._pull_queue:

@@ -41,7 +41,13 @@ class Content(_Schema):
     """``SmsMessageContent``: oneOf text (``text``) or binary (``hex``); which one is checked after."""
 
     text: str | None = None
-    transliteration: str | None = None
+    transliteration: (
+        Literal[
+            "NONE", "TURKISH", "GREEK", "CYRILLIC", "SERBIAN_CYRILLIC", "CENTRAL_EUROPEAN", "BALTIC", "NON_UNICODE",
+            "PORTUGUESE", "COLOMBIAN", "BULGARIAN_CYRILLIC", "ALL",
+        ]
+        | None
+    ) = None  # fmt: skip
     language: Language | None = None
     hex: str | None = None
     data_coding: Int32 | None = Field(default=None, alias="dataCoding")

@@ -187,6 +187,19 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ),
         ("messages.0.webhooks.delivery.notify", "no", "messages[0].webhooks.delivery.notify", "must be a boolean"),
         ("options.schedule.bulkId", "b" * 101, "options.schedule.bulkId", "size must be between 0 and 100"),
+        # What the emulator does not emulate is refused by name, never silently ignored.
+        (
+            "options.schedule.sendAt",
+            "2030-01-01T00:00:00.000+0000",
+            "options.schedule.sendAt",
+            "scheduled sending is not emulated",
+        ),
+        (
+            "messages.0.webhooks.contentType",
+            "application/xml",
+            "messages[0].webhooks.contentType",
+            "application/xml is not emulated",
+        ),
     ],
 )
 def test_a_broken_rule_is_400_naming_the_property(
@@ -410,6 +423,34 @@ def test_report_posts_give_up_after_the_last_retry(
     time.sleep(0.3)
     assert len(report_receiver.posts(name)) == 3
     assert httpx.get(f"{emulator.url}/_emulator/stats").json()["reports_abandoned"] == 1
+
+
+@pytest.mark.parametrize(
+    ("to", "text", "status", "error"),
+    [
+        ("", "hi", "MISSING_TO", "EC_INVALID_DESTINATION_ADDRESS"),
+        ("not-a-number", "hi", "REJECTED_DESTINATION", "EC_INVALID_DESTINATION_ADDRESS"),
+        (None, "x" * (153 * 25 + 1), "REJECTED_MESSAGE_TOO_LONG", "EC_MSG_TEXT_TOO_LONG"),
+    ],
+)
+def test_what_the_schema_allows_but_infobip_cannot_send_is_rejected_during_processing(
+    infobip: InfobipThread, to: str | None, text: str, status: str, error: str
+) -> None:
+    """An empty `to` (the schema's minLength is 0), a `to` that is no number, a text over 25 parts: accepted
+    200, then REJECTED one step later, never sent."""
+    to = fresh_number() if to is None else to
+    seen = {m["seq"] for m in oracle(infobip, to)}
+    assert send(infobip, sms(to, text)).status_code == 200
+
+    def rejected() -> dict[str, Any] | None:
+        fresh = [m for m in oracle(infobip, to) if m["seq"] not in seen and m["status"]["groupName"] != "PENDING"]
+        return fresh[0] if fresh else None
+
+    message = wait_until(rejected, f"{to!r} rejected")
+    assert (message["status"]["groupName"], message["status"]["name"], message["error"]["name"]) == (
+        "REJECTED", status, error,
+    )  # fmt: skip
+    assert message["sent"] is False
 
 
 def test_validity_over_48_hours_is_cut_to_48_hours(infobip: InfobipThread) -> None:
