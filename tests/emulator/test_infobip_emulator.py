@@ -223,7 +223,7 @@ def test_limits_at_their_bound_are_accepted(infobip: InfobipThread) -> None:
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=80),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=80),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=20,
 )
@@ -286,7 +286,7 @@ def test_any_json_body_is_answered_200_or_400_never_500(infobip: InfobipThread, 
 
 def test_a_body_that_is_not_json_is_400(infobip: InfobipThread) -> None:
     """A body that is not JSON (or not UTF-8) is a 400 ApiError, not a 500."""
-    for raw in (b"{", b"\xff\xfe", b"[1,2]"):
+    for raw in (b"{", b"\xff\xfe", b"[1,2]", b'{"messages": NaN}', b"Infinity"):
         response = httpx.post(f"{infobip.url}/sms/3/messages", content=raw, headers=AUTH)
         assert response.status_code == 400 and ApiError.from_dict(response.json()).violations
 
