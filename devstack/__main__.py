@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"emulator          http://{config.emulator.host}:{config.emulator.port}")
         stack.start_esp()
         print(f"ESP emulator      smtp://{config.esp.host}:{config.esp.smtp_port}; received mail: http://{config.esp.host}:{config.esp.admin_port}/")
+        stack.start_infobip()
+        print(f"Infobip emulator  http://{config.infobip.host}:{config.infobip.port}")
         stack.start_receipts()
         receipts = f"http://{config.receipts.host}:{config.receipts.port}"
         print(f"receipt server    {receipts}/twilio/status and {receipts}/sendgrid/events")

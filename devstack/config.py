@@ -15,7 +15,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from psycopg.conninfo import make_conninfo
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from devstack.private_files import create_private_once, make_private
 from herald.core.delivery_policy import DeliveryPolicy
@@ -34,6 +34,8 @@ from herald.settings import (
     CodecSettings,
     EmailSettings,
     FingerprintSettings,
+    InfobipSettings,
+    InfobipWebhookSettings,
     KeyEncryptionSettings,
     OutboxSettings,
     ReceiptSettings,
@@ -54,6 +56,7 @@ OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
 FINGERPRINT_KEY_FILE = "fingerprint-keys"
 # Under state_dir: the key that signs marketing e-mail's one-click unsubscribe links (0600, first use).
 UNSUBSCRIBE_KEY_FILE = "unsubscribe-keys"
+INFOBIP_WEBHOOK_KEY_FILE = "infobip-webhook-keys"
 # Under state_dir: the key-encryption key that wraps recipients' data keys (0600, first use); never
 # in the ledger, so a copy of the stack's database opens no sealed payload without it.
 KEY_ENCRYPTION_KEY_FILE = "key-encryption-keys"
@@ -105,6 +108,20 @@ class EmulatorDev(Frozen):
     from_number: str = "+15005550006"
     step_ms: int = 150
     rate_limit_per_sender: float = 0
+
+
+class InfobipDev(Frozen):
+    """The Infobip emulator (emulator/infobip): the second SMS provider's stand-in (demo and tests only)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8239
+    api_key: str = "herald-local-infobip-key"
+    step_ms: int = 150
+    # Infobip's report-retry minutes become 0.6 s: a receipt server that was down gets its reports soon.
+    time_factor: float = 0.01
+    # The Basic credentials the emulator posts delivery reports with (a subscription's BASIC profile).
+    webhook_username: str = "herald-infobip"
+    webhook_password: str = "herald-local-infobip-webhook"
 
 
 class EspDev(Frozen):
@@ -179,6 +196,7 @@ class StackConfig(Frozen):
     postgres: PostgresDev = PostgresDev()
     emulator: EmulatorDev = EmulatorDev()
     esp: EspDev = EspDev()
+    infobip: InfobipDev = InfobipDev()
     outbox: OutboxDev = OutboxDev()
     receipts: ReceiptsDev = ReceiptsDev()
     metrics: MetricsDev = MetricsDev()
@@ -255,6 +273,19 @@ class StackConfig(Frozen):
         url = f"https://{self.receipts.host}:{self.receipts.port}"
         return UnsubscribeSettings(key_files=str(path), key_entries=None, active_key=None, url=url)
 
+    def infobip_webhook_settings(self) -> InfobipWebhookSettings:
+        """The stack's Infobip report keys (HERALD_INFOBIP_WEBHOOK_KEY_FILES): random on first use, 0600,
+        shared by the worker that signs each message's callbackData and the receipt server that verifies
+        it; and the Basic credentials the emulator's report posts carry (a subscription profile's)."""
+        path = self.state_path / INFOBIP_WEBHOOK_KEY_FILE
+        if path.exists():
+            make_private(path)
+        else:
+            line = f"ib-{secrets.token_hex(4)}:{base64.b64encode(secrets.token_bytes(32)).decode()}\n"
+            create_private_once(path, line.encode())
+        basic = SecretStr(f"{self.infobip.webhook_username}:{self.infobip.webhook_password}")
+        return InfobipWebhookSettings(key_files=str(path), key_entries=None, active_key=None, basic=basic)
+
     @property
     def codec_endpoint(self) -> str:
         return f"http://{self.codec.host}:{self.codec.port}"
@@ -323,6 +354,7 @@ class StackConfig(Frozen):
             codec=CodecSettings(key_files=str(self.codec_key_file()), key_entries=None, active_key=None),
         )
         receipts_url = f"http://{self.receipts.host}:{self.receipts.port}"
+        infobip_webhook = self.infobip_webhook_settings()
         settings = Settings(
             # Services connect as the application's login (herald_app: SELECT and INSERT on the
             # ledger, nothing else); `database_url` is the owner's, which migrates and administers.
@@ -344,6 +376,13 @@ class StackConfig(Frozen):
                 public_url=receipts_url,
                 sendgrid_public_key=self.esp_public_key(),
                 unsubscribe=self.unsubscribe_settings(),
+                infobip_webhook=infobip_webhook,
+            ),
+            # The second SMS provider: the Infobip emulator, with the webhook keys the receipt server verifies.
+            infobip=InfobipSettings(
+                base_url=f"http://{self.infobip.host}:{self.infobip.port}",
+                api_key=SecretStr(self.infobip.api_key),
+                webhook=infobip_webhook,
             ),
             email=EmailSettings(
                 host=self.esp.host,

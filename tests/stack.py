@@ -40,6 +40,7 @@ from devstack.config import (
     CodecDev,
     EmulatorDev,
     EspDev,
+    InfobipDev,
     ReceiptsDev,
     StackConfig,
     TemporalDev,
@@ -138,6 +139,25 @@ class Emulator(AdminApi):
         return (await self._call("GET", "/_emulator/stats")).json()
 
 
+class Infobip(AdminApi):
+    """The Infobip emulator's admin API: arm faults, read what it accepted and sent (the oracle)."""
+
+    @classmethod
+    def of(cls, stack: LocalStack) -> Self:
+        """The admin API of `stack`'s Infobip emulator."""
+        return cls(f"http://{stack.config.infobip.host}:{stack.config.infobip.port}")
+
+    async def arm(self, to: str, fault: str, **params: Any) -> None:
+        await self._call("PUT", f"/_emulator/faults/{to}", json={"fault": fault, **params})
+
+    async def messages(self, to: str) -> list[dict[str, Any]]:
+        """Every message accepted for `to` (with or without its +), its history and report posts."""
+        return await self._messages("/_emulator/messages", to)
+
+    async def stats(self) -> dict[str, Any]:
+        return (await self._call("GET", "/_emulator/stats")).json()
+
+
 class Esp(AdminApi):
     """The ESP emulator's admin API: arm faults, read what the relay really accepted (the oracle)."""
 
@@ -172,6 +192,7 @@ def stack_config(state_dir: Path, receipts_port: int, *, codec: CodecDev | None 
         temporal=TemporalDev(port=free_port(), ui_port=free_port(), metrics_port=free_port(), **temporal),
         emulator=EmulatorDev(port=free_port(), step_ms=60),
         esp=EspDev(smtp_port=free_port(), admin_port=free_port(), step_ms=60),
+        infobip=InfobipDev(port=free_port(), step_ms=60, time_factor=0.002),
         receipts=ReceiptsDev(port=receipts_port),
         adapter=AdapterDev(read_timeout=ADAPTER_READ_TIMEOUT, connect_timeout=1.0),
         **({"codec": codec} if codec else {}),
@@ -334,6 +355,15 @@ async def emulator(stack: LocalStack) -> AsyncIterator[Emulator]:
 @pytest.fixture(scope="session")
 async def esp(stack: LocalStack) -> AsyncIterator[Esp]:
     async with Esp.of(stack) as admin:
+        yield admin
+
+
+@pytest.fixture(scope="session")
+async def infobip(stack: LocalStack) -> AsyncIterator[Infobip]:
+    """The Infobip emulator, a process of the session's stack started by the first test that asks for it."""
+    if "infobip" not in stack.processes:
+        stack.start_infobip()
+    async with Infobip.of(stack) as admin:
         yield admin
 
 
