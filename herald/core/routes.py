@@ -141,6 +141,16 @@ def health(provider: str, marks: Sequence[tuple[Mark, datetime]], now: datetime)
     return ProviderHealth(provider=provider, outage_since=since, probe_due=now - newest >= PROBE_AFTER, watched=True)
 
 
+class HandedTo(Frozen):
+    """Where an admitted attempt goes, stamped on its row in the transaction that admits it."""
+
+    provider: str
+    # The provider's account and sender, or relay (attempts.route).
+    route: str | None = None
+    # Why the route chose it (attempts.route_reason).
+    reason: str | None = None
+
+
 class RouteChoice(Frozen):
     """The provider a new attempt goes to, or a hold, and why."""
 

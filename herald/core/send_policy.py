@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from herald.core.outcomes import Frozen
+from herald.core.routes import HandedTo
 
 # Temporal's priority keys with the server's default range: 1 goes first, 5 last (3 when unset).
 PRIORITY_KEYS = (1, 5)
@@ -231,6 +232,8 @@ class PolicyDecision(Frozen):
     not_before: datetime | None = None
     # On allow: the category's give-up on an unreachable provider (CategoryRules).
     give_up_after_seconds: int | None = None
+    # On allow: the provider the route chose, stamped on the attempt row as it is admitted.
+    handed_to: HandedTo | None = None
 
 
 class DispatchOrder(Frozen):
