@@ -100,7 +100,9 @@ class RouteGate:
 
     def next_provider(self) -> str | None:
         """After the chosen provider was unreachable: the other provider the route would give the
-        intent's next attempt now (None: the same one again, or none)."""
+        intent's next attempt now, one this intent has not found down already and not in outage
+        (None: there is none, so the next attempt backs off as before: never a ping-pong without
+        a pause between providers that are all down)."""
         if self.provider is None or self._facts is None or self._route is None or self._input.route.pinned_attempt:
             return None
         name, route = self._route
@@ -110,6 +112,7 @@ class RouteGate:
         # Its probe is not due: this attempt was it, or the provider is down for this intent anyway.
         healths = {n: h.model_copy(update={"probe_due": False}) for n, h in self._facts.healths.items()}
         chosen = choose(route, name, intent, None, healths, configured).provider
-        if chosen is None or chosen == self.provider.name or healths[chosen].outage_since is not None:
+        tried = chosen in self._input.route.demoted or chosen == self.provider.name
+        if chosen is None or tried or healths[chosen].outage_since is not None:
             return None
         return chosen
