@@ -1,7 +1,8 @@
 """Failover only on proof against real provider servers, counted at the servers.
 
 Two Twilio emulators under two provider names ("primary" and "fallback") stand in for Twilio and
-a second SMS provider until the Infobip adapter lands: the route rule and the submit activity know
+a second SMS provider until the Infobip adapter lands (two workers serve the test's queue, so
+failovers race between them): the route rule and the submit activity know
 providers only by name, so what is proven here is the routing, not Infobip's API. The primary sits
 behind a TCP proxy that can refuse connections (``tests/integration/refusing_proxy.py``); the send
 policy routes SMS to ["primary", "fallback", "twilio"] ("twilio" last, for the session's own
@@ -38,6 +39,7 @@ from herald.ledger.report import ledger_report
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.registry import Providers
 from herald.providers.twilio import TwilioAdapter
+from herald.temporal.client import connect
 from tests import reads
 from tests.integration.refusing_proxy import RefusingProxy
 from tests.intents import fresh_key, fresh_recipient, receipt_request
@@ -90,12 +92,16 @@ async def two(
         fallback = Fallback(settings.twilio.model_copy(update={"api_base": f"http://127.0.0.1:{port}"}))
         queue = f"herald-routes-{secrets.token_hex(3)}"
         on_queue = settings.model_copy(update={"temporal": settings.temporal.model_copy(update={"task_queue": queue})})
-        activities = ProviderActivities(
-            Providers({Channel.SMS: [primary, fallback]}), settings.receipts.public_url, pool,
-            vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING,
-        )  # fmt: skip
-        ledger = LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS))
-        workers = [build_worker(temporal, on_queue, ledger, activities), build_submit_worker(temporal, on_queue, activities)]
+        workers = []
+        # Two workers on one queue, each with its own client connection: failovers race between them.
+        for client in (temporal, await connect(settings.temporal)):
+            activities = ProviderActivities(
+                Providers({Channel.SMS: [primary, fallback]}), settings.receipts.public_url, pool,
+                vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING,
+            )  # fmt: skip
+            ledger = LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS))
+            workers += [build_worker(client, on_queue, ledger, activities),
+                        build_submit_worker(client, on_queue, activities)]  # fmt: skip
         runs = [asyncio.create_task(worker.run()) for worker in workers]
         route = ["primary", "fallback", "twilio"]
         rules = PolicyRules(sms_routes={category: {"*": route} for category in Category})
