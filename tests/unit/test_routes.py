@@ -278,3 +278,34 @@ def test_an_answer_newer_than_every_unreachable_means_no_outage(seconds: list[fl
         assert state.outage_since is None
     if state.probe_due:
         assert all(ago >= PROBE_AFTER.total_seconds() for _, ago in spec)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    routes=st.dictionaries(
+        st.one_of(st.sampled_from([c.value for c in Category]), st.text(max_size=8)),
+        st.one_of(
+            st.dictionaries(
+                st.one_of(st.sampled_from(["*", "GB", "US"]), st.text(max_size=4)),
+                st.one_of(st.lists(st.one_of(st.sampled_from(["twilio", "infobip"]), st.text(max_size=6)), max_size=4),
+                          st.integers(), st.none()),
+                max_size=3,
+            ),
+            st.text(max_size=4),
+        ),
+        max_size=3,
+    )
+)
+def test_any_published_routes_validate_or_are_refused_naming_sms_routes(routes: dict[str, object]) -> None:
+    """Whatever an operator publishes under sms_routes, it is a valid route table or one ValidationError
+    naming sms_routes, never another exception; a valid one reads back the same from its JSON."""
+    try:
+        rules = PolicyRules.model_validate({"sms_routes": routes})
+    except ValidationError as refused:
+        assert "sms_routes" in str(refused)
+        return
+    assert PolicyRules.model_validate(rules.model_dump(mode="json", exclude_defaults=True)) == rules
+    for category, countries in rules.sms_routes.items():
+        for country, providers in countries.items():
+            assert rules.sms_route(category, None if country == "*" else country) is not None
+            assert len(set(providers)) == len(providers) >= 1
