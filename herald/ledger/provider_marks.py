@@ -20,6 +20,9 @@ log = logging.getLogger("herald.routes")
 
 # The newest marks read per provider: enough for the outage rule (three answers, a probe between).
 _NEWEST = 8
+# The report reads further back, so a long outage's start is dated right (a probe and its
+# Unreachable every 30 s: 500 marks are about two hours of outage).
+_REPORTED = 500
 
 
 class RoutingFacts(Frozen):
@@ -42,9 +45,11 @@ SELECT clock_timestamp(),
 """
 
 
-async def routing_facts(cursor: Any, providers: Sequence[str], attempt_refs: Sequence[str]) -> RoutingFacts:
+async def routing_facts(
+    cursor: Any, providers: Sequence[str], attempt_refs: Sequence[str], *, newest: int = _NEWEST
+) -> RoutingFacts:
     """The providers' outage state and the named attempts' providers, read in the caller's transaction."""
-    await cursor.execute(_ROUTING_SQL, {"providers": list(providers), "newest": _NEWEST, "refs": list(attempt_refs)})
+    await cursor.execute(_ROUTING_SQL, {"providers": list(providers), "newest": newest, "refs": list(attempt_refs)})
     row = await cursor.fetchone()
     assert row is not None
     now, marks, attempt_providers = row
@@ -105,7 +110,7 @@ async def provider_states(conn: AsyncConnection) -> list[ProviderState]:
     if not names:
         return []
     async with conn.cursor() as reading:
-        facts = await routing_facts(reading, names, [])
+        facts = await routing_facts(reading, names, [], newest=_REPORTED)
         await reading.execute(
             """SELECT DISTINCT ON (provider) provider, mark, marked_at FROM provider_marks
                 WHERE provider = ANY(%s) ORDER BY provider, marked_at DESC""",

@@ -309,3 +309,11 @@ def test_any_published_routes_validate_or_are_refused_naming_sms_routes(routes: 
         for country, providers in countries.items():
             assert rules.sms_route(category, None if country == "*" else country) is not None
             assert len(set(providers)) == len(providers) >= 1
+
+
+def test_a_long_outage_probed_every_30_s_is_dated_from_its_first_unreachable() -> None:
+    """Probes and their Unreachable every 30 s keep one outage going, dated from where it began."""
+    spec = [(kind, 30.0 * n + offset) for n in range(20) for kind, offset in ((U, 0.0), (Mark.PROBE, 0.5))]
+    state = health("twilio", marks(*spec), NOW)
+    assert state.outage_since == NOW - timedelta(seconds=30.0 * 19)
+    assert not state.probe_due  # the newest mark is now
