@@ -33,6 +33,7 @@ from herald.metrics.runtime import worker_runtime
 from herald.privacy.fingerprints import Keyring
 from herald.providers.pacing import Pacer
 from herald.providers.port import Provider
+from herald.providers.registry import Providers
 from herald.providers.sendgrid_activity import SendGridActivity
 from herald.providers.smtp import SmtpAdapter
 from herald.providers.twilio import TwilioAdapter
@@ -52,16 +53,17 @@ log = logging.getLogger("herald.worker")
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
-def build_providers(settings: Settings, keyring: Keyring) -> dict[Channel, Provider]:
-    """One provider per configured channel: the only place that knows which adapter serves which.
-    `keyring` names a marketing e-mail's recipient in its unsubscribe link."""
-    providers: dict[Channel, Provider] = {Channel.SMS: TwilioAdapter(settings.twilio)}
+def build_providers(settings: Settings, keyring: Keyring) -> Providers:
+    """The configured providers by name, per channel: the only place that knows which adapters exist.
+    Each channel's first is its built-in route (a send policy without routes); a route names the
+    others. `keyring` names a marketing e-mail's recipient in its unsubscribe link."""
+    providers: dict[Channel, list[Provider]] = {Channel.SMS: [TwilioAdapter(settings.twilio)]}
     if settings.email.host is not None:  # no relay: the e-mail channel is not configured
         feed = settings.sendgrid_activity
         # SendGrid's Email Activity API where a key for it is configured; without one, events only.
         activity = SendGridActivity(feed) if feed.api_key else None
-        providers[Channel.EMAIL] = SmtpAdapter(settings.email, activity, keyring=keyring)
-    return providers
+        providers[Channel.EMAIL] = [SmtpAdapter(settings.email, activity, keyring=keyring)]
+    return Providers(providers)
 
 
 def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
@@ -128,7 +130,7 @@ def submit_pacer(settings: Settings) -> Pacer | None:
 
 
 # What builds the providers: build_providers, or (in the fault tests' processes) a wrapper around it.
-ProviderFactory = Callable[[Settings, Keyring], dict[Channel, Provider]]
+ProviderFactory = Callable[[Settings, Keyring], Providers]
 
 
 async def run_worker(opened: ProcessRuntime, stop: asyncio.Event, providers: ProviderFactory = build_providers) -> None:

@@ -18,7 +18,7 @@ from phonenumbers import timezone as number_zones
 from psycopg import Error as DatabaseError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from herald.core.send_policy import Category, Decision, PolicyDecision, RecipientFacts, decide
+from herald.core.send_policy import Category, Decision, PolicyDecision, PolicyRules, RecipientFacts, decide
 from herald.ledger import policy_store
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.recipient_vault import is_sealed
@@ -56,6 +56,10 @@ class PolicyGate:
         self.claimed_cooldown = False
         # The decision that admitted the attempt (None until evaluated, or when it was held).
         self.admitted: PolicyDecision | None = None
+        # What the evaluation read, for the route that follows it in the same transaction: the
+        # rules in force and the number's region (None until evaluated; None region for e-mail).
+        self.rules: PolicyRules | None = None
+        self.region: str | None = None
 
     def _fingerprints(self) -> list[str]:
         """Every fingerprint the recipient's standing may be recorded under, the active key's first:
@@ -77,6 +81,7 @@ class PolicyGate:
         version, rules, last_submit = found.version, found.rules, found.last_submit
         suppressed = found.suppressed_because(self._category)
         region, zones = number_region_and_zones(self._recipient) if self._channel == "sms" else (None, [])
+        self.rules, self.region = rules, region
         if self._time_zone is not None:
             zones = [self._time_zone]
         elif not zones and rules.default_time_zone is not None:

@@ -1,10 +1,12 @@
-"""Provider activities: submit, look up and cancel one attempt through its channel's provider.
+"""Provider activities: submit one attempt to the provider its route chooses; look it up and cancel it there.
 
 No retry loops here: the adapter reports what it saw as a typed outcome and the workflow owns
 every retry decision. The submit activity is scheduled with one attempt only, because
 resubmitting after a lost answer is the duplicate send. The activities speak only to the
-provider port (``herald.providers.port``): which adapter serves which channel is decided once, in
-the composition root (``worker.py``).
+provider port (``herald.providers.port``): which adapters a worker has, by name and channel, is
+decided once, in the composition root (``worker.py``); which one an attempt goes to, by the send
+policy's route in the submit's transaction (``activities.route_gate``), and every later call about
+the attempt goes to the provider its row names.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from temporalio import activity
 
 from activities.policy_gate import PolicyGate
+from activities.route_gate import RouteGate
 from herald.core.artifacts import ArtifactMismatch, verify
 from herald.core.contracts import (
     AlreadyRecorded,
@@ -33,7 +36,7 @@ from herald.core.contracts import (
 )
 from herald.core.message import Channel
 from herald.core.outcomes import Candidates, LookupOutcome, Unavailable
-from herald.ledger import claims, store
+from herald.ledger import claims, provider_marks, store
 from herald.ledger.artifacts import ArtifactStore
 from herald.metrics.instruments import ProviderCall, record_queue_age
 from herald.privacy.fingerprints import Keyring
@@ -41,6 +44,7 @@ from herald.privacy.key_encryption import KeyUnavailable
 from herald.privacy.recipient_vault import UNOPENABLE, Opening, RecipientVault
 from herald.providers.pacing import Pacer
 from herald.providers.port import Attachment, OutboundMessage, Provider
+from herald.providers.registry import Providers
 from herald.temporal.route_backlog import SERVER_DEFAULT_PRIORITY
 
 # The submit's answers that came from the provider (accepted, "not now", a refusal): their time
@@ -57,7 +61,7 @@ def _priority_key() -> int:
 class ProviderActivities:
     def __init__(
         self,
-        providers: Mapping[Channel, Provider],
+        providers: Providers | Mapping[Channel, Provider],
         receipt_public_url: str,
         ledger: AsyncConnectionPool,
         artifacts: ArtifactStore | None = None,
@@ -66,7 +70,8 @@ class ProviderActivities:
         vault: RecipientVault,
         keyring: Keyring,
     ) -> None:
-        self._providers = dict(providers)
+        # By name, and which names serve which channel (a one-per-channel mapping: its only provider each).
+        self._providers = providers if isinstance(providers, Providers) else Providers.one_per_channel(providers)
         # Opens the sealed recipient, body and subject (herald/privacy/recipient_vault.py) just before use.
         self._vault = vault
         # Names the recipient as the policy gate and a lookup's claims know them.
@@ -105,12 +110,13 @@ class ProviderActivities:
         except (DatabaseError, PoolTimeout, OSError) as error:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         channel = input.message.channel
-        provider = self._providers.get(channel)
-        # The attempt row says which provider and route it was handed to, committed before the call.
-        rows = input.ledger.handed_to(input.attempt_ref, provider.name, provider.route) if provider else input.ledger
-        admit = _gate(input, self._keyring)
+        gate = _gate(input, self._keyring)
+        # Admitted, the route chooses the provider in the same transaction and the attempt row says
+        # which provider and route it was handed to, and why, committed before the call.
+        route = RouteGate(gate, input, self._providers)
         try:
-            recorded = await store.write_batch(self._ledger, rows, timeout=ledger_seconds, admit=admit)
+            recorded = await store.write_batch(self._ledger, input.ledger, timeout=ledger_seconds,
+                                               admit=(input.attempt_ref, route))  # fmt: skip
         except store.NotAdmitted as held:
             return Held(decision=held.decision)
         except (DatabaseError, PoolTimeout, OSError) as error:
@@ -118,6 +124,7 @@ class ProviderActivities:
         record = input.ledger.record
         if recorded is not None and record is not None and recorded.first_run_id != record.run_id:
             return AlreadyRecorded(recorded=recorded)
+        provider = route.provider
         if refused is not None:
             return Refused(reason=str(refused))
         if provider is None:
@@ -146,15 +153,20 @@ class ProviderActivities:
         if outcome.result.kind in _PROVIDER_ANSWERS:
             waited = datetime.now(UTC) - input.policy_at
             record_queue_age(activity.metric_meter(), waited, _priority_key(), provider.name)
-        if admit[1].claimed_cooldown:
-            # Within what is left of the budget: the answer must reach the workflow, stamp or not.
-            left = budget.total_seconds() - (time.monotonic() - started) if budget else None
-            seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
-            await admit[1].provider_answered(self._ledger, within=seconds)
-        admitted = admit[1].admitted
+        # Within what is left of the budget: the answer must reach the workflow, stamp or not.
+        left = budget.total_seconds() - (time.monotonic() - started) if budget else None
+        seconds = None if left is None or ledger_seconds is None else max(0.0, min(ledger_seconds, left / 2))
+        if gate.claimed_cooldown:
+            await gate.provider_answered(self._ledger, within=seconds)
+        mark = route.mark_for(outcome.result.kind)
+        if mark is not None:
+            # The outage rule's evidence (herald.core.routes), across intents.
+            await provider_marks.mark(self._ledger, provider.name, mark, input.attempt_ref, within=seconds)
+        admitted = gate.admitted
         give_up_after = admitted.give_up_after_seconds if admitted is not None else None
+        next_provider = route.next_provider() if outcome.result.kind == "unreachable" else None
         return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
-                      give_up_after_seconds=give_up_after)  # fmt: skip
+                      give_up_after_seconds=give_up_after, next_provider=next_provider)  # fmt: skip
 
     @staticmethod
     async def _opened(input: SubmitInput, opening: Opening) -> SubmitInput:
@@ -179,9 +191,14 @@ class ProviderActivities:
         A search by recipient and content may find messages that fit this attempt and another's
         alike: which one, if any, it may claim is decided and claimed in the ledger
         (``herald.ledger.claims``), never by the fit alone."""
-        provider = self._providers.get(input.channel)
+        try:
+            name = input.provider or await store.attempt_provider(self._ledger, input.reference.attempt_ref)
+        except (DatabaseError, PoolTimeout, OSError) as error:
+            return LookupOutcome(result=Unavailable(reason=f"the attempt's provider could not be read ({type(error).__name__})"))
+        provider = self._providers.for_attempt(input.channel, name)
         if provider is None:
-            return LookupOutcome(result=Unavailable(reason=f"channel {input.channel.value}: no provider configured"))
+            where = f"provider {name}" if name else f"channel {input.channel.value}: no provider"
+            return LookupOutcome(result=Unavailable(reason=f"{where} not configured on this worker"))
         if input.provider_id is not None:
             # Timed apart: fetching one message by id and searching by our reference cost differently.
             with ProviderCall(activity.metric_meter(), provider.name, "fetch") as call:
@@ -214,16 +231,17 @@ class ProviderActivities:
     @activity.defn(name="cancel_attempt")
     async def cancel(self, input: ProviderCancelInput) -> ProviderCancelResult:
         """Ask the provider to drop an attempt it has not sent; refusals are answers, not errors."""
-        provider = self._providers.get(input.channel)
+        provider = self._providers.for_attempt(input.channel, input.provider)
         if provider is None:
-            return ProviderCancelResult(canceled=False, reason=f"channel {input.channel.value}: no provider configured")
+            where = f"provider {input.provider}" if input.provider else f"channel {input.channel.value}: no provider"
+            return ProviderCancelResult(canceled=False, reason=f"{where} not configured on this worker")
         with ProviderCall(activity.metric_meter(), provider.name, "cancel") as call:
             outcome = await provider.cancel(input.provider_id)
             call.outcome = "canceled" if outcome.canceled else "refused"
         return ProviderCancelResult(canceled=outcome.canceled, reason=outcome.reason)
 
 
-def _gate(input: SubmitInput, keyring: Keyring) -> tuple[str, PolicyGate]:
+def _gate(input: SubmitInput, keyring: Keyring) -> PolicyGate:
     """The send-policy gate for this attempt."""
     gate = PolicyGate(
         keyring=keyring,
@@ -234,4 +252,4 @@ def _gate(input: SubmitInput, keyring: Keyring) -> tuple[str, PolicyGate]:
         workflow_id=input.workflow_id,
         at=input.policy_at,
     )
-    return input.attempt_ref, gate
+    return gate

@@ -22,10 +22,11 @@ from pathlib import Path
 
 from herald.client import HeraldClient, NoticeReceipt
 from herald.core.capabilities import Capabilities
-from herald.core.message import Channel, MessageReference
+from herald.core.message import MessageReference
 from herald.core.outcomes import Accepted, LookupOutcome, SubmitOutcome
 from herald.intake.notice import NoticeRequest
 from herald.providers.port import CancelOutcome, OutboundMessage, Provider
+from herald.providers.registry import Providers
 
 
 class FaultPoint(str, Enum):
@@ -139,9 +140,8 @@ def main(argv: list[str]) -> None:
     if argv[0] == "worker":
         import worker
 
-        def crashing_providers(settings: worker.Settings, keyring: worker.Keyring) -> dict[Channel, Provider]:
-            built = worker.build_providers(settings, keyring)
-            return {channel: CrashingProvider(p, faults) for channel, p in built.items()}
+        def crashing_providers(settings: worker.Settings, keyring: worker.Keyring) -> Providers:
+            return worker.build_providers(settings, keyring).wrapped(lambda p: CrashingProvider(p, faults))
 
         worker.main(providers=crashing_providers)
     else:

@@ -17,6 +17,7 @@ from herald.core.intent import Intent
 from herald.core.lifecycle import IntentState, Source, SubmitResult
 from herald.core.message import Channel, Message, MessageReference
 from herald.core.outcomes import Frozen, ProviderStatus, SubmitOutcome
+from herald.core.routes import IntentRoute
 from herald.core.rows import IntentRecorded, LedgerBatch
 from herald.core.send_policy import SHARED_TENANT, Category, DispatchOrder, PolicyDecision
 
@@ -118,6 +119,9 @@ class AttemptStatus(Frozen):
     fairness_weight: float | None = None
     # The provider queue validity it was sent with (seconds): its proof window is built on it.
     validity_seconds: int | None = None
+    # After an Unreachable: the other provider the route offered the next attempt, which then
+    # goes at once (None: the same provider again, after the backoff).
+    next_provider: str | None = None
 
 
 class TransitionStatus(Frozen):
@@ -172,6 +176,10 @@ class SubmitInput(Frozen):
     # transition into submitting, whatever else the workflow had not yet recorded, and (for the
     # first attempt of a key) the intent row itself.
     ledger: LedgerBatch
+    # What the route rule needs to know about this intent, from its machine's own attempt records:
+    # the attempt it is pinned to (failover only on proof), the providers moved last. The default,
+    # for a history recorded before routes: nothing pinned, nothing moved.
+    route: IntentRoute = IntentRoute()
 
 
 class Called(Frozen):
@@ -185,6 +193,9 @@ class Called(Frozen):
     capabilities: Capabilities
     # The admitting policy's give-up on an unreachable provider for the category.
     give_up_after_seconds: int | None = None
+    # After an Unreachable: the other provider the route would give the next attempt now (None:
+    # the same one, or no other): the machine then retries at once instead of backing off.
+    next_provider: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -251,11 +262,17 @@ class LookupInput(Frozen):
     # For a search without the provider's id, and to claim what it finds: the recipient sealed, as
     # the intent holds it.
     reference: MessageReference
+    # The attempt's own provider (the name its submit answered with). None: the machine never heard
+    # (its submit did not finish, or a history before routes): the attempt's ledger row says, and a
+    # row that names none went to the channel's default.
+    provider: str | None = None
 
 
 class ProviderCancelInput(Frozen):
     channel: Channel
     provider_id: str
+    # The attempt's own provider; None (a history before routes): the channel's default.
+    provider: str | None = None
 
 
 class ProviderCancelResult(Frozen):

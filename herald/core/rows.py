@@ -20,6 +20,8 @@ class AttemptRow(Frozen):
     provider: str | None = None
     # Which account and sender, or relay, it went through (set with the provider).
     route: str | None = None
+    # Why the send policy's route chose that provider (herald.core.routes), set with it.
+    route_reason: str | None = None
     # The send-policy version and decision that admitted it, in the same transaction.
     policy_version: int | None = None
     policy_decision: str | None = None
@@ -90,13 +92,13 @@ class LedgerBatch(Frozen):
     def is_empty(self) -> bool:
         return not (self.record or self.attempts or self.transitions or self.observations or self.receipt_outcomes)
 
-    def handed_to(self, attempt_ref: str, provider: str, route: str | None = None) -> LedgerBatch:
+    def handed_to(
+        self, attempt_ref: str, provider: str, route: str | None = None, reason: str | None = None
+    ) -> LedgerBatch:
         """This batch with the named attempt's row marked as handed to `provider` (by the submit
-        activity, which is about to call it); other attempt rows in the batch stay as they are."""
-        attempts = [
-            row.model_copy(update={"provider": provider, "route": route}) if row.attempt_ref == attempt_ref else row
-            for row in self.attempts
-        ]
+        activity, which is about to call it), and why; other attempt rows in the batch stay as they are."""
+        update = {"provider": provider, "route": route, "route_reason": reason}
+        attempts = [row.model_copy(update=update) if row.attempt_ref == attempt_ref else row for row in self.attempts]
         return self.model_copy(update={"attempts": attempts})
 
     def admitted(self, attempt_ref: str, policy_version: int, decision: str) -> LedgerBatch:

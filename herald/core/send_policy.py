@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from herald.core.outcomes import Frozen
+from herald.core.routes import HandedTo
 
 # Temporal's priority keys with the server's default range: 1 goes first, 5 last (3 when unset).
 PRIORITY_KEYS = (1, 5)
@@ -38,6 +39,10 @@ PRIORITY_KEYS = (1, 5)
 TENANT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,47}$"
 SHARED_TENANT = "shared"
 _TENANT = re.compile(TENANT_PATTERN)
+# A provider as routes name it (``Provider.name``: "twilio", "infobip").
+PROVIDER_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+_PROVIDER = re.compile(PROVIDER_PATTERN)
+_REGION = re.compile(r"^[A-Z]{2}$")
 
 
 class Category(str, Enum):
@@ -127,6 +132,29 @@ class PolicyRules(Frozen):
     # Each tenant's share of a backlogged route within one priority (Temporal's fairness weight);
     # a tenant not named here weighs 1.
     tenant_weights: dict[str, float] = Field(default_factory=dict)
+    # Where SMS goes (herald.core.routes): per category, per destination country (ISO 3166 region,
+    # "*" for the rest), the provider names in order, primary first. A category or country not
+    # named here takes the built-in route (the worker's configured SMS provider), so a policy
+    # without routes, and every version published before routes existed, means what it always
+    # meant. Draining a provider is publishing a version whose routes leave it out.
+    sms_routes: dict[Category, dict[str, list[str]]] = Field(default_factory=dict)
+
+    @field_validator("sms_routes")
+    @classmethod
+    def _sane_routes(cls, value: dict[Category, dict[str, list[str]]]) -> dict[Category, dict[str, list[str]]]:
+        for category, countries in value.items():
+            for country, providers in countries.items():
+                where = f"sms_routes.{category.value}.{country}"
+                if country != "*" and not _REGION.match(country):
+                    raise ValueError(f"sms_routes.{category.value}: a country is an ISO 3166 region (two capitals) or \"*\", not {country!r}")
+                if not providers:
+                    raise ValueError(f"{where}: at least one provider (to send nowhere, leave the country out of the category's countries)")
+                if len(set(providers)) != len(providers):
+                    raise ValueError(f"{where}: each provider at most once")
+                for name in providers:
+                    if not _PROVIDER.match(name):
+                        raise ValueError(f"{where}: a provider name is {PROVIDER_PATTERN}, not {name!r}")
+        return value
 
     @field_validator("default_time_zone")
     @classmethod
@@ -172,6 +200,17 @@ class PolicyRules(Frozen):
     def cooldown(self, channel: str) -> timedelta:
         return timedelta(seconds=self.cooldown_seconds.get(channel, 0))
 
+    def sms_route(self, category: Category, region: str | None) -> tuple[str, list[str]] | None:
+        """The route an SMS of `category` to `region` takes: its name ("transactional/GB",
+        "transactional/*") and the providers in order; None: the built-in route."""
+        countries = self.sms_routes.get(category)
+        if not countries:
+            return None
+        key = region if region is not None and region in countries else "*"
+        if key not in countries:
+            return None
+        return f"{category.value}/{key}", list(countries[key])
+
 
 class RecipientFacts(Frozen):
     """What the evaluation activity found about one recipient, for one attempt."""
@@ -193,6 +232,8 @@ class PolicyDecision(Frozen):
     not_before: datetime | None = None
     # On allow: the category's give-up on an unreachable provider (CategoryRules).
     give_up_after_seconds: int | None = None
+    # On allow: the provider the route chose, stamped on the attempt row as it is admitted.
+    handed_to: HandedTo | None = None
 
 
 class DispatchOrder(Frozen):

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.lifecycle import EXPIRED_IN_QUEUE_MARK
 from herald.core.outcomes import Frozen
+from herald.ledger.provider_marks import ProviderState, provider_states
 
 
 class ProviderOutage(Frozen):
@@ -107,6 +108,9 @@ class LedgerReport(Frozen):
     outages: list[ProviderOutage] = []
     # Each ESP's event stream: when it last spoke, its redeliveries, the e-mails waiting on it.
     event_streams: list[EventStreamState] = []
+    # Each provider submits have marked (migration 021): in outage for the route rule or not, and
+    # whether its next probe is due (herald.core.routes: 3 Unreachable within 60 s; a probe per 30 s).
+    provider_states: list[ProviderState] = []
     # What recipients asked (migration 018) and what providers refused for them (Twilio 21610), by source.
     consent: list[ConsentCount] = []
 
@@ -140,6 +144,16 @@ class LedgerReport(Frozen):
                 + (
                     "   ".join(
                         f"{o.provider} {o.intents} since {o.since.isoformat(timespec='seconds')}" for o in self.outages
+                    )
+                    or "none"
+                ),
+                "providers skipped by routes (in outage)   "
+                + (
+                    "   ".join(
+                        f"{s.provider} since {s.outage_since.isoformat(timespec='seconds')}, "
+                        + ("probe due" if s.probe_due else f"last {s.last_mark.value} {s.last_mark_at.isoformat(timespec='seconds')}")
+                        for s in self.provider_states
+                        if s.outage_since is not None
                     )
                     or "none"
                 ),
@@ -372,6 +386,7 @@ async def ledger_report(
             )  # fmt: skip
             for p, last, late, waiting, since in await cursor.fetchall()
         ]
+        states = await provider_states(conn)
     (total, known, delivered, unknown, open_, s50, s95, t50, t95, polls, terminal, conflicts,
      inbox, undecided, inbox_age, oldest, presumed_then_seen) = row  # fmt: skip
 
@@ -409,6 +424,7 @@ async def ledger_report(
         outages=outages,
         event_streams=streams,
         consent=consent,
+        provider_states=states,
     )
 
 

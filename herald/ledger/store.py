@@ -89,6 +89,9 @@ async def write_batch(
                 if decision.decision is not Decision.ALLOW:
                     raise NotAdmitted(decision)  # leaves the transaction: nothing is written
                 batch = batch.admitted(attempt_ref, decision.version, decision.decision.value)
+                if decision.handed_to is not None:  # the route's choice, committed before the call
+                    to = decision.handed_to
+                    batch = batch.handed_to(attempt_ref, to.provider, to.route, to.reason)
             await _insert_rows(cursor, batch)
     return recorded
 
@@ -116,11 +119,11 @@ async def _insert_rows(cursor: Any, batch: LedgerBatch) -> None:
     if batch.attempts:
         await cursor.executemany(
             """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
-                   policy_version, policy_decision, priority, fairness_weight)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                   policy_version, policy_decision, priority, fairness_weight, route_reason)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
             [
                 (a.attempt_ref, a.workflow_id, a.number, a.prepared_at, a.provider, a.route,
-                 a.policy_version, a.policy_decision, a.priority, a.fairness_weight)
+                 a.policy_version, a.policy_decision, a.priority, a.fairness_weight, a.route_reason)
                 for a in batch.attempts
             ],  # fmt: skip
         )
@@ -440,3 +443,11 @@ async def schedule_redeliveries(pool: AsyncConnectionPool, rows: list[tuple[int,
                       last_error = excluded.last_error""",
             rows,
         )
+
+
+async def attempt_provider(pool: AsyncConnectionPool, attempt_ref: str) -> str | None:
+    """The provider an attempt's row was handed to (None: no row, or one that names none)."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT provider FROM attempts WHERE attempt_ref = %s", (attempt_ref,))
+        row = await cursor.fetchone()
+    return row[0] if row else None

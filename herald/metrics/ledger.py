@@ -288,6 +288,17 @@ def _outages_and_streams(report: LedgerReport) -> Iterator[Metric]:
         oldest.add_metric([outage.provider], max((now - outage.since).total_seconds(), 0.0))
     yield waiting
     yield oldest
+    # The route rule's view (herald.core.routes): 1 while new attempts skip the provider.
+    skipped = _per_provider(
+        "herald_provider_in_outage", "1 while routes skip the provider for new attempts (3 Unreachable in a row)"
+    )
+    skipped_for = _per_provider("herald_provider_outage_seconds", "How long routes have skipped the provider")
+    for state in report.provider_states:
+        skipped.add_metric([state.provider], float(state.outage_since is not None))
+        if state.outage_since is not None:
+            skipped_for.add_metric([state.provider], max((now - state.outage_since).total_seconds(), 0.0))
+    yield skipped
+    yield skipped_for
     silent = _per_provider("herald_event_stream_silent_seconds", "Seconds since the ESP's last event post arrived")
     redelivered = _per_provider(
         "herald_event_stream_redelivered_posts",

@@ -4,13 +4,15 @@ families; provider calls and finished intents are recorded with the right labels
 from __future__ import annotations
 
 import socket
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from herald.core.routes import Mark
+from herald.ledger.provider_marks import ProviderState
 from herald.ledger.report import LedgerReport
 from herald.metrics.instruments import INTENTS_FINISHED, PROVIDER_LATENCY, ProviderCall, count_finished
 from herald.metrics.ledger import IntentCount, LedgerCollector, LedgerNumbers, SubmitOutcomeCount
@@ -227,3 +229,25 @@ def test_an_unreadable_ledger_is_a_series_not_silence() -> None:
     families = _scrape(LedgerCollector(None, 1.0))
     assert _value(families["herald_ledger_up"]) == 0
     assert set(families) == {"herald_ledger_up", "herald_ledger_scrape_duration_seconds"}
+
+
+def test_a_provider_skipped_by_routes_is_a_gauge_and_a_report_line() -> None:
+    """The route rule's outage state: herald_provider_in_outage 1 (0 once back), how long, and the report's line."""
+    since = datetime.now(UTC) - timedelta(seconds=90)
+    states = [
+        ProviderState(provider="twilio", outage_since=since, probe_due=True, last_mark=Mark.UNREACHABLE,
+                      last_mark_at=since + timedelta(seconds=40)),
+        ProviderState(provider="infobip", outage_since=None, probe_due=False, last_mark=Mark.ANSWERED,
+                      last_mark_at=since),
+    ]  # fmt: skip
+    report = _report(provider_states=states)
+    numbers = LedgerNumbers(intents=[], submit_outcomes=[], oldest_pending_seconds={}, inbox_awaiting_redelivery=0,
+                            report=report)  # fmt: skip
+    families = _scrape(LedgerCollector(numbers, 0.01))
+    assert _value(families["herald_provider_in_outage"], provider="twilio") == 1
+    assert _value(families["herald_provider_in_outage"], provider="infobip") == 0
+    assert _value(families["herald_provider_outage_seconds"], provider="twilio") == pytest.approx(90, abs=5)
+    assert f"providers skipped by routes (in outage)   twilio since {since.isoformat(timespec='seconds')}, probe due" in (
+        report.render()
+    )
+    assert "providers skipped by routes (in outage)   none" in _report().render()

@@ -12,6 +12,7 @@ from herald.core.capabilities import Capabilities
 from herald.core.contracts import AttemptStatus
 from herald.core.lifecycle import AttemptView, Observation, Source, SubmitResult
 from herald.core.outcomes import Found, ProviderStatus
+from herald.core.routes import PastAttempt
 
 _ENDED_SUBMITS = (
     SubmitResult.RETRYABLE,
@@ -28,7 +29,7 @@ _ENDED_SUBMITS = (
 _AS_IS = (
     "submit_result", "provider_id", "provider_status", "error_code", "failure_retryable", "lookups",
     "seen_after_presumed_absent", "provider", "capabilities", "message_id_of", "submit_reason", "waiting",
-    "waiting_rule", "priority", "fairness_weight",
+    "waiting_rule", "priority", "fairness_weight", "next_provider",
 )  # fmt: skip
 _DURATIONS = ("retry_delay", "retry_hint", "give_up_after")
 
@@ -73,6 +74,8 @@ class AttemptRecord:
         # How long the provider may hold it in its queue (the ValidityPeriod it was sent with): its
         # proof window is the in-flight bound plus this. None: the delivery policy's.
         self.validity: timedelta | None = None
+        # After an Unreachable: the other provider the route offered the next attempt (no backoff then).
+        self.next_provider: str | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:
@@ -98,6 +101,11 @@ class AttemptRecord:
     def open(self) -> bool:
         """Handed to the provider and not resolved: it is looked up or polled until it is."""
         return self.submit_result is not None and not self.resolved
+
+    def past(self) -> PastAttempt:
+        """The attempt as the route rule weighs it (herald.core.routes): where it went, what it proved."""
+        taken = self.provider_id is not None or self.provider_status is not None or self.seen_after_presumed_absent
+        return PastAttempt(ref=self.ref, provider=self.provider, submit_result=self.submit_result, taken=taken)
 
     def view(self) -> AttemptView:
         return AttemptView(

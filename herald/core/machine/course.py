@@ -174,6 +174,7 @@ class Course:
             workflow_id=intent.workflow_id,
             time_zone=intent.time_zone,
             policy_at=now,
+            route=self._rules.route_for(attempt),
         )
         return Submit(
             input=submit,
@@ -228,7 +229,9 @@ class Course:
             created_by=attempt.started_at + rules.policy.submit_in_flight_bound,
             message_id_of=attempt.message_id_of,
         )
-        lookup = LookupInput(channel=intent.message.channel, provider_id=attempt.provider_id, reference=reference)
+        lookup = LookupInput(
+            channel=intent.message.channel, provider_id=attempt.provider_id, reference=reference, provider=attempt.provider
+        )
         answer = yield Look(input=lookup)
         assert isinstance(answer, LookAnswered)
         return rules.on_lookup(attempt, answer.outcome, by_reference=way is Way.LOOKUP and not following)
@@ -262,7 +265,9 @@ class Course:
         if rules.asks_provider_to_cancel(attempt):
             assert attempt.provider_id is not None  # only an accepted attempt is asked about
             answer = yield AskToCancel(
-                input=ProviderCancelInput(channel=rules.intent.message.channel, provider_id=attempt.provider_id)
+                input=ProviderCancelInput(
+                    channel=rules.intent.message.channel, provider_id=attempt.provider_id, provider=attempt.provider
+                )
             )
             assert isinstance(answer, ProviderCancelAnswered)
             rules.on_provider_cancel(attempt, answer.canceled, answer.reason)

@@ -67,6 +67,7 @@ from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.clock import Clock
 from herald.core.machine.record import IntentRecord
 from herald.core.outcomes import Found, LookupOutcome, NotFound, Rejected, SubmitOutcome, Unknown
+from herald.core.routes import IntentRoute, intent_route
 from herald.core.rows import IntentRecorded, LedgerBatch
 from herald.core.send_policy import DispatchOrder
 from herald.core.silence import EventStream, EventStreamQuery, silence_verdict, stream_query
@@ -182,9 +183,11 @@ class IntentRules:
         if not count:
             return None
         first, last = self.attempts[-count], self.attempts[-1]
+        names = list(dict.fromkeys(each.provider or "unnamed" for each in self.attempts[-count:]))
         return (
             f"provider unreachable since {first.started_at.isoformat()} "
-            f"({count} attempt{'s' if count > 1 else ''}, nothing sent; last: {last.submit_reason or 'no answer'})"
+            f"({count} attempt{'s' if count > 1 else ''} at {', '.join(names)}, nothing sent; "
+            f"last: {last.submit_reason or 'no answer'})"
         )
 
     # ---- events from outside: reports, a refused key reuse, a cancel ---------------------
@@ -254,6 +257,10 @@ class IntentRules:
         left = self.intent.expires_at - self._clock.now()
         return timedelta(seconds=max(1, min(int(wanted.total_seconds()), int(left.total_seconds()))))
 
+    def route_for(self, attempt: AttemptRecord) -> IntentRoute:
+        """What the route rule needs to know about the intent for `attempt`: from the attempts before it."""
+        return intent_route([each.past() for each in self.attempts if each.number < attempt.number])
+
     def rows_for_submit(self) -> LedgerBatch:
         """The rows the submit activity commits (the attempt row among them) before it calls the
         provider; if it cannot, it does not call, and these rows go with the next try."""
@@ -315,6 +322,7 @@ class IntentRules:
             self._called(attempt, SubmitOutcome(result=Rejected(reason=step.reason)))
         else:
             attempt.provider, attempt.capabilities = step.provider, step.capabilities
+            attempt.next_provider = step.next_provider
             if step.give_up_after_seconds is not None:
                 attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
             self._called(attempt, step.outcome)
@@ -357,6 +365,10 @@ class IntentRules:
         attempt = self.attempts[-1]
         results = [each.submit_result for each in self.attempts]
         delay = next_attempt_delay(self.policy, results, attempt.retry_hint, self._clock.random())
+        if delay is not None and attempt.submit_result is SubmitResult.UNREACHABLE and attempt.next_provider:
+            # Nothing was sent and another provider takes the next attempt: nothing to back off from
+            # (the backoff, and a 429's Retry-After, spare the provider that could not be reached).
+            delay = timedelta(0)
         if delay is None:
             self._record.transition(
                 IntentState.PERMANENT_FAILURE,
