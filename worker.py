@@ -31,6 +31,7 @@ from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.store import open_pool
 from herald.metrics.runtime import worker_runtime
 from herald.privacy.fingerprints import Keyring
+from herald.providers.infobip import InfobipAdapter
 from herald.providers.pacing import Pacer
 from herald.providers.port import Provider
 from herald.providers.registry import Providers
@@ -57,7 +58,10 @@ def build_providers(settings: Settings, keyring: Keyring) -> Providers:
     """The configured providers by name, per channel: the only place that knows which adapters exist.
     Each channel's first is its built-in route (a send policy without routes); a route names the
     others. `keyring` names a marketing e-mail's recipient in its unsubscribe link."""
-    providers: dict[Channel, list[Provider]] = {Channel.SMS: [TwilioAdapter(settings.twilio)]}
+    sms: list[Provider] = [TwilioAdapter(settings.twilio)]
+    if settings.infobip.base_url is not None:  # a second SMS provider, chosen only by a route that names it
+        sms.append(InfobipAdapter(settings.infobip))
+    providers: dict[Channel, list[Provider]] = {Channel.SMS: sms}
     if settings.email.host is not None:  # no relay: the e-mail channel is not configured
         feed = settings.sendgrid_activity
         # SendGrid's Email Activity API where a key for it is configured; without one, events only.

@@ -35,7 +35,7 @@ from herald.core.contracts import (
     SubmitStep,
 )
 from herald.core.message import Channel
-from herald.core.outcomes import Candidates, LookupOutcome, Unavailable
+from herald.core.outcomes import Candidates, LookupOutcome, SubmitOutcome, Unavailable, Unknown
 from herald.ledger import claims, provider_marks, store
 from herald.ledger.artifacts import ArtifactStore
 from herald.metrics.instruments import ProviderCall, record_queue_age
@@ -119,6 +119,8 @@ class ProviderActivities:
                                                admit=(input.attempt_ref, route))  # fmt: skip
         except store.NotAdmitted as held:
             return Held(decision=held.decision)
+        except store.AlreadyHanded as handed:
+            return Refused(reason=str(refused)) if refused is not None else self._handed_earlier(channel, handed)
         except (DatabaseError, PoolTimeout, OSError) as error:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         record = input.ledger.record
@@ -167,6 +169,18 @@ class ProviderActivities:
         next_provider = route.next_provider() if outcome.result.kind == "unreachable" else None
         return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
                       give_up_after_seconds=give_up_after, next_provider=next_provider)  # fmt: skip
+
+    def _handed_earlier(self, channel: Channel, handed: store.AlreadyHanded) -> SubmitStep:
+        """Another execution committed this attempt's row, and may have called its provider: never a
+        second call (to that provider or, by today's route, to another). What came of it is unknown
+        here, and is found out as for any lost answer: looked up at the provider the row names."""
+        provider = self._providers.for_attempt(channel, handed.provider)
+        if provider is None:
+            # Not on this worker: it cannot look the attempt up either; the same attempt is offered
+            # again (nothing is written or sent here), for a worker that has its provider.
+            return NotSent(reason=f"{handed}; provider {handed.provider!r} is not configured on this worker")
+        return Called(outcome=SubmitOutcome(result=Unknown(reason=str(handed))), provider=provider.name,
+                      capabilities=provider.capabilities)  # fmt: skip
 
     @staticmethod
     async def _opened(input: SubmitInput, opening: Opening) -> SubmitInput:

@@ -52,6 +52,7 @@ from emulator.armed_faults import fault_routes, refuse_foreign
 from emulator.config import EmulatorConfig
 from emulator.faults import (
     FAULT_ADAPTER,
+    AcceptThenError,
     AcceptThenHang,
     CallbackBeforeResponse,
     Error500,
@@ -241,6 +242,8 @@ class _TwilioApi:
             await state.lifecycle.run_to_completion(record, fault)
             return JSONResponse(accepted, status_code=201)
         state.lifecycle.launch(record, fault)
+        if isinstance(fault, AcceptThenError):
+            return self._refuse(fault.status, 20000 + fault.status)
         if isinstance(fault, (AcceptThenHang, LostThenReported)):
             state.stats.hangs += 1
             await asyncio.sleep(fault.hang_seconds)

@@ -64,6 +64,15 @@ class HangWithoutAccept(_FaultBase):
     hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
 
 
+class AcceptThenError(_FaultBase):
+    """Accept the message (it is sent and reported as usual), then answer 500 or 503 with Twilio's error
+    body: a gateway failing after the API created the message. The caller cannot tell it from a 5xx
+    that created nothing; only a lookup can."""
+
+    fault: Literal["accept_then_error"]
+    status: Literal[500, 503] = 500
+
+
 class Error500(_FaultBase):
     """Answer 500 with Twilio's error body; nothing is accepted."""
 
@@ -148,6 +157,7 @@ Fault = Annotated[
         AcceptThenHang,
         LostThenReported,
         HangWithoutAccept,
+        AcceptThenError,
         Error500,
         Error503,
         RateLimit,

@@ -47,6 +47,16 @@ class NotAdmitted(Exception):
         super().__init__(decision.reason)
 
 
+class AlreadyHanded(Exception):
+    """The admitted attempt's row was committed by an earlier execution of its submit (a commit whose
+    answer was lost, or two executions racing): that execution may have called the provider, so this
+    one must not. The transaction was rolled back (the earlier one wrote the same rows)."""
+
+    def __init__(self, provider: str | None) -> None:
+        self.provider = provider
+        super().__init__(f"attempt already handed to {provider or 'its provider'} by an earlier execution")
+
+
 # Decides, inside the submit's transaction, whether the attempt may go (policy and cooldown claim).
 Admission = Callable[[Any], Awaitable[PolicyDecision]]
 
@@ -92,8 +102,36 @@ async def write_batch(
                 if decision.handed_to is not None:  # the route's choice, committed before the call
                     to = decision.handed_to
                     batch = batch.handed_to(attempt_ref, to.provider, to.route, to.reason)
+                # The admitted attempt's row is this execution's claim on the provider call: an insert
+                # that finds it (committed by another execution, or waited for on its unique index
+                # while a racing one commits) means that execution may have called. One call per
+                # attempt, whichever worker, whichever provider the route would choose now.
+                if batch.attempts and not await _claim_attempt(cursor, attempt_ref, batch):
+                    raise AlreadyHanded(await _handed_provider(cursor, attempt_ref))
             await _insert_rows(cursor, batch)
     return recorded
+
+
+async def _claim_attempt(cursor: Any, attempt_ref: str, batch: LedgerBatch) -> bool:
+    """Insert the admitted attempt's row alone; True when this transaction wrote it (no row is
+    written twice: ``_insert_rows`` then finds it and does nothing)."""
+    [row] = [a for a in batch.attempts if a.attempt_ref == attempt_ref] or [None]
+    if row is None:
+        return True
+    await cursor.execute(
+        """INSERT INTO attempts (attempt_ref, workflow_id, number, prepared_at, provider, route,
+               policy_version, policy_decision, priority, fairness_weight, route_reason)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1""",
+        (row.attempt_ref, row.workflow_id, row.number, row.prepared_at, row.provider, row.route,
+         row.policy_version, row.policy_decision, row.priority, row.fairness_weight, row.route_reason),
+    )  # fmt: skip
+    return await cursor.fetchone() is not None
+
+
+async def _handed_provider(cursor: Any, attempt_ref: str) -> str | None:
+    await cursor.execute("SELECT provider FROM attempts WHERE attempt_ref = %s", (attempt_ref,))
+    found = await cursor.fetchone()
+    return found[0] if found else None
 
 
 async def write_checkpoints(conn: AsyncConnection, batches: list[LedgerBatch]) -> list[None]:

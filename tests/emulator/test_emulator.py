@@ -789,6 +789,24 @@ async def test_accept_then_hang(
         assert len(await oracle(patient, to)) == 2
 
 
+@pytest.mark.parametrize("status", [500, 503])
+async def test_accept_then_error(
+    emulator_server: ServerThread, receiver: CallbackReceiver, callback_url: Callable[[], tuple[str, str]], status: int
+) -> None:
+    """accept_then_error: the answer is a 5xx with Twilio's error body, yet the message was created, is
+    listed and is delivered with its callbacks."""
+    url, path = callback_url()
+    to = fresh_number()
+    async with _client(emulator_server.base_url) as client:
+        await arm(client, to, fault="accept_then_error", status=status, count=1)
+        answer = await send(client, to, StatusCallback=url)
+        assert answer.status_code == status and answer.json()["code"] == 20000 + status
+        recorded = await oracle(client, to)
+        assert len(recorded) == 1 and recorded[0]["fault"] == "accept_then_error"
+        await wait_for_status(client, recorded[0]["sid"], "delivered")
+        await wait_for_callbacks(receiver, path, 2)
+
+
 async def test_hang_without_accept(emulator_server: ServerThread) -> None:
     """hang_without_accept: the client times out or gets 503 after the hang, and no message ever exists."""
     to = fresh_number()

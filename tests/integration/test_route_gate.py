@@ -1,4 +1,5 @@
-"""The route chosen in the submit's transaction, against the real ledger: drains, pins, probes, a repeated submit.
+"""The route chosen in the submit's transaction, against the real ledger: drains, pins, probes, a repeated
+or raced submit.
 
 The submit activity runs as the submit worker runs it (``ActivityEnvironment``), with the session's
 PostgreSQL and vault; the providers are doubles that count their calls (names as data, unique per
@@ -21,11 +22,20 @@ from activities.provider import ProviderActivities
 from herald.core.contracts import Called, Held, SubmitInput, SubmitStep, attempt_ref
 from herald.core.intent import Intent
 from herald.core.message import Channel, MessageReference
-from herald.core.outcomes import Accepted, LookupOutcome, ProviderStatus, ReferenceSearch, SubmitOutcome, Unavailable
+from herald.core.outcomes import (
+    Accepted,
+    LookupOutcome,
+    ProviderStatus,
+    ReferenceSearch,
+    SubmitOutcome,
+    Unavailable,
+    Unknown,
+)
 from herald.core.routes import IntentRoute
 from herald.core.rows import AttemptRow, LedgerBatch, RecordIntentInput
 from herald.core.send_policy import Category, Decision, PolicyRules
 from herald.intake.requests import build_intent, parse_request
+from herald.ledger import store
 from herald.ledger.policy_store import publish_policy
 from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.port import CancelOutcome, OutboundMessage
@@ -63,9 +73,9 @@ class Double:
 
 
 class Routed:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: AsyncConnectionPool, providers: tuple[Double, Double] | None = None) -> None:
         tag = secrets.token_hex(3)
-        self.alpha, self.beta = Double(f"alpha-{tag}"), Double(f"beta-{tag}")
+        self.alpha, self.beta = providers or (Double(f"alpha-{tag}"), Double(f"beta-{tag}"))
         self.activities = ProviderActivities(
             Providers({Channel.SMS: [self.alpha, self.beta]}), "http://127.0.0.1:9", pool,
             vault=RecipientVault(pool, SESSION_KEKS), keyring=SESSION_KEYRING,
@@ -175,9 +185,12 @@ async def test_racing_workers_send_one_probe_to_a_provider_in_outage(routed: Rou
     assert isinstance(step, Called) and step.provider == alpha.name
 
 
-async def test_an_attempt_submitted_again_goes_where_its_row_says(routed: Routed) -> None:
-    """A submit repeated after its commit's answer was lost finds its row handed to alpha and goes
-    there, though alpha is now in outage and the route would choose beta."""
+async def test_an_attempt_submitted_again_calls_no_provider_and_answers_unknown_where_its_row_says(
+    routed: Routed,
+) -> None:
+    """A submit repeated after its commit's answer was lost finds its row handed to alpha: the first
+    execution may have called alpha, so this one calls nobody (not alpha again, not beta, which the
+    route would choose now that alpha is in outage) and answers Unknown at alpha, to be looked up there."""
     alpha = routed.alpha
     await routed.publish(alpha.name, routed.beta.name)
     intent, run = await _intent(routed.pool), f"run-{secrets.token_hex(4)}"
@@ -191,4 +204,33 @@ async def test_an_attempt_submitted_again_goes_where_its_row_says(routed: Routed
             )
     again = await routed.submit(input)
     assert isinstance(again, Called) and again.provider == alpha.name
-    assert alpha.submits == [input.attempt_ref, input.attempt_ref] and routed.beta.submits == []
+    assert isinstance(again.outcome.result, Unknown) and "earlier execution" in again.outcome.result.reason
+    assert alpha.submits == [input.attempt_ref] and routed.beta.submits == []
+
+
+async def test_two_workers_racing_one_failover_attempt_call_one_provider_once(pool: AsyncConnectionPool) -> None:
+    """Attempt 2 of an intent whose attempt 1 found alpha unreachable, executed by two workers (each
+    its own activities and connection pool) released by one barrier: one of them hands it to beta and
+    calls it; the other finds the row and calls nobody. One message in all, at one provider."""
+    first, second = Routed(pool), None
+    async with AsyncConnectionPool(pool.conninfo, min_size=1, max_size=2, open=False) as other_pool:
+        second = Routed(other_pool, providers=(first.alpha, first.beta))
+        alpha, beta = first.alpha, first.beta
+        await first.publish(alpha.name, beta.name)
+        intent, run = await _intent(pool), f"run-{secrets.token_hex(4)}"
+        demoted = IntentRoute(demoted=[alpha.name])
+        # Attempt 1's row (its submit found alpha unreachable) is already in the ledger.
+        await store.write_batch(pool, _attempt(intent, 1, run).ledger)
+        attempt = _attempt(intent, 2, run, demoted)
+        barrier = asyncio.Barrier(2)
+
+        async def race(worker: Routed) -> SubmitStep:
+            await barrier.wait()
+            return await worker.submit(attempt)
+
+        steps = await asyncio.gather(race(first), race(second))
+        await publish_policy(pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
+    assert alpha.submits == [] and beta.submits == [attempt.attempt_ref]
+    assert all(isinstance(step, Called) and step.provider == beta.name for step in steps), steps
+    kinds = sorted(step.outcome.result.kind for step in steps if isinstance(step, Called))
+    assert kinds == ["accepted", "unknown"]
