@@ -34,7 +34,7 @@ from tests.intents import fresh_key, fresh_recipient
 OWNER_URL = "postgresql://owner:owner-password@127.0.0.1:5432/herald"
 SECRET_FILES = (
     "stack.env", "app-login-password", "outbox-relay-password", "codec-keys", "fingerprint-keys", "esp-signing-key.pem",
-    "unsubscribe-keys", "key-encryption-keys",
+    "unsubscribe-keys", "key-encryption-keys", "infobip-webhook-keys",
 )
 
 
@@ -59,6 +59,7 @@ def _make_every_secret(config: StackConfig) -> None:
     config.codec_key_file()
     config.fingerprint_key_file()
     config.key_encryption_key_file()
+    config.infobip_webhook_settings()
     config.esp_public_key()
     stack = LocalStack(config, database_url=OWNER_URL)
     stack.database_url = OWNER_URL
