@@ -13,10 +13,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+
+# Long enough for any client timeout under test, short enough that a forgotten
+# fault cannot hold a connection (and the server's shutdown) for long.
+MAX_HOLD_SECONDS = 600.0
+
+
+class FaultBase(BaseModel):
+    """What every emulator's fault has: how many requests it applies to (None: every one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int | None = Field(default=None, ge=1)
 
 
 class _CountedFault(Protocol):

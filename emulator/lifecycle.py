@@ -31,7 +31,6 @@ from emulator.faults import (
     DuplicateCallbacks,
     Failed,
     Fault,
-    LostThenReported,
     NoCallback,
     OutOfOrderCallbacks,
     Silent,

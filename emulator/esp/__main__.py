@@ -17,12 +17,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from emulator.config import LOOPBACK_HOSTS
 from emulator.esp.config import EspConfig
 from emulator.esp.faults import load_faults_file
 from emulator.esp.server import EspServer
+from emulator.launch import built
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -116,23 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # aiosmtpd 1.4 warns about its own deprecated attribute on every successful AUTH; nothing to act on.
     logging.getLogger("mail.log").addFilter(lambda record: "login_data is deprecated" not in record.getMessage())
-    try:
-        server = EspServer(build_config(args))
-    except ValidationError as error:
-        # Name the field and the rule only: pydantic's default text echoes the input, password included.
-        for problem in error.errors(include_url=False, include_context=False, include_input=False):
-            field = ".".join(str(part) for part in problem["loc"]) or "settings"
-            print(f"esp emulator: {field}: {problem['msg']}", file=sys.stderr)
+    server = built("esp emulator", lambda: EspServer(build_config(args)), args.host)
+    if server is None:
         return 2
-    except (OSError, ValueError) as error:
-        print(f"esp emulator: {error}", file=sys.stderr)
-        return 2
-    if args.host not in LOOPBACK_HOSTS:
-        print(
-            f"esp emulator: binding {args.host}; the admin API still answers loopback clients only. "
-            "This is a test tool: never expose it beyond a private network.",
-            file=sys.stderr,
-        )
     return asyncio.run(_serve(server))
 
 

@@ -27,20 +27,10 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from emulator import armed_faults
-from emulator.armed_faults import read_faults_file
-
-# Long enough for any client timeout under test, short enough that a forgotten
-# fault cannot hold a connection (and the server's shutdown) for long.
-_MAX_HOLD_SECONDS = 600.0
+from emulator.armed_faults import MAX_HOLD_SECONDS, FaultBase, read_faults_file
 
 
-class _FaultBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    count: int | None = Field(default=None, ge=1)
-
-
-class TempFail(_FaultBase):
+class TempFail(FaultBase):
     """Refuse with a transient 4xx reply; nothing is accepted. After 421 the server closes the connection."""
 
     fault: Literal["temp_fail"]
@@ -48,14 +38,14 @@ class TempFail(_FaultBase):
     stage: Literal["rcpt", "data"] = "rcpt"
 
 
-class PermFail(_FaultBase):
+class PermFail(FaultBase):
     """Refuse for good: 550 at ``RCPT`` or 554 at the end of ``DATA``; nothing is accepted."""
 
     fault: Literal["perm_fail"]
     stage: Literal["rcpt", "data"] = "rcpt"
 
 
-class DropAfterData(_FaultBase):
+class DropAfterData(FaultBase):
     """Accept and store the message and send its events (unless ``events`` is false: then none ever
     comes), but close the connection instead of replying."""
 
@@ -63,40 +53,40 @@ class DropAfterData(_FaultBase):
     events: bool = True
 
 
-class DropDuringData(_FaultBase):
+class DropDuringData(FaultBase):
     """Close the connection once the final dot has arrived, before the message is stored or any reply is
     written: the reply was lost and the relay really did not take the message (no record, no events)."""
 
     fault: Literal["drop_during_data"]
 
 
-class SlowReply(_FaultBase):
+class SlowReply(FaultBase):
     """Accept the message, then hold the reply to the end of ``DATA`` for ``seconds`` before the 250."""
 
     fault: Literal["slow_reply"]
-    seconds: float = Field(default=30.0, gt=0, le=_MAX_HOLD_SECONDS)
+    seconds: float = Field(default=30.0, gt=0, le=MAX_HOLD_SECONDS)
 
 
-class NoEvents(_FaultBase):
+class NoEvents(FaultBase):
     """Accept the message and never post a webhook event for it."""
 
     fault: Literal["no_events"]
 
 
-class DuplicateEvents(_FaultBase):
+class DuplicateEvents(FaultBase):
     """Post every event ``copies`` times concurrently (same body, same ``sg_event_id``)."""
 
     fault: Literal["duplicate_events"]
     copies: int = Field(default=2, ge=2, le=10)
 
 
-class OutOfOrderEvents(_FaultBase):
+class OutOfOrderEvents(FaultBase):
     """Post the final event (``delivered``) first, and ``processed`` only after it was answered."""
 
     fault: Literal["out_of_order_events"]
 
 
-class Bounce(_FaultBase):
+class Bounce(FaultBase):
     """``processed``, then ``bounce`` (``type`` bounce or blocked) instead of ``delivered``."""
 
     fault: Literal["bounce"]
@@ -107,7 +97,7 @@ class Bounce(_FaultBase):
     )
 
 
-class DeferredThenDelivered(_FaultBase):
+class DeferredThenDelivered(FaultBase):
     """``processed``, ``deferrals`` x ``deferred`` (attempt 1, 2, ...), then ``delivered``."""
 
     fault: Literal["deferred_then_delivered"]
@@ -115,20 +105,20 @@ class DeferredThenDelivered(_FaultBase):
     response: str = Field(default="451 4.3.0 Temporary local problem - please try later", min_length=1, max_length=1000)
 
 
-class Dropped(_FaultBase):
+class Dropped(FaultBase):
     """A suppressed recipient: one ``dropped`` event and nothing else (SendGrid sends no ``processed``)."""
 
     fault: Literal["dropped"]
     reason: str = Field(default="Bounced Address", min_length=1, max_length=1000)
 
 
-class SpamReport(_FaultBase):
+class SpamReport(FaultBase):
     """``processed``, ``delivered``, then the recipient marks it as spam: ``spamreport``."""
 
     fault: Literal["spamreport"]
 
 
-class Unsubscribe(_FaultBase):
+class Unsubscribe(FaultBase):
     """``processed``, ``delivered``, then the recipient leaves by a link in the message: ``unsubscribe``
     (SendGrid's own link) or ``group_unsubscribe`` (a suppression group's, naming the group)."""
 
@@ -137,11 +127,11 @@ class Unsubscribe(_FaultBase):
     asm_group_id: int = Field(default=1, ge=1)
 
 
-class DelayedEvents(_FaultBase):
+class DelayedEvents(FaultBase):
     """Hold every event ``seconds`` before posting it (its ``timestamp`` stays when it happened)."""
 
     fault: Literal["delayed_events"]
-    seconds: float = Field(default=5.0, ge=0, le=_MAX_HOLD_SECONDS)
+    seconds: float = Field(default=5.0, ge=0, le=MAX_HOLD_SECONDS)
 
 
 Fault = Annotated[

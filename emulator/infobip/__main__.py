@@ -16,12 +16,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
 
 from emulator.config import LOOPBACK_HOSTS
 from emulator.infobip.config import InfobipConfig
 from emulator.infobip.faults import load_faults_file
 from emulator.infobip.server import InfobipServer
+from emulator.launch import built
 
 
 def _pair(value: str) -> tuple[str, str]:
@@ -132,23 +132,9 @@ async def _serve(server: InfobipServer) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        server = InfobipServer(build_config(args))
-    except ValidationError as error:
-        # Name the field and the rule only: pydantic's default text echoes the input, keys included.
-        for problem in error.errors(include_url=False, include_context=False, include_input=False):
-            field = ".".join(str(part) for part in problem["loc"]) or "settings"
-            print(f"infobip emulator: {field}: {problem['msg']}", file=sys.stderr)
+    server = built("infobip emulator", lambda: InfobipServer(build_config(args)), args.host)
+    if server is None:
         return 2
-    except (OSError, ValueError) as error:
-        print(f"infobip emulator: {error}", file=sys.stderr)
-        return 2
-    if args.host not in LOOPBACK_HOSTS:
-        print(
-            f"infobip emulator: binding {args.host}; the admin API still answers loopback clients only. "
-            "This is a test tool: never expose it beyond a private network.",
-            file=sys.stderr,
-        )
     return asyncio.run(_serve(server))
 
 

@@ -21,59 +21,49 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from emulator import armed_faults
-from emulator.armed_faults import read_faults_file
+from emulator.armed_faults import MAX_HOLD_SECONDS, FaultBase, read_faults_file
 from emulator.infobip.vocabulary import FAULT_ERRORS, REJECTED_STATUSES, UNDELIVERABLE_STATUSES
 
-# Long enough for any client timeout under test, short enough that a forgotten
-# fault cannot hold a connection (and the server's shutdown) for long.
-_MAX_HANG_SECONDS = 600.0
 
-
-class _FaultBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    count: int | None = Field(default=None, ge=1)
-
-
-class AcceptThenHang(_FaultBase):
+class AcceptThenHang(FaultBase):
     """Accept the message, then hold the HTTP answer so the client's read timeout fires."""
 
     fault: Literal["accept_then_hang"]
-    hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+    hang_seconds: float = Field(default=30.0, gt=0, le=MAX_HOLD_SECONDS)
     # False: no delivery report either, so only a lookup by messageId (logs) can find the message.
     reports: bool = True
     # How long the message waits in Infobip's queue before it leaves; past its validityPeriod it
     # expires there instead (EXPIRED, never sent).
-    queue_seconds: float = Field(default=0.0, ge=0, le=_MAX_HANG_SECONDS)
+    queue_seconds: float = Field(default=0.0, ge=0, le=MAX_HOLD_SECONDS)
 
 
-class HangWithoutAccept(_FaultBase):
+class HangWithoutAccept(FaultBase):
     """Hold the HTTP answer, then answer 500; the message never exists."""
 
     fault: Literal["hang_without_accept"]
-    hang_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+    hang_seconds: float = Field(default=30.0, gt=0, le=MAX_HOLD_SECONDS)
 
 
-class Error500(_FaultBase):
+class Error500(FaultBase):
     """Answer 500 with the ApiError body; nothing is accepted."""
 
     fault: Literal["error_500"]
 
 
-class Error503(_FaultBase):
+class Error503(FaultBase):
     """Answer 503 (a gateway's answer; Infobip documents none) with an ApiError body; nothing is accepted."""
 
     fault: Literal["error_503"]
 
 
-class AcceptThenError(_FaultBase):
+class AcceptThenError(FaultBase):
     """Accept the message (it is sent and reported as usual), then answer ``status`` instead of 200."""
 
     fault: Literal["accept_then_error"]
     status: Literal[500, 502, 503, 504] = 500
 
 
-class RateLimit(_FaultBase):
+class RateLimit(FaultBase):
     """Answer 429 with the ApiError429 body; nothing is accepted. Infobip documents no Retry-After
     header, so none is sent unless ``retry_after`` asks for one."""
 
@@ -81,21 +71,21 @@ class RateLimit(_FaultBase):
     retry_after: float | None = Field(default=None, ge=0, le=86_400)
 
 
-class ReportBeforeResponse(_FaultBase):
+class ReportBeforeResponse(FaultBase):
     """Accept, run the lifecycle, post its reports and wait for their answers, only then answer 200."""
 
     fault: Literal["report_before_response"]
 
 
-class HeldInQueue(_FaultBase):
+class HeldInQueue(FaultBase):
     """Accept; the message waits ``queue_seconds`` in Infobip's queue, and expires there (EXPIRED,
     never sent) when that is longer than its validityPeriod."""
 
     fault: Literal["held_in_queue"]
-    queue_seconds: float = Field(default=30.0, gt=0, le=_MAX_HANG_SECONDS)
+    queue_seconds: float = Field(default=30.0, gt=0, le=MAX_HOLD_SECONDS)
 
 
-class Undeliverable(_FaultBase):
+class Undeliverable(FaultBase):
     """Accept; the message is sent and ends UNDELIVERABLE with the given status and error ids."""
 
     fault: Literal["undeliverable"]
@@ -117,7 +107,7 @@ class Undeliverable(_FaultBase):
         return value
 
 
-class Rejected(_FaultBase):
+class Rejected(FaultBase):
     """Accept (200); the message is never sent and ends REJECTED with the given status id."""
 
     fault: Literal["rejected"]
@@ -131,37 +121,37 @@ class Rejected(_FaultBase):
         return value
 
 
-class DuplicateReports(_FaultBase):
+class DuplicateReports(FaultBase):
     """Deliver every report ``copies`` times, each copy in a POST of its own, concurrently."""
 
     fault: Literal["duplicate_reports"]
     copies: int = Field(default=2, ge=2, le=10)
 
 
-class OutOfOrderReports(_FaultBase):
+class OutOfOrderReports(FaultBase):
     """Deliver the final report first, then an intermediate PENDING report for the same message
     (sent whether or not the message asked for intermediate reports)."""
 
     fault: Literal["out_of_order_reports"]
 
 
-class NoReport(_FaultBase):
+class NoReport(FaultBase):
     """Run the lifecycle to DELIVERED but deliver no report, pushed or pulled; only the logs show it."""
 
     fault: Literal["no_report"]
 
 
-class Silent(_FaultBase):
+class Silent(FaultBase):
     """Stop the lifecycle at PENDING for good and deliver no report: no evidence, ever."""
 
     fault: Literal["silent"]
 
 
-class DelayedReport(_FaultBase):
+class DelayedReport(FaultBase):
     """Hold every report ``delay_seconds`` before delivering it."""
 
     fault: Literal["delayed_report"]
-    delay_seconds: float = Field(default=5.0, ge=0, le=_MAX_HANG_SECONDS)
+    delay_seconds: float = Field(default=5.0, ge=0, le=MAX_HOLD_SECONDS)
 
 
 Fault = Annotated[

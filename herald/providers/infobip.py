@@ -54,13 +54,11 @@ number, the text or Infobip's ``violation`` and ``description`` sentences (they 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import re
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from types import TracebackType
 from typing import Any, ClassVar
 
 import httpx
@@ -85,6 +83,7 @@ from herald.providers.infobip_codes import DUPLICATE_MESSAGE_ID, Retry, error_co
 from herald.providers.infobip_codes import status_of as known_status
 from herald.providers.infobip_signature import CallbackKeys
 from herald.providers.pacing import Pacer
+from herald.providers.http_adapter import HttpAdapter, iso_time, json_object
 from herald.providers.port import CancelOutcome, OutboundMessage
 from herald.settings import InfobipSettings, InvalidSetting
 
@@ -118,7 +117,7 @@ MAX_NAMED_VIOLATIONS = 5
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
-class InfobipAdapter:
+class InfobipAdapter(HttpAdapter):
     """One Infobip account's SMS API v3, as typed outcomes.
 
     Args:
@@ -155,43 +154,15 @@ class InfobipAdapter:
             )
         self._config = config
         self._keys = keys
-        if transport is None:
-            # retries=0 is httpx's default too; spelled out because retries belong to Temporal, not here.
-            transport = httpx.AsyncHTTPTransport(
-                retries=0,
-                limits=httpx.Limits(
-                    max_connections=config.max_in_flight, max_keepalive_connections=config.max_in_flight
-                ),
-            )
-        self._client = httpx.AsyncClient(
-            base_url=config.base_url,
-            transport=transport,
-            timeout=httpx.Timeout(
-                connect=config.connect_timeout,
-                read=config.read_timeout,
-                write=config.read_timeout,
-                pool=config.connect_timeout,
-            ),
-            follow_redirects=False,
+        super().__init__(
+            connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
+            max_in_flight=config.max_in_flight, transport=transport, base_url=config.base_url,
             headers={"Authorization": f"App {config.api_key.get_secret_value()}", "Accept": "application/json"},
-        )
-        self._slots = asyncio.Semaphore(config.max_in_flight)
+        )  # fmt: skip
         self._logs_pace = Pacer(config.logs_requests_per_minute / 60.0)
 
     def __repr__(self) -> str:
         return f"InfobipAdapter(base_url={self._config.base_url!r})"
-
-    async def __aenter__(self) -> InfobipAdapter:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool; the adapter is unusable afterwards."""
-        await self._client.aclose()
 
     @property
     def route(self) -> str:
@@ -299,7 +270,7 @@ class InfobipAdapter:
             return Unavailable(reason="logs answered HTTP 429 (120 requests a minute); looked up again later")
         if response.status_code != 200:
             return Unavailable(reason=f"logs answered {_describe_error(response)}")
-        payload = _json_object(response)
+        payload = json_object(response)
         results = payload.get("results") if payload is not None else None
         if not isinstance(results, list):
             return Unavailable(reason="logs: HTTP 200 without a readable results list")
@@ -315,13 +286,6 @@ class InfobipAdapter:
             # A request under this id was refused as a repeat: a message with the id exists.
             return Found(provider_id=message_id, status=ProviderStatus.QUEUED)
         return None
-
-    async def _request(
-        self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
-    ) -> httpx.Response:
-        # The whole exchange, body included, happens inside the slot, so the cap is on real requests in flight.
-        async with self._slots:
-            return await self._client.request(method, path, json=json, params=params)
 
 
 def _classify_submit(
@@ -355,7 +319,7 @@ def _classify_submit(
 
 
 def _classify_accepted(response: httpx.Response, message_id: str) -> Accepted | Retryable | Rejected | Unknown:
-    payload = _json_object(response)
+    payload = json_object(response)
     messages = payload.get("messages") if payload is not None else None
     entries = [entry for entry in messages if isinstance(entry, dict)] if isinstance(messages, list) else []
     entry = next((e for e in entries if e.get("messageId") == message_id), entries[0] if len(entries) == 1 else None)
@@ -390,7 +354,7 @@ def _found(entry: dict[str, Any], message_id: str) -> Found | Unavailable:
         status=map_status(label),
         error_code=code,
         failure_retryable=is_retryable(label, code),
-        provider_updated_at=infobip_time(entry.get("doneAt")),
+        provider_updated_at=iso_time(entry.get("doneAt")),
     )
 
 
@@ -409,7 +373,7 @@ def _status_name(entry: dict[str, Any]) -> str | None:
 def _violated_properties(response: httpx.Response) -> list[str]:
     """The property paths a 400 names (v3 ``violations``, or the legacy ``validationErrors`` keys);
     only names of a property's shape, never the violation sentence (it can quote the value)."""
-    payload = _json_object(response) or {}
+    payload = json_object(response) or {}
     names: list[Any] = []
     violations = payload.get("violations")
     if isinstance(violations, list):
@@ -424,7 +388,7 @@ def _violated_properties(response: httpx.Response) -> list[str]:
 
 def _describe_error(response: httpx.Response) -> str:
     """``HTTP 400, Infobip E400`` (v3 errorCode, or the legacy serviceException messageId): never the text."""
-    payload = _json_object(response) or {}
+    payload = json_object(response) or {}
     code = payload.get("errorCode")
     legacy = payload.get("requestError")
     if code is None and isinstance(legacy, dict) and isinstance(legacy.get("serviceException"), dict):
@@ -433,27 +397,8 @@ def _describe_error(response: httpx.Response) -> str:
     return f"HTTP {response.status_code}{shown}"
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
-    try:
-        payload = response.json()
-    except ValueError:  # covers JSONDecodeError and UnicodeDecodeError
-        return None
-    return payload if isinstance(payload, dict) else None
-
-
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def infobip_time(value: Any) -> datetime | None:
-    """Infobip's ``yyyy-MM-dd'T'HH:mm:ss.SSSZ`` (offset ``+0100`` or ``+01:00``); None when unreadable."""
-    if not isinstance(value, str) or len(value) > 40:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -17,7 +17,6 @@ report vocabulary (``herald/providers/report_vocabularies.py``); nothing in the 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Protocol
 
 from pydantic import Field

@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 
 from herald.core.outcomes import Found, NotFound, ProviderStatus, ReferenceSearch, Unavailable
+from herald.providers.http_adapter import iso_time
 from herald.providers.pacing import Pacer
 from herald.providers.sendgrid_events import REFERENCE_ARG
 from herald.settings import InvalidSetting, SendGridActivitySettings
@@ -115,7 +116,7 @@ class SendGridActivity:
 
     async def _found(self, listed: dict[str, Any], message_id: str) -> Found | Unavailable:
         status = listed.get("status")
-        updated = _iso_time(listed.get("last_event_time"))
+        updated = iso_time(listed.get("last_event_time"))
         if status == "delivered":
             return Found(provider_id=message_id, status=ProviderStatus.DELIVERED, provider_updated_at=updated)
         if status in ("processed", "processing"):
@@ -183,13 +184,3 @@ def _reset_in(response: httpx.Response) -> float:
         return min(max(parsedate_to_datetime(retry_after).timestamp() - now, 0.0), 3600.0)
     except (TypeError, ValueError, IndexError, OverflowError):
         return 60.0
-
-
-def _iso_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or len(value) > 40:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None

@@ -69,14 +69,12 @@ Twilio's own error ``message`` (it can quote the number).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import math
 import re
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -98,6 +96,7 @@ from herald.core.outcomes import (
     Unknown,
     Unreachable,
 )
+from herald.providers.http_adapter import HttpAdapter, json_object
 from herald.providers.port import CancelOutcome, OutboundMessage
 from herald.providers.twilio_codes import (
     CONFIG_RETRY_DELAY_SECONDS,
@@ -130,7 +129,7 @@ VALIDITY_PERIOD_RANGE = (1, 36_000)
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
-class TwilioAdapter:
+class TwilioAdapter(HttpAdapter):
     """One Twilio account's Messages API, as typed outcomes.
 
     Args:
@@ -159,42 +158,15 @@ class TwilioAdapter:
         self._config = config
         self._account_url = f"{config.api_base}/{API_VERSION}/Accounts/{config.account_sid}"
         self._messages_url = f"{self._account_url}/Messages.json"
-        if transport is None:
-            # retries=0 is httpx's default too; spelled out because retries belong to Temporal, not here.
-            transport = httpx.AsyncHTTPTransport(
-                retries=0,
-                limits=httpx.Limits(
-                    max_connections=config.max_in_flight, max_keepalive_connections=config.max_in_flight
-                ),
-            )
-        self._client = httpx.AsyncClient(
-            transport=transport,
+        super().__init__(
+            connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
+            max_in_flight=config.max_in_flight, transport=transport,
             auth=httpx.BasicAuth(config.account_sid, config.auth_token.get_secret_value()),
-            timeout=httpx.Timeout(
-                connect=config.connect_timeout,
-                read=config.read_timeout,
-                write=config.read_timeout,
-                pool=config.connect_timeout,
-            ),
-            follow_redirects=False,
             headers={"Accept": "application/json"},
-        )
-        self._slots = asyncio.Semaphore(config.max_in_flight)
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"TwilioAdapter(api_base={self._config.api_base!r}, account_sid={self._config.account_sid!r})"
-
-    async def __aenter__(self) -> TwilioAdapter:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool; the adapter is unusable afterwards."""
-        await self._client.aclose()
 
     @property
     def route(self) -> str:
@@ -280,7 +252,7 @@ class TwilioAdapter:
             return LookupOutcome(result=NotFound())
         if response.status_code != 200:
             return LookupOutcome(result=Unavailable(reason=f"lookup answered {_describe_error(response)}"))
-        message = _json_object(response)
+        message = json_object(response)
         found = _found(message) if message is not None else None
         if found is None:
             return LookupOutcome(result=Unavailable(reason="HTTP 200 without a readable message"))
@@ -328,7 +300,7 @@ class TwilioAdapter:
                 return _search_unavailable(f"{type(error).__name__}: listing messages failed")
             if response.status_code != 200:
                 return _search_unavailable(f"listing messages answered {_describe_error(response)}")
-            page = _json_object(response)
+            page = json_object(response)
             messages = page.get("messages") if page is not None else None
             if page is None or not isinstance(messages, list):
                 return _search_unavailable("HTTP 200 without a readable message list")
@@ -407,7 +379,7 @@ class TwilioAdapter:
             return CancelOutcome(canceled=False, reason=f"{type(error).__name__}: whether Twilio canceled is unknown")
         status = response.status_code
         if status == 200:
-            message = _json_object(response)
+            message = json_object(response)
             label = message.get("status") if message is not None else None
             if label == "canceled":
                 return CancelOutcome(canceled=True, reason="Twilio canceled the message")
@@ -421,18 +393,6 @@ class TwilioAdapter:
                 ),
             )
         return CancelOutcome(canceled=False, reason=f"{_describe_error(response)}: whether Twilio canceled is unknown")
-
-    async def _request(
-        self,
-        method: str,
-        url: str,
-        *,
-        data: dict[str, str] | None = None,
-        params: dict[str, str | int] | None = None,
-    ) -> httpx.Response:
-        # The whole exchange, body included, happens inside the slot, so the cap is on real requests in flight.
-        async with self._slots:
-            return await self._client.request(method, url, data=data, params=params)
 
     def _next_page_url(self, next_page_uri: str) -> str | None:
         """The absolute URL of a next page, or None unless it is this account's Messages list.
@@ -453,7 +413,7 @@ class TwilioAdapter:
 
 def _classify_submit(response: httpx.Response) -> Accepted | Unreachable | Retryable | Rejected | Unknown:
     status = response.status_code
-    payload = _json_object(response)
+    payload = json_object(response)
     if 200 <= status < 300:
         sid = payload.get("sid") if payload is not None else None
         if isinstance(sid, str) and sid:
@@ -535,17 +495,9 @@ def _found(message: dict[str, Any]) -> Found | None:
 
 def _describe_error(response: httpx.Response) -> str:
     """``HTTP 503`` or ``HTTP 400, Twilio 21211``: status and code only, never Twilio's message text."""
-    payload = _json_object(response)
+    payload = json_object(response)
     code = _int_or_none(payload.get("code")) if payload is not None else None
     return f"HTTP {response.status_code}" + (f", Twilio {code}" if code is not None else "")
-
-
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
-    try:
-        payload = response.json()
-    except ValueError:  # covers JSONDecodeError and UnicodeDecodeError
-        return None
-    return payload if isinstance(payload, dict) else None
 
 
 def _label(message: dict[str, Any]) -> str | None:
