@@ -1,4 +1,4 @@
-"""The demo's Twilio outage: Twilio refusing connections, SMS notices going out once each through Infobip, then Twilio again.
+"""The demo's Twilio outage: Twilio refusing, SMS notices going once each through Infobip, then to Twilio again.
 
 The scene publishes a send policy routing SMS to ["twilio", "infobip"] and runs its own route in this
 process: worker.py's two workers, built as worker.py builds them, on a task queue of their own, whose
@@ -114,7 +114,9 @@ class TwilioGate:
 
 
 @asynccontextmanager
-async def failover_route(runtime: ProcessRuntime, policy: DeliveryPolicy) -> AsyncIterator[tuple[HeraldClient, TwilioGate]]:
+async def failover_route(
+    runtime: ProcessRuntime, policy: DeliveryPolicy
+) -> AsyncIterator[tuple[HeraldClient, TwilioGate]]:
     """The scene's route in this process: worker.py's workers on a task queue of their own, Twilio
     reached through an open gate; a client sending on it, and the gate."""
     settings, keyring = runtime.settings(), runtime.keyring()
@@ -167,7 +169,8 @@ class FailoverRow:
         return max(0, self.at_twilio + self.at_infobip - 1)
 
     def line(self) -> str:
-        tried = ", ".join(f"{a.provider} {a.submit_result.value if a.submit_result else '?'}" for a in self.final.attempts)
+        answers = [(a.provider, a.submit_result.value if a.submit_result else "?") for a in self.final.attempts]
+        tried = ", ".join(f"{provider} {answer}" for provider, answer in answers)
         why = ""
         if "skipped" in self.route_reason:
             why = "  (twilio in outage: skipped)"
@@ -181,6 +184,8 @@ class FailoverRow:
 
 @dataclass(frozen=True)
 class FailoverScene:
+    """What the scene did: its notices in the order sent, the policy version that routed them, its times."""
+
     rows: list[FailoverRow]
     policy_version: int
     outage_seconds: float
