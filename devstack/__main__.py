@@ -26,6 +26,7 @@ from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
 from devstack.demo import PacedRoute, play, refused_input_example, summary
+from devstack.failover_demo import play_failover
 from devstack.outage_demo import OUTAGE_SECONDS, play_outage
 from devstack.private_files import replace_private
 from devstack.processes import PortInUse, wait_for_port
@@ -83,6 +84,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
             herald, stack, pool, f"http://{config.esp.host}:{config.esp.admin_port}", config.demo_policy
         )
         rows += outage_rows
+        failover = await play_failover(runtime, pool, _emulator_url(config), _infobip_url(config), config.demo_policy)
         elapsed = time.monotonic() - started
         report = await ledger_report(pool, stream_lag=config.demo_policy.event_stream_lag)
     async with open_pool(config.outbox_database_url(stack.database_url), max_size=1) as outbox_pool:
@@ -92,7 +94,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
         f"refused input, as a caller sees it: {refused_input_example()}\n\n"
         f"during the outage ({OUTAGE_SECONDS:g} s: receipt server stopped, relay refusing connections):\n"
         + "\n".join(f"  {line}" for line in during_outage)
-        + "\n\n"
+        + f"\n\n{failover.render()}\n\n"
         f"starter.py report (the whole ledger, earlier runs included):\n{report.render()}\n{outbox_line}"
     )
 
@@ -133,6 +135,7 @@ async def _demo_again(config: StackConfig, runtime: ProcessRuntime, emulator_url
         await runtime.temporal(), runtime.settings().temporal.task_queue, keyring=runtime.keyring(),
         policy=config.demo_policy,
     )  # fmt: skip
+    failover = ""
     if runtime.database_url() is None:
         rows = await play(herald, emulator_url, esp_url=esp_url)
     else:
@@ -141,7 +144,17 @@ async def _demo_again(config: StackConfig, runtime: ProcessRuntime, emulator_url
             rows = await play(
                 sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool
             )
-    return f"{summary(rows)}\nrefused input, as a caller sees it: {refused_input_example()}"
+            scene = await play_failover(runtime, pool, emulator_url, _infobip_url(config), config.demo_policy)
+            failover = f"\n\n{scene.render()}"
+    return f"{summary(rows)}\nrefused input, as a caller sees it: {refused_input_example()}{failover}"
+
+
+def _emulator_url(config: StackConfig) -> str:
+    return f"http://{config.emulator.host}:{config.emulator.port}"
+
+
+def _infobip_url(config: StackConfig) -> str:
+    return f"http://{config.infobip.host}:{config.infobip.port}"
 
 
 def demo_again(config: StackConfig, emulator_url: str | None) -> int:
