@@ -20,6 +20,8 @@ LONGEST_FIRST = (
     "tests/faults/test_fault_matrix.py",  # 149
     "tests/integration/test_absence_proof.py",  # 107
     "tests/integration/test_outages.py",  # 72
+    "tests/integration/test_route_failover.py",  # 45 alone, 30 of them the probe's wait (issue 31)
+    "tests/integration/test_demo_failover.py",  # 44 alone, the same wait (issue 31)
     "tests/integration/test_readme_commands.py",  # 102, computing (a process per command)
     "tests/integration/test_lifecycle.py",  # 59
     "tests/integration/test_message_claims.py",  # 49
