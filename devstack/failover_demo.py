@@ -19,7 +19,6 @@ the end, so the rest of the stack goes on as it was.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -34,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.demo_rows import phone
+from devstack.tcp_gate import TcpGate
 from herald.client import HeraldClient
 from herald.core.contracts import IntentStatus
 from herald.core.delivery_policy import DeliveryPolicy
@@ -56,73 +56,16 @@ SETTLE_SECONDS = 60.0
 _DATA = {"order_ref": "ord_failover", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
 
 
-class TwilioGate:
-    """A TCP gate on 127.0.0.1 in front of the Twilio emulator: open, it passes bytes both ways; closed,
-    nothing listens on its port and every connection it carried is cut, so a kept-alive socket cannot
-    slip past the outage. It opens again on the same port, the one Herald's adapter was given."""
-
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self._upstream = (upstream_host, upstream_port)
-        self._server: asyncio.Server | None = None
-        self._pumps: set[asyncio.Task[None]] = set()
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def open(self) -> None:
-        """Listen (on a free port the first time, on the same port after a close)."""
-        if self._server is None:
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-            self.port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        """Stop listening and cut every carried connection."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-        # Cut before waiting: from Python 3.12 on, wait_closed() waits for the carried connections.
-        for pump in list(self._pumps):
-            pump.cancel()
-        await asyncio.gather(*self._pumps, return_exceptions=True)
-        if server is not None:
-            await server.wait_closed()
-
-    async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(*self._upstream)
-        except OSError:
-            client_writer.close()
-            return
-        for reader, writer in ((client_reader, upstream_writer), (upstream_reader, client_writer)):
-            pump = asyncio.create_task(self._pump(reader, writer))
-            self._pumps.add(pump)
-            pump.add_done_callback(self._pumps.discard)
-
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while chunk := await reader.read(65536):
-                writer.write(chunk)
-                await writer.drain()
-        except (OSError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            with contextlib.suppress(OSError, RuntimeError):
-                writer.close()
-
-
 @asynccontextmanager
 async def failover_route(
     runtime: ProcessRuntime, policy: DeliveryPolicy
-) -> AsyncIterator[tuple[HeraldClient, TwilioGate]]:
+) -> AsyncIterator[tuple[HeraldClient, TcpGate]]:
     """The scene's route in this process: worker.py's workers on a task queue of their own, Twilio
     reached through an open gate; a client sending on it, and the gate."""
     settings, keyring = runtime.settings(), runtime.keyring()
     upstream = httpx.URL(str(settings.twilio.api_base))
-    gate = TwilioGate(upstream.host, upstream.port or 80)
-    await gate.open()
+    gate = TcpGate(upstream.host, upstream.port or 80)
+    await gate.start()
     queue = f"herald-demo-failover-{secrets.token_hex(3)}"
     settings = settings.model_copy(update={
         "temporal": settings.temporal.model_copy(update={"task_queue": queue}),
@@ -235,7 +178,7 @@ async def play_failover(
     sent: list[tuple[str, str, str]] = []  # (key, recipient, phase)
     try:
         async with failover_route(runtime, policy) as (herald, gate):
-            await gate.close()
+            await gate.refuse()
             outage_started = time.monotonic()
             say(f"twilio outage scene: Twilio refusing connections; {FIRST_WAVE + SECOND_WAVE} SMS notices go out")
             try:
@@ -244,7 +187,7 @@ async def play_failover(
                     sent += wave
                     await _send_and_settle(herald, wave)
             finally:
-                await gate.open()
+                await gate.accept()
             outage_seconds = time.monotonic() - outage_started
             wait = await _until_probe_due(ledger)
             say(f"twilio outage scene: Twilio accepts connections again; Herald skips it until its probe is due "
