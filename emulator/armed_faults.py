@@ -109,6 +109,23 @@ def read_faults_file(path: Path, adapter: TypeAdapter[F]) -> list[tuple[str, F]]
     return entries
 
 
+A = TypeVar("A")
+
+
+class Assignment(BaseModel, Generic[A]):
+    """One entry of a faults file: a fault and the recipient it applies to (``Assignment[Fault]``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    to: str = Field(min_length=1)
+    fault: A
+
+
+def load_assignments(path: Path, assignment: type[Assignment[A]], adapter: TypeAdapter[A]) -> tuple[Assignment[A], ...]:
+    """A faults file's entries, each checked by `adapter` (``read_faults_file``)."""
+    return tuple(assignment(to=to, fault=fault) for to, fault in read_faults_file(path, adapter))  # type: ignore[arg-type]
+
+
 def refuse_foreign(request: Request, what: str) -> Response | None:
     """The 403 answer for a client that is not on loopback, else None: admin APIs arm faults and
     show every message, so nobody but the machine itself may call them."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import Field, TypeAdapter, field_validator
 
 from emulator import armed_faults
-from emulator.armed_faults import MAX_HOLD_SECONDS, FaultBase, read_faults_file
+from emulator.armed_faults import MAX_HOLD_SECONDS, Assignment, FaultBase, load_assignments
 from emulator.infobip.vocabulary import FAULT_ERRORS, REJECTED_STATUSES, UNDELIVERABLE_STATUSES
 
 
@@ -184,22 +184,13 @@ def number_key(to: str) -> str:
     return to.strip().lstrip("+")
 
 
-class FaultAssignment(BaseModel):
-    """One entry of a faults file: a fault and the number it applies to."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    to: str = Field(min_length=1)
-    fault: Fault
+# One entry of a faults file: a fault and the number it applies to.
+FaultAssignment = Assignment[Fault]
 
 
 def load_faults_file(path: Path) -> tuple[FaultAssignment, ...]:
-    """Read a faults file: a JSON list of ``{"to": ..., "fault": ..., ...params}``.
-
-    Raises:
-        ValueError: The file is not such a list or an entry is invalid.
-    """
-    return tuple(FaultAssignment(to=to, fault=fault) for to, fault in read_faults_file(path, FAULT_ADAPTER))
+    """Read a faults file: a JSON list of ``{"to": ..., "fault": ..., ...params}`` (ValueError if it is not)."""
+    return load_assignments(path, FaultAssignment, FAULT_ADAPTER)
 
 
 class FaultRegistry(armed_faults.FaultRegistry[Fault]):
