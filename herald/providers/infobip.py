@@ -130,7 +130,8 @@ class InfobipAdapter:
 
     # How the ledger names this provider (attempts.provider, receipt_inbox.provider).
     name: ClassVar[str] = "infobip"
-    capabilities: ClassVar[Capabilities] = Capabilities(
+    # What every Infobip account can do; an instance adds the dedupe its account's setting declares.
+    capabilities: Capabilities = Capabilities(
         status_lookup=True,  # GET /sms/3/logs?messageId=
         lookup_by_reference=True,  # exact: the reference's attempt_ref is the messageId
         bounded_queue=True,  # validityPeriod: at most 48 h in Infobip's queue, then EXPIRED
@@ -155,6 +156,11 @@ class InfobipAdapter:
             )
         self._config = config
         self._keys = keys
+        if config.idempotency_grace_seconds is not None:
+            # Idempotent sending is on for the account: a repeated messageId within the grace is
+            # "rejected during processing" and sends no copy, so an unknown submit may be resubmitted.
+            grace = config.idempotency_grace_seconds
+            self.capabilities = type(self).capabilities.model_copy(update={"resubmit_dedupe_seconds": grace})
         if transport is None:
             # retries=0 is httpx's default too; spelled out because retries belong to Temporal, not here.
             transport = httpx.AsyncHTTPTransport(
