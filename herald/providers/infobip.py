@@ -48,6 +48,12 @@ shorter than the validity. And the logs keep 48 hours: a search that begins more
 ``LOGS_SEARCHABLE_FOR`` after the attempt began proves nothing, and is Unavailable, not NotFound.
 A fetch's NotFound carries no search time, so it never proves absence on its own (as Twilio's 404).
 
+With idempotent sending on for the account (``HERALD_INFOBIP_IDEMPOTENCY_GRACE_SECONDS``, the grace
+Infobip Support configured), the adapter declares ``resubmit_dedupe_seconds``: "Retries with the same
+messageId within the configured grace period are rejected during processing", so the machine sends
+an attempt whose answer was lost again under the same id (``herald.core.resubmission``), and the
+repeat's REJECTED_DUPLICATE_MESSAGE_ID (a report, or the logs) proves a message with the id exists.
+
 Reasons carry the HTTP status, Infobip's error code and the names of violated properties, never the
 number, the text or Infobip's ``violation`` and ``description`` sentences (they can quote either).
 """
