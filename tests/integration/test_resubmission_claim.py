@@ -8,14 +8,18 @@ the ledger is the session's PostgreSQL, the activity the real ``ProviderActiviti
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.core.contracts import Called, NotSent, Refused, Resubmission, SubmitInput
 from herald.core.lifecycle import ObservationKind, Source
 from herald.core.outcomes import ProviderStatus, SubmitOutcome, Unknown
 from herald.core.rows import LedgerBatch, ObservationRow
+from herald.core.send_policy import PolicyRules
+from herald.ledger.policy_store import publish_policy
 from herald.providers.port import OutboundMessage
 from tests.integration.test_route_gate import Double, Routed, _attempt, _intent
 
@@ -30,6 +34,13 @@ class Deduping(Double):
             self.submits.append(outbound.attempt_ref)
             return SubmitOutcome(result=Unknown(reason="ReadTimeout after the request may have been sent"))
         return await super().submit(outbound)
+
+
+@pytest.fixture(autouse=True)
+async def _defaults_again(pool: AsyncConnectionPool) -> AsyncIterator[None]:
+    """Each test publishes routes to its own doubles: the default policy is published again after it."""
+    yield
+    await publish_policy(pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
 
 
 def _resubmission(first: SubmitInput, provider: str, seq: int, call_by: datetime) -> SubmitInput:
