@@ -204,7 +204,8 @@ class ProviderActivities:
             await store.write_batch(self._ledger, input.ledger, timeout=ledger_seconds, claim=claim)
         except store.AlreadyHanded:
             lost = Unknown(reason=f"resubmission {number} already made by an earlier execution")
-            return Called(outcome=SubmitOutcome(result=lost), provider=provider.name, capabilities=provider.capabilities)
+            step = SubmitOutcome(result=lost)
+            return Called(outcome=step, provider=provider.name, capabilities=provider.capabilities)
         except (DatabaseError, PoolTimeout, OSError) as error:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         if refused is not None:

@@ -430,7 +430,8 @@ def test_dedupe_is_declared_only_when_the_account_setting_says_idempotent_sendin
     looked up); set: the adapter declares that grace and nothing else changes."""
     off = InfobipAdapter(make_config())
     on = InfobipAdapter(make_config(idempotency_grace_seconds=600))
-    assert off.capabilities.resubmit_dedupe_seconds is None and InfobipAdapter.capabilities.resubmit_dedupe_seconds is None
+    assert off.capabilities.resubmit_dedupe_seconds is None
+    assert InfobipAdapter.capabilities.resubmit_dedupe_seconds is None
     assert on.capabilities == off.capabilities.model_copy(update={"resubmit_dedupe_seconds": 600})
 
 

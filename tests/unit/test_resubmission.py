@@ -37,6 +37,6 @@ def test_the_last_call_is_due_the_margin_before_the_grace_counted_from_the_attem
 def test_the_next_resubmission_comes_only_while_it_can_reach_the_provider_inside_its_grace(
     grace: int | None, made: int, answered_after: int, due_after: int | None
 ) -> None:
-    """When the next resubmission is due, or None when it would come too late for the grace (or no grace is declared)."""
+    """When the next resubmission is due; None when it would come too late for the grace, or none is declared."""
     due = next_resubmission(START, grace, made, START + timedelta(seconds=answered_after))
     assert due == (None if due_after is None else START + timedelta(seconds=due_after))

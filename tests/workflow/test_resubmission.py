@@ -79,7 +79,9 @@ def _accepted_at(status: Any) -> datetime:
     return accepted
 
 
-async def test_three_lost_answers_at_a_deduping_provider_are_resubmitted_not_waited_out(env: WorkflowEnvironment) -> None:
+async def test_three_lost_answers_at_a_deduping_provider_are_resubmitted_not_waited_out(
+    env: WorkflowEnvironment,
+) -> None:
     """A timeout, then two 5xx at a provider that refuses a repeated id: the same attempt goes to the
     same provider again under the same id 2, 4 and 8 s later and is accepted on the third
     resubmission (about 14 s), where today the intent waits three 11-minute proof windows (printed)."""
@@ -121,7 +123,9 @@ async def test_three_lost_answers_at_a_deduping_provider_are_resubmitted_not_wai
     baseline = Doubles(
         submits={"a": [TIMEOUT, HTTP_500, HTTP_503, queued("att4")], "b": [queued("B1")]},
         capabilities={"a": TWILIO, "b": TWILIO},
-        lookups={"a": [standins.by_reference_then_by_id(standins.not_found(), standins.found("att4", ProviderStatus.DELIVERED))]},
+        lookups={"a": [standins.by_reference_then_by_id(
+            standins.not_found(), standins.found("att4", ProviderStatus.DELIVERED)
+        )]},
     )  # fmt: skip
     st = StandIns(submit=[baseline.submit], lookup=[baseline.lookup])
     async with running(env, st, sms_intent(await server_now(env))) as run:
@@ -174,4 +178,5 @@ async def test_a_refused_resubmission_proves_nothing_and_the_attempt_is_looked_u
     assert attempt.resubmissions == 1 and attempt.next_resubmit_at is None
     look = doubles.looked_up[0]
     assert look.provider_id is None and look.provider == "a"
-    assert look.reference.created_by == attempt.started_at + timedelta(seconds=GRACE) - DEDUPE_MARGIN + FAST_POLICY.submit_in_flight_bound
+    latest_call = attempt.started_at + timedelta(seconds=GRACE) - DEDUPE_MARGIN
+    assert look.reference.created_by == latest_call + FAST_POLICY.submit_in_flight_bound

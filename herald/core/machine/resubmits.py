@@ -46,8 +46,8 @@ class Resubmits:
 
     def plan(self, attempt: AttemptRecord) -> None:
         """After a lost answer: when to send the attempt again (None: no dedupe, or too late for it)."""
-        now = self._clock.now()
-        attempt.next_resubmit_at = next_resubmission(attempt.started_at, self._grace(attempt), attempt.resubmissions, now)
+        grace, now = self._grace(attempt), self._clock.now()
+        attempt.next_resubmit_at = next_resubmission(attempt.started_at, grace, attempt.resubmissions, now)
 
     def waiting(self, attempt: AttemptRecord) -> bool:
         """Whether the attempt's next step is a resubmission: its answer still lost, the intent submitting."""
@@ -60,7 +60,8 @@ class Resubmits:
         )
 
     def due(self, attempt: AttemptRecord) -> bool:
-        return self.waiting(attempt) and attempt.next_resubmit_at is not None and self._clock.now() >= attempt.next_resubmit_at
+        due = attempt.next_resubmit_at
+        return self.waiting(attempt) and due is not None and self._clock.now() >= due
 
     def delay(self, attempt: AttemptRecord) -> timedelta:
         assert attempt.next_resubmit_at is not None
@@ -91,7 +92,9 @@ class Resubmits:
         )  # fmt: skip
         return Resubmission(number=number, provider=provider, claim_seq=claim_seq, call_by=by)
 
-    def answered(self, attempt: AttemptRecord, number: int, step: SubmitStep | None, failure: str) -> SubmitOutcome | None:
+    def answered(
+        self, attempt: AttemptRecord, number: int, step: SubmitStep | None, failure: str
+    ) -> SubmitOutcome | None:
         """The resubmission's answer (None: it did not finish, `failure` says why). Returns the
         acceptance to apply to the attempt; anything else is recorded here and changes nothing."""
         again = True
