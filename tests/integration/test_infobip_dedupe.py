@@ -115,6 +115,16 @@ async def _resubmissions(pool: AsyncConnectionPool, workflow_id: str) -> list[st
         return [reason for (reason,) in await cursor.fetchall()]
 
 
+async def _inbox_statuses(pool: AsyncConnectionPool, message_id: str) -> list[str]:
+    """The statuses Herald's receipt inbox stored for Infobip's reports on `message_id`."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT provider_status FROM receipt_inbox WHERE provider = 'infobip' AND provider_message_id = %s",
+            (message_id,),
+        )
+        return [status for (status,) in await cursor.fetchall()]
+
+
 def _only_attempt(final: IntentStatus) -> Any:
     assert final.state is IntentState.DELIVERED, final.transitions
     [attempt] = final.attempts
@@ -142,6 +152,8 @@ async def test_lost_answers_at_infobip_are_resubmitted_under_the_same_id_and_sen
         [repeat] = [m for m in await dedupe.emulator.messages(to) if m["duplicate_of"] is not None]
         assert repeat["messageId"] == attempt.attempt_ref
         assert repeat["status"]["name"] == "REJECTED_DUPLICATE_MESSAGE_ID"
+        # Its report reached Herald before the original's DELIVERED, and was no failure: delivered.
+        assert any("DUPLICATE" in status for status in await _inbox_statuses(pool, attempt.attempt_ref))
 
 
 async def test_a_timeout_then_two_5xx_is_accepted_in_seconds(dedupe: Dedupe, pool: AsyncConnectionPool) -> None:
