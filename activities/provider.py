@@ -6,7 +6,9 @@ resubmitting after a lost answer is the duplicate send. The activities speak onl
 provider port (``herald.providers.port``): which adapters a worker has, by name and channel, is
 decided once, in the composition root (``worker.py``); which one an attempt goes to, by the send
 policy's route in the submit's transaction (``activities.route_gate``), and every later call about
-the attempt goes to the provider its row names.
+the attempt goes to the provider its row names. The one deliberate second call: a resubmission
+(``SubmitInput.resubmission``) of an attempt whose answer was lost, to the same provider under the
+same id, which that provider's dedupe refuses to send twice; its own ledger row is its claim.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from herald.core.contracts import (
     ProviderCancelInput,
     ProviderCancelResult,
     Refused,
+    Resubmission,
     SubmitInput,
     SubmitStep,
 )
@@ -110,6 +113,8 @@ class ProviderActivities:
         except (DatabaseError, PoolTimeout, OSError) as error:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         channel = input.message.channel
+        if input.resubmission is not None:
+            return await self._resubmit(input, input.resubmission, refused, ledger_seconds)
         gate = _gate(input, self._keyring)
         # Admitted, the route chooses the provider in the same transaction and the attempt row says
         # which provider and route it was handed to, and why, committed before the call.
@@ -137,21 +142,8 @@ class ProviderActivities:
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
             return Refused(reason=str(error), provider=provider.name)
-        if self._pacer is not None:
-            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.providers.pacing).
-            await self._pacer.wait()
-        with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
-            outcome = await provider.submit(
-                OutboundMessage(
-                    message=input.message,
-                    attempt_ref=input.attempt_ref,
-                    attachments=attachments,
-                    message_id_of=input.message_id_of,
-                    receipts_url=self._receipt_public_url,
-                    validity_seconds=input.validity_seconds,
-                )
-            )
-            call.outcome = outcome.result.kind
+        outcome = await self._send(provider, input, attachments)
+        assert outcome is not None  # no call-by time: always sent
         if outcome.result.kind in _PROVIDER_ANSWERS:
             waited = datetime.now(UTC) - input.policy_at
             record_queue_age(activity.metric_meter(), waited, _priority_key(), provider.name)
@@ -169,6 +161,63 @@ class ProviderActivities:
         next_provider = route.next_provider() if outcome.result.kind == "unreachable" else None
         return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities,
                       give_up_after_seconds=give_up_after, next_provider=next_provider)  # fmt: skip
+
+    async def _send(
+        self, provider: Provider, input: SubmitInput, attachments: list[Attachment], call_by: datetime | None = None
+    ) -> SubmitOutcome | None:
+        """One call of the provider's submit; None, without calling, once `call_by` has passed."""
+        if self._pacer is not None:
+            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.providers.pacing).
+            await self._pacer.wait()
+        if call_by is not None and datetime.now(UTC) > call_by:
+            return None
+        with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
+            outcome = await provider.submit(
+                OutboundMessage(
+                    message=input.message,
+                    attempt_ref=input.attempt_ref,
+                    attachments=attachments,
+                    message_id_of=input.message_id_of,
+                    receipts_url=self._receipt_public_url,
+                    validity_seconds=input.validity_seconds,
+                )
+            )
+            call.outcome = outcome.result.kind
+        return outcome
+
+    async def _resubmit(
+        self, input: SubmitInput, resubmission: Resubmission, refused: Exception | None, ledger_seconds: float | None
+    ) -> SubmitStep:
+        """Send an attempt whose answer was lost again, under its own id, to the provider its row
+        names, which refuses a repeated id within its grace. No policy or route is asked again: it
+        is the same attempt, already admitted and handed. Its observation row, committed first, is
+        this execution's claim on the call; past its call-by time nothing is sent."""
+        channel, number = input.message.channel, resubmission.number
+        provider = self._providers.for_attempt(channel, resubmission.provider)
+        if provider is None:
+            return NotSent(reason=f"provider {resubmission.provider!r} is not configured on this worker")
+        if provider.capabilities.resubmit_dedupe_seconds is None:
+            # This worker's settings declare no dedupe (turned off since): a repeat could be a second message.
+            return Refused(reason=f"{provider.name} declares no dedupe of a repeated id here", provider=provider.name)
+        claim = (input.attempt_ref, resubmission.claim_seq)
+        try:
+            await store.write_batch(self._ledger, input.ledger, timeout=ledger_seconds, claim=claim)
+        except store.AlreadyHanded:
+            lost = Unknown(reason=f"resubmission {number} already made by an earlier execution")
+            step = SubmitOutcome(result=lost)
+            return Called(outcome=step, provider=provider.name, capabilities=provider.capabilities)
+        except (DatabaseError, PoolTimeout, OSError) as error:
+            return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
+        if refused is not None:
+            return Refused(reason=str(refused), provider=provider.name)
+        try:
+            attachments = await self._attachments(input)
+        except ArtifactMismatch as error:
+            return Refused(reason=str(error), provider=provider.name)
+        outcome = await self._send(provider, input, attachments, resubmission.call_by)
+        if outcome is None:
+            return NotSent(reason=f"past its call-by time {resubmission.call_by.isoformat()}: the grace may be over")
+        return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities)
 
     def _handed_earlier(self, channel: Channel, handed: store.AlreadyHanded) -> SubmitStep:
         """Another execution committed this attempt's row, and may have called its provider: never a

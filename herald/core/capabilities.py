@@ -19,3 +19,8 @@ class Capabilities(Frozen):
     # The provider reports on messages at all (an SMTP relay without an event webhook does not):
     # without reports or lookups, acceptance is the last thing Herald can ever know.
     delivery_reports: bool = True
+    # The provider refuses a message id it has already accepted when it comes again within this many
+    # seconds (Infobip's idempotent sending, an account setting): an attempt whose submit answer was
+    # lost is then resubmitted under the same id, and the provider's dedupe keeps it one message
+    # (``herald.core.resubmission``). None: no such promise; an unknown submit is only looked up.
+    resubmit_dedupe_seconds: int | None = None

@@ -122,6 +122,11 @@ class AttemptStatus(Frozen):
     # After an Unreachable: the other provider the route offered the next attempt, which then
     # goes at once (None: the same provider again, after the backoff).
     next_provider: str | None = None
+    # Its submit's answer lost, at a provider that refuses a repeated id within a grace: how often it
+    # was sent again under its own id, when last, and when next (None: no more; it is looked up).
+    resubmissions: int = 0
+    resubmitted_at: datetime | None = None
+    next_resubmit_at: datetime | None = None
 
 
 class TransitionStatus(Frozen):
@@ -158,6 +163,19 @@ class IntentStatus(IntentHeader):
     destination_fingerprint: str | None = None
 
 
+class Resubmission(Frozen):
+    """An attempt whose submit answer was lost, sent again under its own message id to the provider
+    its first call went to, which refuses a repeated id within its grace (``herald.core.resubmission``)."""
+
+    number: int  # 1 for the first resubmission of the attempt
+    provider: str  # the provider the attempt was handed to: never another
+    # The observation row that records this resubmission: committed before the call, it is the
+    # execution's claim on it (an execution that finds it committed calls nobody).
+    claim_seq: int
+    # Past this instant (the worker's clock) the call is not made: the provider's grace may be over.
+    call_by: datetime
+
+
 class SubmitInput(Frozen):
     attempt_ref: str
     # As the intent holds it: its personal fields sealed, opened by the activity just before use.
@@ -180,6 +198,8 @@ class SubmitInput(Frozen):
     # the attempt it is pinned to (failover only on proof), the providers moved last. The default,
     # for a history recorded before routes: nothing pinned, nothing moved.
     route: IntentRoute = IntentRoute()
+    # Set when this submit sends again an attempt whose answer was lost (None: the attempt's first call).
+    resubmission: Resubmission | None = None
 
 
 class Called(Frozen):

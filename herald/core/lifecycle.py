@@ -143,6 +143,9 @@ class ObservationKind(str, Enum):
     RETRYABLE = "retryable"
     REJECTED = "rejected"
     NOT_SENT = "not_sent"
+    # An attempt whose answer was lost, sent again under its own id to a provider that refuses a
+    # repeat within its grace: written before the call (the claim on it); the answer follows.
+    RESUBMITTED = "resubmitted"
     # A lookup or poll: the provider has it (with its status), has no such message, or could not say.
     FOUND = "found"
     NOT_FOUND = "not_found"

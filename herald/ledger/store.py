@@ -67,6 +67,7 @@ async def write_batch(
     *,
     timeout: float | None = None,
     admit: tuple[str, Admission] | None = None,
+    claim: tuple[str, int] | None = None,
 ) -> IntentRecorded | None:
     """Write one batch of workflow rows in one transaction; a repeated batch inserts nothing new.
 
@@ -79,6 +80,10 @@ async def write_batch(
     With ``admit`` (an attempt reference and its admission), the send policy is evaluated in the
     same transaction before any row is written: allowed, the attempt row records the version and
     decision; deferred or suppressed, everything rolls back and ``NotAdmitted`` is raised.
+
+    With ``claim`` (an attempt reference and an observation's sequence number), that observation
+    row is this execution's claim on a resubmission of the attempt: found committed already,
+    nothing is written and ``AlreadyHanded`` is raised (another execution made that call).
 
     The statements go in pipeline mode: BEGIN, the inserts and COMMIT travel together and the
     client waits only where it reads an answer (the intent row, the policy), so a checkpoint's
@@ -108,6 +113,8 @@ async def write_batch(
                 # attempt, whichever worker, whichever provider the route would choose now.
                 if batch.attempts and not await _claim_attempt(cursor, attempt_ref, batch):
                     raise AlreadyHanded(await _handed_provider(cursor, attempt_ref))
+            if claim is not None and not await _claim_observation(cursor, batch, claim[1]):
+                raise AlreadyHanded(await _handed_provider(cursor, claim[0]))
             await _insert_rows(cursor, batch)
     return recorded
 
@@ -124,6 +131,21 @@ async def _claim_attempt(cursor: Any, attempt_ref: str, batch: LedgerBatch) -> b
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1""",
         (row.attempt_ref, row.workflow_id, row.number, row.prepared_at, row.provider, row.route,
          row.policy_version, row.policy_decision, row.priority, row.fairness_weight, row.route_reason),
+    )  # fmt: skip
+    return await cursor.fetchone() is not None
+
+
+async def _claim_observation(cursor: Any, batch: LedgerBatch, seq: int) -> bool:
+    """Insert the observation numbered `seq` alone; True when this transaction wrote it."""
+    [row] = [o for o in batch.observations if o.seq == seq] or [None]
+    if row is None:
+        return True
+    await cursor.execute(
+        """INSERT INTO observations (workflow_id, seq, attempt_number, source, kind, provider_id,
+               provider_status, error_code, applied, reason, inbox_id, observed_at)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1""",
+        (row.workflow_id, row.seq, row.attempt_number, row.source.value, row.kind.value, row.provider_id,
+         row.provider_status, row.error_code, row.applied, row.reason, row.inbox_id, row.observed_at),
     )  # fmt: skip
     return await cursor.fetchone() is not None
 

@@ -48,6 +48,12 @@ shorter than the validity. And the logs keep 48 hours: a search that begins more
 ``LOGS_SEARCHABLE_FOR`` after the attempt began proves nothing, and is Unavailable, not NotFound.
 A fetch's NotFound carries no search time, so it never proves absence on its own (as Twilio's 404).
 
+With idempotent sending on for the account (``HERALD_INFOBIP_IDEMPOTENCY_GRACE_SECONDS``, the grace
+Infobip Support configured), the adapter declares ``resubmit_dedupe_seconds``: "Retries with the same
+messageId within the configured grace period are rejected during processing", so the machine sends
+an attempt whose answer was lost again under the same id (``herald.core.resubmission``), and the
+repeat's REJECTED_DUPLICATE_MESSAGE_ID (a report, or the logs) proves a message with the id exists.
+
 Reasons carry the HTTP status, Infobip's error code and the names of violated properties, never the
 number, the text or Infobip's ``violation`` and ``description`` sentences (they can quote either).
 """
@@ -129,7 +135,8 @@ class InfobipAdapter(HttpAdapter):
 
     # How the ledger names this provider (attempts.provider, receipt_inbox.provider).
     name: ClassVar[str] = "infobip"
-    capabilities: ClassVar[Capabilities] = Capabilities(
+    # What every Infobip account can do; an instance adds the dedupe its account's setting declares.
+    capabilities: Capabilities = Capabilities(
         status_lookup=True,  # GET /sms/3/logs?messageId=
         lookup_by_reference=True,  # exact: the reference's attempt_ref is the messageId
         bounded_queue=True,  # validityPeriod: at most 48 h in Infobip's queue, then EXPIRED
@@ -154,6 +161,11 @@ class InfobipAdapter(HttpAdapter):
             )
         self._config = config
         self._keys = keys
+        if config.idempotency_grace_seconds is not None:
+            # Idempotent sending is on for the account: a repeated messageId within the grace is
+            # "rejected during processing" and sends no copy, so an unknown submit may be resubmitted.
+            grace = config.idempotency_grace_seconds
+            self.capabilities = type(self).capabilities.model_copy(update={"resubmit_dedupe_seconds": grace})
         super().__init__(
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout,
             max_in_flight=config.max_in_flight, transport=transport, base_url=config.base_url,

@@ -175,6 +175,12 @@ class InfobipSettings(Section):
     logs_requests_per_minute: Count(6000) = Field(  # type: ignore[valid-type]
         120, alias="HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE"
     )
+    # Idempotent sending, as Infobip Support enabled it for the account's SMS channel: the grace
+    # period within which a repeated messageId is rejected as a duplicate. None (unset): off, and
+    # Herald never resubmits to Infobip. Set it only to the grace Infobip confirmed, never longer.
+    idempotency_grace_seconds: Count(30 * 86_400) | None = Field(  # type: ignore[valid-type]
+        None, alias="HERALD_INFOBIP_IDEMPOTENCY_GRACE_SECONDS"
+    )
     webhook: InfobipWebhookSettings = InfobipWebhookSettings()
 
 

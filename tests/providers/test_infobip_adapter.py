@@ -425,6 +425,16 @@ def test_capabilities_are_honest() -> None:
     assert InfobipAdapter.name == "infobip"
 
 
+def test_dedupe_is_declared_only_when_the_account_setting_says_idempotent_sending_is_on() -> None:
+    """HERALD_INFOBIP_IDEMPOTENCY_GRACE_SECONDS unset: no dedupe declared (an unknown submit is only
+    looked up); set: the adapter declares that grace and nothing else changes."""
+    off = InfobipAdapter(make_config())
+    on = InfobipAdapter(make_config(idempotency_grace_seconds=600))
+    assert off.capabilities.resubmit_dedupe_seconds is None
+    assert InfobipAdapter.capabilities.resubmit_dedupe_seconds is None
+    assert on.capabilities == off.capabilities.model_copy(update={"resubmit_dedupe_seconds": 600})
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

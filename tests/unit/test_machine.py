@@ -464,6 +464,7 @@ def test_an_attempt_record_carries_every_field_of_its_status_across_continue_as_
     record.retry_delay, record.retry_hint = timedelta(seconds=7.5), timedelta(seconds=2)
     record.give_up_after, record.validity = timedelta(hours=1), timedelta(minutes=10)
     record.next_provider = "infobip"
+    record.resubmissions, record.resubmitted_at, record.next_resubmit_at = 2, AT, AT + timedelta(seconds=4)
     shown = record.status()
     assert shown.model_dump(exclude_defaults=True).keys() == set(AttemptStatus.model_fields) - {"waiting"}
     assert AttemptRecord.from_status(shown).status() == shown

@@ -144,6 +144,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_INFOBIP_READ_TIMEOUT", "601", "must be a number of seconds from 0 to 600"),
     ("HERALD_INFOBIP_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
     ("HERALD_INFOBIP_LOGS_REQUESTS_PER_MINUTE", "+120", "must be a whole number from 1 to 6000"),
+    ("HERALD_INFOBIP_IDEMPOTENCY_GRACE_SECONDS", "one hour", "must be a whole number from 1 to 2592000"),
     ("HERALD_INFOBIP_WEBHOOK_KEYS", "k1:not-base64-secret", "key k1: must be standard base64"),
     ("HERALD_INFOBIP_WEBHOOK_ACTIVE_KEY", "k9", "must be the id of a key in HERALD_INFOBIP_WEBHOOK_KEYS or HERALD_INFOBIP_WEBHOOK_KEY_FILES (configured ids: none)"),
     ("HERALD_INFOBIP_WEBHOOK_BASIC", "nocolon-secret", "must be user:password, each 1 to 255 characters on one line (the subscription profile's BASIC credentials)"),

@@ -29,7 +29,8 @@ _ENDED_SUBMITS = (
 _AS_IS = (
     "submit_result", "provider_id", "provider_status", "error_code", "failure_retryable", "lookups",
     "seen_after_presumed_absent", "provider", "capabilities", "message_id_of", "submit_reason", "waiting",
-    "waiting_rule", "priority", "fairness_weight", "next_provider",
+    "waiting_rule", "priority", "fairness_weight", "next_provider", "resubmissions", "resubmitted_at",
+    "next_resubmit_at",
 )  # fmt: skip
 _DURATIONS = ("retry_delay", "retry_hint", "give_up_after")
 
@@ -76,6 +77,11 @@ class AttemptRecord:
         self.validity: timedelta | None = None
         # After an Unreachable: the other provider the route offered the next attempt (no backoff then).
         self.next_provider: str | None = None
+        # Its answer lost at a provider that refuses a repeated id within a grace: how often it was
+        # sent again under its own id, when last, and when next (None: no more, it is looked up).
+        self.resubmissions = 0
+        self.resubmitted_at: datetime | None = None
+        self.next_resubmit_at: datetime | None = None
 
     @classmethod
     def from_status(cls, status: AttemptStatus) -> AttemptRecord:

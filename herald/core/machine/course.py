@@ -8,7 +8,9 @@ does the resuming. What each answer changes, and what the clocks decide, is aske
     pending ............ the dispatch order (the starting client's, while fresh, else read), a new
                          attempt and its submit; the same attempt again after the ledger could not
                          take its rows (a wait that writes nothing); the send policy's deferral
-    submitting/accepted  each open attempt asked about when its time comes (``LookPlan``); at the
+    submitting/accepted  each open attempt asked about when its time comes (``LookPlan``), or, its
+                         answer lost at a provider that refuses a repeated id within a grace, sent
+                         again under its own id, to its own provider (``Resubmits``); at the
                          horizon a last look at every open attempt before `unknown` may be said
     retryable_failure .. the backoff before the next attempt
     closed ............. the attempt the provider has, followed to its own outcome or horizon;
@@ -33,6 +35,7 @@ from herald.core.contracts import (
     NotificationInput,
     NotSent,
     ProviderCancelInput,
+    Resubmission,
     SubmitInput,
     SubmitStep,
 )
@@ -161,10 +164,14 @@ class Course:
         rules.submit_did_not_finish(attempt, answer.failure)
         return None
 
-    def _submit_command(self, attempt: AttemptRecord, rows: LedgerBatch) -> Submit:
+    def _submit_command(
+        self, attempt: AttemptRecord, rows: LedgerBatch, resubmission: Resubmission | None = None
+    ) -> Submit:
         """Send the attempt once, after its rows; it waits in the route's queue no later than the
-        intent's expiry (a task still queued then is never started, so nothing is sent late)."""
+        intent's expiry, a resubmission no later than its call-by time (a task still queued then is
+        never started, so nothing is sent late)."""
         intent, policy, now = self._rules.intent, self._rules.policy, self._rules.clock.now()
+        latest = intent.expires_at if resubmission is None else min(intent.expires_at, resubmission.call_by)
         submit = SubmitInput(
             attempt_ref=attempt.ref,
             message=intent.message,
@@ -175,10 +182,11 @@ class Course:
             time_zone=intent.time_zone,
             policy_at=now,
             route=self._rules.route_for(attempt),
+            resubmission=resubmission,
         )
         return Submit(
             input=submit,
-            queue_timeout=max(intent.expires_at - now, timedelta(seconds=1)),
+            queue_timeout=max(latest - now, timedelta(seconds=1)),
             timeout=policy.submit_timeout,
             # Where the submit stands while the route's rate limit holds a backlog (DispatchOrder).
             priority_key=attempt.priority,
@@ -220,13 +228,15 @@ class Course:
             read = yield ReadStream(query=rules.stream_query(attempt))
             assert isinstance(read, StreamRead)
             return rules.on_event_stream(attempt, read.stream)
+        if way is Way.RESUBMIT and not following:
+            return (yield from self._resubmit(attempt))
         intent = rules.intent
         reference = MessageReference(
             recipient=intent.message.recipient,
             content_sha256=intent.content_sha256,
             attempt_ref=attempt.ref,
             since=attempt.started_at,
-            created_by=attempt.started_at + rules.policy.submit_in_flight_bound,
+            created_by=rules.resubmits.latest_call(attempt) + rules.policy.submit_in_flight_bound,
             message_id_of=attempt.message_id_of,
         )
         lookup = LookupInput(
@@ -235,6 +245,20 @@ class Course:
         answer = yield Look(input=lookup)
         assert isinstance(answer, LookAnswered)
         return rules.on_lookup(attempt, answer.outcome, by_reference=way is Way.LOOKUP and not following)
+
+    def _resubmit(self, attempt: AttemptRecord) -> Steps[str]:
+        """Send the attempt again under its own message id, to its own provider, whose dedupe refuses
+        a repeat within its grace: its answer is the proof a lookup would wait a proof window for."""
+        rules = self._rules
+        resubmission = rules.resubmits.begin(attempt)  # recorded first: its row is the claim on the call
+        answer = yield self._submit_command(attempt, rules.rows_for_submit(), resubmission)
+        if isinstance(answer, SubmitAnswered):
+            return rules.on_resubmit(attempt, resubmission.number, answer.step)
+        assert isinstance(answer, SubmitFailed)
+        if answer.never_started:
+            # Still queued when the grace allowed no later call: nothing was written or sent.
+            return rules.on_resubmit(attempt, resubmission.number, NotSent(reason="still queued at its call-by time"))
+        return rules.on_resubmit(attempt, resubmission.number, None, answer.failure)
 
     def _last_look(self, reason: str) -> Steps[None]:
         """The horizon passed: look at every open attempt once more (a provider that cannot answer

@@ -23,6 +23,10 @@ How an open attempt is resolved is chosen by what its provider can do (``Capabil
                                                  past the attempt (``herald.core.silence``); otherwise
                                                  look again on the poll schedule, to the horizon
 
+Where the provider refuses a repeated message id within a grace period (``resubmit_dedupe_seconds``),
+an unknown submit is first sent again under the same id, within the grace (``Resubmits``); after
+that, or when it cannot be, it is looked up as above, its proof window counted from its latest call.
+
 Every method either answers a question (what closes the intent now, when to look next, how) or
 takes one answer and changes the record.
 """
@@ -51,6 +55,7 @@ from herald.core.contracts import (
     NotSent,
     Refused,
     ReportBatch,
+    SubmitStep,
 )
 from herald.core.delivery_policy import (
     absence_proven,
@@ -66,6 +71,7 @@ from herald.core.lifecycle import EXPIRED_IN_QUEUE_MARK, OPEN_STATES, IntentStat
 from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.clock import Clock
 from herald.core.machine.record import IntentRecord
+from herald.core.machine.resubmits import Resubmits
 from herald.core.outcomes import Found, LookupOutcome, NotFound, Rejected, SubmitOutcome, Unknown
 from herald.core.routes import IntentRoute, intent_route
 from herald.core.rows import IntentRecorded, LedgerBatch
@@ -84,6 +90,7 @@ class Way(Enum):
     LOOKUP = "lookup"  # by our reference: "not found" proves absence once past the proof window
     STREAM = "stream"  # no one to ask: read the ESP's event stream from the ledger
     NOTHING = "nothing"  # nothing to ask yet (reports only, or the evidence window is open)
+    RESUBMIT = "resubmit"  # send it again under its own id: its provider's dedupe makes that safe
 
 
 class IntentRules:
@@ -101,6 +108,7 @@ class IntentRules:
         self._in_flight: LedgerBatch | None = None
         self._not_sent_waits = 0
         self._first_order = (input.first_order, input.first_order_at) if input.carried is None else None
+        self.resubmits = Resubmits(self._record, clock, self.capabilities)
         if input.carried is not None:
             self._record.restore(input.carried)
             self._seen_inbox_ids = set(input.carried.seen_inbox_ids)
@@ -326,7 +334,20 @@ class IntentRules:
             if step.give_up_after_seconds is not None:
                 attempt.give_up_after = timedelta(seconds=step.give_up_after_seconds)
             self._called(attempt, step.outcome)
+            if isinstance(step.outcome.result, Unknown):
+                self.resubmits.plan(attempt)
         return None
+
+    def on_resubmit(self, attempt: AttemptRecord, number: int, step: SubmitStep | None, failure: str = "") -> str:
+        """A resubmission's answer (None: it did not finish); said back in a few words."""
+        rows, self._in_flight = self._in_flight, None
+        if rows is not None and not isinstance(step, Called):
+            self._record.ledger.requeue(rows)  # not known to be written: written again, idempotently
+        accepted = self.resubmits.answered(attempt, number, step, failure)
+        if accepted is None:
+            return f"resubmission {number}: still unknown"
+        self._called(attempt, accepted)
+        return f"accepted on resubmission {number}"
 
     def _called(self, attempt: AttemptRecord, outcome: SubmitOutcome) -> None:
         """What came of the attempt's submit, applied with every report that waited for it."""
@@ -418,6 +439,8 @@ class IntentRules:
     def look_delay(self, attempt: AttemptRecord) -> timedelta:
         """How long until the attempt is next asked about (or its evidence window closes)."""
         capabilities, now, jitter = self.capabilities(attempt), self._clock.now(), self._clock.random
+        if self.resubmits.waiting(attempt):
+            return self.resubmits.delay(attempt)
         if attempt.provider_id is not None:
             if not capabilities.status_lookup:
                 # Nothing to ask: reports arrive or the resolution horizon closes the wait.
@@ -438,6 +461,8 @@ class IntentRules:
 
     def way_to_look(self, attempt: AttemptRecord) -> Way:
         capabilities = self.capabilities(attempt)
+        if self.resubmits.due(attempt):
+            return Way.RESUBMIT
         if attempt.provider_id is not None:
             return Way.POLL if capabilities.status_lookup else Way.NOTHING
         if capabilities.lookup_by_reference:
@@ -468,7 +493,8 @@ class IntentRules:
             self._record.apply_observation(attempt, observation, kind=ObservationKind.FOUND)
             return f"found {result.status.value}"
         if isinstance(result, NotFound):
-            proven = by_reference and absence_proven(self.policy, attempt.started_at, result, attempt.validity)
+            called_at = self.resubmits.latest_call(attempt)
+            proven = by_reference and absence_proven(self.policy, called_at, result, attempt.validity)
             reason = "provider has no such message"
             if by_reference:
                 reason += (
