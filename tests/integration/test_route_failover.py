@@ -14,7 +14,7 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool

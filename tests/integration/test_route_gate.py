@@ -136,7 +136,7 @@ async def test_a_drained_provider_gets_no_new_attempt_and_a_pin_to_it_is_held(ro
     step = await routed.submit(_attempt(fresh, 1, f"run-{secrets.token_hex(4)}"))
     assert isinstance(step, Called) and step.provider == beta.name
     provider, reason = await routed.row(attempt_ref(fresh.workflow_id, 1))
-    assert provider == beta.name and reason is not None and f"route transactional/* v" in reason
+    assert provider == beta.name and reason is not None and "route transactional/* v" in reason
 
     # The machine does not know attempt 1's provider (say its submit never answered): the row tells.
     second = _attempt(pinned, 2, run, IntentRoute(pinned_attempt=attempt_ref(pinned.workflow_id, 1)))
