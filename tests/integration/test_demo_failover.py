@@ -22,7 +22,8 @@ BOUND_SECONDS = PROBE_AFTER.total_seconds() + 60
 
 
 async def test_the_twilio_outage_scene_sends_each_notice_once_through_infobip_then_twilio_again(
-    stack: LocalStack, settings: Any, pool: AsyncConnectionPool, receipt_server: str, infobip: Infobip
+    stack: LocalStack, settings: Any, pool: AsyncConnectionPool, receipt_server: str, infobip: Infobip,
+    twilio_answering: None,
 ) -> None:
     """During the outage every notice is delivered once, by Infobip (0 at Twilio; the second wave skips
     Twilio outright); after it the first notice probes Twilio and every later one goes there (0 at

@@ -57,7 +57,7 @@ class TwoProviders:
 @pytest.fixture(scope="module")
 async def two(
     stack: LocalStack, settings: Any, temporal: Client, pool: AsyncConnectionPool, receipt_server: str,
-    infobip: Infobip,
+    infobip: Infobip, twilio_answering: None,
 ) -> AsyncIterator[TwoProviders]:
     e = stack.config.emulator
     proxy = RefusingProxy(e.host, e.port)
