@@ -10,12 +10,13 @@ provider already and goes there. It costs no Temporal action: the submit activit
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from activities.policy_gate import PolicyGate
 from herald.core.contracts import SubmitInput
 from herald.core.message import Channel
-from herald.core.routes import HOLD_FOR, HandedTo, Mark, RouteChoice, choose
+from herald.core.routes import HOLD_FOR, PROBE_AFTER, HandedTo, Mark, RouteChoice, choose
 from herald.core.send_policy import Decision, PolicyDecision
 from herald.ledger import provider_marks
 from herald.ledger.provider_marks import RoutingFacts
@@ -68,7 +69,9 @@ class RouteGate:
         configured = self._providers.serving(self._input.message.channel)
         pinned = [intent.pinned_attempt] if intent.pinned_attempt and intent.pinned_to is None else []
         looked = [*route, *(p for p in [intent.pinned_to] if p and p not in route)]
-        facts = self._facts = await provider_marks.routing_facts(cursor, looked, [ref, *pinned])
+        facts = self._facts = await provider_marks.routing_facts(
+            cursor, looked, [ref, *pinned], probe_after=self._probe_after
+        )
         already = facts.attempt_providers.get(ref)
         if already is not None:
             # This very attempt was committed before (the commit's answer was lost): where it went.
@@ -79,11 +82,17 @@ class RouteGate:
         pinned_to = intent.pinned_to or (facts.attempt_providers.get(pinned[0], default) if pinned else None)
         choice = choose(route, name, intent, pinned_to, facts.healths, configured)
         if choice.probe and choice.provider is not None:
-            if not await provider_marks.claim_probe(cursor, choice.provider, ref):
+            if not await provider_marks.claim_probe(cursor, choice.provider, ref, self._probe_after):
                 # Another attempt probes it now: this one is routed as if no probe were due.
                 taken = facts.healths[choice.provider].model_copy(update={"probe_due": False})
                 choice = choose(route, name, intent, pinned_to, {**facts.healths, choice.provider: taken}, configured)
         return choice
+
+    @property
+    def _probe_after(self) -> timedelta:
+        """The probe interval of the policy that admitted the attempt (the built-in 30 s without one)."""
+        rules = self.policy.rules
+        return timedelta(seconds=rules.provider_probe_after_seconds) if rules is not None else PROBE_AFTER
 
     def mark_for(self, kind: str) -> Mark | None:
         """What the submit's answer `kind` tells about the chosen provider, to append (None: nothing).

@@ -9,8 +9,9 @@ messages, the oracle the scene counts at), and the Infobip emulator is not touch
 
 During the outage two waves of notices are sent: the first finds Twilio refusing (Unreachable: provably
 nothing sent) and fails over at once; after three of those Twilio is in outage and the second wave skips
-it. The gate opens again, and Herald goes on skipping Twilio until its probe is due, 30 s after its last
-Unreachable (herald/core/routes.py PROBE_AFTER): the scene says so and waits. The first notice after
+it. The gate opens again, and Herald goes on skipping Twilio until its probe is due, PROBE_SECONDS after
+its last Unreachable (the scene's policy says so: ``provider_probe_after_seconds``, 30 s by default):
+the scene says so and waits. The first notice after
 that probes Twilio and its answer ends the outage; the last ones go to Twilio as before. Each notice is
 counted at both emulators' admin APIs, not in Herald. The policy in force before is published again at
 the end, so the rest of the stack goes on as it was.
@@ -24,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -39,7 +40,7 @@ from herald.core.contracts import IntentStatus
 from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.lifecycle import IntentState
 from herald.core.message import Channel
-from herald.core.routes import OUTAGE_AFTER, PROBE_AFTER
+from herald.core.routes import OUTAGE_AFTER
 from herald.core.send_policy import Category, PolicyRules
 from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import policy_in_force, publish_policy
@@ -51,6 +52,9 @@ ROUTE = ["twilio", "infobip"]
 # The first wave makes the outage (three Unreachable: herald.core.routes.OUTAGE_AFTER), the second
 # meets it; a few after it show Twilio back. Small: the scene's time is the probe's 30 s wait.
 FIRST_WAVE, SECOND_WAVE, AFTER = OUTAGE_AFTER, 3, 3
+# The scene's policy probes Twilio 10 s after its last Unreachable (the default is 30 s): long enough
+# to see new notices skip it, short enough that make run does not stand still.
+PROBE_SECONDS = 10
 # Bound on each wave's wait for its notices to close (they close in seconds).
 SETTLE_SECONDS = 60.0
 _DATA = {"order_ref": "ord_failover", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
@@ -171,7 +175,10 @@ async def play_failover(
     tag = secrets.token_hex(3)
     async with ledger.connection() as conn:
         _, before = await policy_in_force(conn, datetime.now(UTC))
-    rules = PolicyRules.model_validate({**before.model_dump(), "sms_routes": {c: {"*": list(ROUTE)} for c in Category}})
+    rules = PolicyRules.model_validate({
+        **before.model_dump(), "sms_routes": {c: {"*": list(ROUTE)} for c in Category},
+        "provider_probe_after_seconds": PROBE_SECONDS,
+    })  # fmt: skip
     version = await publish_policy(ledger, rules,
                                    effective_from=datetime.now(UTC), owner="demo",
                                    note="make run: SMS to twilio, then infobip (the Twilio outage scene)")  # fmt: skip
@@ -191,7 +198,7 @@ async def play_failover(
             outage_seconds = time.monotonic() - outage_started
             wait = await _until_probe_due(ledger)
             say(f"twilio outage scene: Twilio accepts connections again; Herald skips it until its probe is due "
-                f"({PROBE_AFTER.total_seconds():g} s after its last Unreachable): waiting {wait:.0f} s")  # fmt: skip
+                f"({PROBE_SECONDS} s after its last Unreachable, as the scene's policy says): waiting {wait:.0f} s")  # fmt: skip
             await asyncio.sleep(wait)
             # One at a time first: the probe is one attempt; the rest follow once its answer ended the outage.
             after = [(f"order_receipt:failover_{tag}_{len(sent) + n}", phone(), "after") for n in range(AFTER)]
@@ -223,7 +230,7 @@ async def _send_and_settle(herald: HeraldClient, notices: list[tuple[str, str, s
 
 
 async def _until_probe_due(ledger: AsyncConnectionPool) -> float:
-    """Seconds until Twilio's probe is due: PROBE_AFTER after its newest mark (0: not in outage)."""
+    """Seconds until Twilio's probe is due: PROBE_SECONDS after its newest mark (0: not in outage)."""
     async with ledger.connection() as conn:
         states = {state.provider: state for state in await provider_states(conn)}
         cursor = await conn.execute("SELECT clock_timestamp()")  # the clock the marks are stamped with
@@ -231,7 +238,7 @@ async def _until_probe_due(ledger: AsyncConnectionPool) -> float:
     twilio = states.get("twilio")
     if twilio is None or twilio.outage_since is None or row is None:
         return 0.0
-    return max(0.0, (twilio.last_mark_at + PROBE_AFTER - row[0]).total_seconds() + 0.5)
+    return max(0.0, (twilio.last_mark_at + timedelta(seconds=PROBE_SECONDS) - row[0]).total_seconds() + 0.5)
 
 
 async def _count(admin: httpx.AsyncClient, url: str, to: str) -> int:

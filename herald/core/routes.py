@@ -118,8 +118,11 @@ class ProviderHealth(Frozen):
     watched: bool = False
 
 
-def health(provider: str, marks: Sequence[tuple[Mark, datetime]], now: datetime) -> ProviderHealth:
-    """The outage rule over the provider's newest marks (newest first)."""
+def health(
+    provider: str, marks: Sequence[tuple[Mark, datetime]], now: datetime, probe_after: timedelta = PROBE_AFTER
+) -> ProviderHealth:
+    """The outage rule over the provider's newest marks (newest first); a probe is due `probe_after`
+    (the policy's ``provider_probe_after_seconds``) after the newest."""
     answers = [(mark, at) for mark, at in marks if mark is not Mark.PROBE]
     unreachable = [at for mark, at in answers if mark is Mark.UNREACHABLE]
     watched = bool(unreachable) and now - unreachable[0] <= OUTAGE_WINDOW
@@ -138,7 +141,7 @@ def health(provider: str, marks: Sequence[tuple[Mark, datetime]], now: datetime)
             break
         since = earlier
     newest = marks[0][1] if marks else run[0]
-    return ProviderHealth(provider=provider, outage_since=since, probe_due=now - newest >= PROBE_AFTER, watched=True)
+    return ProviderHealth(provider=provider, outage_since=since, probe_due=now - newest >= probe_after, watched=True)
 
 
 class HandedTo(Frozen):

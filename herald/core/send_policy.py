@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from herald.core.outcomes import Frozen
-from herald.core.routes import HandedTo
+from herald.core.routes import PROBE_AFTER, HandedTo
 
 # Temporal's priority keys with the server's default range: 1 goes first, 5 last (3 when unset).
 PRIORITY_KEYS = (1, 5)
@@ -138,6 +138,11 @@ class PolicyRules(Frozen):
     # without routes, and every version published before routes existed, means what it always
     # meant. Draining a provider is publishing a version whose routes leave it out.
     sms_routes: dict[Category, dict[str, list[str]]] = Field(default_factory=dict)
+    # How long a provider in outage is skipped after its last mark before one attempt probes it
+    # (herald.core.routes): the price of a probe is one request that provably sends nothing when it
+    # is still down, against the seconds new intents keep failing over after it is back. 30 s by
+    # default; an operator who wants the route back sooner publishes a shorter one.
+    provider_probe_after_seconds: int = Field(default=int(PROBE_AFTER.total_seconds()), ge=1, le=3600)
 
     @field_validator("sms_routes")
     @classmethod

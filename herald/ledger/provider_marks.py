@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from herald.core.outcomes import Frozen
 from herald.core.routes import PROBE_AFTER, Mark, ProviderHealth, health
+from herald.ledger.policy_store import policy_in_force
 
 log = logging.getLogger("herald.routes")
 
@@ -46,9 +47,15 @@ SELECT clock_timestamp(),
 
 
 async def routing_facts(
-    cursor: Any, providers: Sequence[str], attempt_refs: Sequence[str], *, newest: int = _NEWEST
+    cursor: Any,
+    providers: Sequence[str],
+    attempt_refs: Sequence[str],
+    *,
+    probe_after: timedelta = PROBE_AFTER,
+    newest: int = _NEWEST,
 ) -> RoutingFacts:
-    """The providers' outage state and the named attempts' providers, read in the caller's transaction."""
+    """The providers' outage state (a probe due `probe_after` after the newest mark: the policy's) and
+    the named attempts' providers, read in the caller's transaction."""
     await cursor.execute(_ROUTING_SQL, {"providers": list(providers), "newest": newest, "refs": list(attempt_refs)})
     row = await cursor.fetchone()
     assert row is not None
@@ -57,16 +64,16 @@ async def routing_facts(
     for name, mark, at in marks:
         by_provider[name].append((Mark(mark), datetime.fromisoformat(at)))
     healths = {
-        name: health(name, sorted(found, key=lambda each: each[1], reverse=True), now)
+        name: health(name, sorted(found, key=lambda each: each[1], reverse=True), now, probe_after)
         for name, found in by_provider.items()
     }
     return RoutingFacts(now=now, healths=healths, attempt_providers=attempt_providers)
 
 
-async def claim_probe(cursor: Any, provider: str, attempt_ref: str) -> bool:
+async def claim_probe(cursor: Any, provider: str, attempt_ref: str, quiet: timedelta = PROBE_AFTER) -> bool:
     """Claim the probe of a provider in outage for this attempt, in the caller's transaction; False
-    when another attempt claimed one within ``PROBE_AFTER`` (the lock orders racing workers: the
-    second waits for the first to commit, then sees its probe)."""
+    when another attempt claimed one within `quiet` (the policy's probe interval; the lock orders
+    racing workers: the second waits for the first to commit, then sees its probe)."""
     await cursor.execute("SELECT pg_advisory_xact_lock(hashtext('herald.provider_probe:' || %s))", (provider,))
     await cursor.execute(
         """INSERT INTO provider_marks (provider, mark, attempt_ref)
@@ -74,7 +81,7 @@ async def claim_probe(cursor: Any, provider: str, attempt_ref: str) -> bool:
             WHERE NOT EXISTS (SELECT 1 FROM provider_marks WHERE provider = %(provider)s
                                  AND marked_at > clock_timestamp() - %(quiet)s)
            RETURNING id""",
-        {"provider": provider, "attempt": attempt_ref, "quiet": PROBE_AFTER},
+        {"provider": provider, "attempt": attempt_ref, "quiet": quiet},
     )
     return await cursor.fetchone() is not None
 
@@ -104,13 +111,16 @@ class ProviderState(Frozen):
 
 
 async def provider_states(conn: AsyncConnection) -> list[ProviderState]:
-    """Every provider that has marks, with its outage state now (by name)."""
+    """Every provider that has marks, with its outage state now (by name), probes due as the policy
+    in force says."""
     cursor = await conn.execute("SELECT DISTINCT provider FROM provider_marks ORDER BY provider")
     names = [row[0] for row in await cursor.fetchall()]
     if not names:
         return []
+    _, rules = await policy_in_force(conn, datetime.now(UTC))
+    probe_after = timedelta(seconds=rules.provider_probe_after_seconds)
     async with conn.cursor() as reading:
-        facts = await routing_facts(reading, names, [], newest=_REPORTED)
+        facts = await routing_facts(reading, names, [], probe_after=probe_after, newest=_REPORTED)
         await reading.execute(
             """SELECT DISTINCT ON (provider) provider, mark, marked_at FROM provider_marks
                 WHERE provider = ANY(%s) ORDER BY provider, marked_at DESC""",

@@ -9,16 +9,15 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from devstack.failover_demo import AFTER, FIRST_WAVE, SECOND_WAVE, play_failover
+from devstack.failover_demo import AFTER, FIRST_WAVE, PROBE_SECONDS, SECOND_WAVE, play_failover
 from devstack.stack import LocalStack
 from herald.core.lifecycle import IntentState
-from herald.core.routes import PROBE_AFTER
 from herald.ledger.policy_store import policy_in_force
 from herald.runtime.process import ProcessRuntime
 from tests.stack import TEST_POLICY, Infobip
 
 # The probe's 30 s wait, the waves' few seconds each, and room for a loaded machine.
-BOUND_SECONDS = PROBE_AFTER.total_seconds() + 60
+BOUND_SECONDS = PROBE_SECONDS + 60
 
 
 async def test_the_twilio_outage_scene_sends_each_notice_once_through_infobip_then_twilio_again(

@@ -26,7 +26,7 @@ from devstack.stack import LocalStack
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.message import Channel
-from herald.core.routes import OUTAGE_AFTER, PROBE_AFTER
+from herald.core.routes import OUTAGE_AFTER
 from herald.core.send_policy import Category, PolicyRules
 from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report
@@ -43,6 +43,8 @@ from tests.stack import ADAPTER_READ_TIMEOUT, TEST_POLICY, Emulator, Infobip
 from worker import build_submit_worker, build_worker
 
 WAIT = 90.0
+# The published policy's probe interval (the default is 30 s): the probe's mechanics, in less time.
+PROBE_SECONDS = 8
 
 
 class TwoProviders:
@@ -78,7 +80,8 @@ async def two(
             workers += [build_worker(client, on_queue, ledger, activities),
                         build_submit_worker(client, on_queue, activities)]  # fmt: skip
         runs = [asyncio.create_task(worker.run()) for worker in workers]
-        rules = PolicyRules(sms_routes={category: {"*": ["twilio", "infobip"]} for category in Category})
+        rules = PolicyRules(sms_routes={category: {"*": ["twilio", "infobip"]} for category in Category},
+                            provider_probe_after_seconds=PROBE_SECONDS)  # fmt: skip
         await publish_policy(pool, rules, effective_from=datetime.now(UTC), owner="tests", note="two providers")
         herald = HeraldClient(temporal, queue, policy=TEST_POLICY, keyring=SESSION_KEYRING)
         async with Emulator.of(stack) as at_twilio:
@@ -106,7 +109,8 @@ async def test_twilio_refusing_connections_every_intent_goes_once_through_infobi
 ) -> None:
     """Primary down (connection refused): each intent is delivered once, by the fallback (0 at the
     primary); after three Unreachable the primary is skipped outright; back, it gets one probe after
-    30 s of quiet, and once that is answered new intents go to it again."""
+    the published policy's probe interval of quiet (8 s here, 30 s by default), and once that is answered
+    new intents go to it again."""
     await two.proxy.refuse()
     window = {fresh_key(): fresh_recipient() for _ in range(6)}
     started = datetime.now(UTC)
@@ -142,7 +146,7 @@ async def test_twilio_refusing_connections_every_intent_goes_once_through_infobi
     assert " twilio since " in skipped, skipped
 
     # Back: the first intent after the quiet period probes the primary; its answer ends the outage.
-    await asyncio.sleep(PROBE_AFTER.total_seconds() + 1)
+    await asyncio.sleep(PROBE_SECONDS + 1)
     probe_key, probe_to = fresh_key(), fresh_recipient()
     await two.herald.send(receipt_request(probe_key, probe_to))
     probe = await reads.final(two.herald, probe_key, Channel.SMS, WAIT)
@@ -156,7 +160,7 @@ async def test_twilio_refusing_connections_every_intent_goes_once_through_infobi
     assert not [s for s in (await ledger_report(pool)).provider_states if s.provider == "twilio" and s.outage_since]
     print(f"\nprimary refusing: {len(window)} intents, {len(failed_over)} tried the primary first (1 request there, "
           f"nothing sent), the rest skipped it; failover gap "
-          f"max {max(gaps):.2f} s; probe after {PROBE_AFTER.total_seconds():g} s quiet answered, outage ended")  # fmt: skip
+          f"max {max(gaps):.2f} s; probe after {PROBE_SECONDS} s quiet answered, outage ended")  # fmt: skip
 
 
 async def test_twilio_accepting_and_hanging_never_fails_over_to_infobip(two: TwoProviders, pool: AsyncConnectionPool) -> None:

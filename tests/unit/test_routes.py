@@ -175,6 +175,22 @@ def test_an_outage_is_dated_from_the_first_unreachable_of_its_burst() -> None:
     assert state.outage_since == NOW - timedelta(seconds=70)
 
 
+@pytest.mark.parametrize(("quiet", "probe_after", "due"), [(9, 8, True), (7, 8, False), (29, 30, False), (31, 30, True)])
+def test_a_probe_is_due_after_the_policys_probe_interval(quiet: float, probe_after: int, due: bool) -> None:
+    """The published `provider_probe_after_seconds` moves when the probe is due; the outage itself is
+    the same three Unreachable."""
+    state = health("twilio", marks((U, quiet), (U, quiet + 1), (U, quiet + 2)), NOW, timedelta(seconds=probe_after))
+    assert state.outage_since is not None and state.probe_due is due
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 3601])
+def test_a_probe_interval_outside_one_second_to_an_hour_is_refused_naming_the_field(seconds: int) -> None:
+    """A probe every instant would hammer a provider that is down; one an hour later than that
+    leaves a recovered provider skipped for no reason."""
+    with pytest.raises(ValidationError, match="provider_probe_after_seconds"):
+        PolicyRules(provider_probe_after_seconds=seconds)
+
+
 def test_answers_are_watched_while_an_unreachable_is_recent() -> None:
     """Submit answers are marked only near an Unreachable, so a healthy provider costs no write."""
     assert health("twilio", marks((U, 5)), NOW).watched
