@@ -18,7 +18,7 @@ import pytest
 # load-sensitive tests (the route-isolation deadline, the rate-limit and fault-matrix counts) feel it.
 LONGEST_FIRST = (
     "tests/faults/test_fault_matrix.py",  # 149
-    "tests/integration/test_infobip_dedupe.py",  # 98 alone, waiting on its emulator's 15 s steps (issue 31)
+    "tests/integration/test_infobip_dedupe.py",  # 38 alone, waiting on its emulator's 15 s steps (issue 31)
     "tests/integration/test_absence_proof.py",  # 107
     "tests/integration/test_outages.py",  # 72
     "tests/integration/test_route_failover.py",  # 45 alone, 30 of them the probe's wait (issue 31)

@@ -16,6 +16,7 @@ import time
 from datetime import timedelta
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -132,33 +133,27 @@ def _only_attempt(final: IntentStatus) -> Any:
     return attempt
 
 
-async def test_lost_answers_at_infobip_are_resubmitted_under_the_same_id_and_sent_once(
-    dedupe: Dedupe, pool: AsyncConnectionPool
-) -> None:
-    """Infobip accepts and hangs, or accepts and answers 5xx: Herald resubmits the same attempt under
-    the same messageId; the emulator rejects the repeat as a duplicate, and the handset gets 1 message."""
+# ---- the three scenarios, played at once (each waits on the emulator's 15 s steps) ----------------
+
+
+@dataclass(frozen=True)
+class Played:
+    lost: list[tuple[IntentStatus, str]]  # (final, recipient), accept_then_hang and accept_then_error
+    slow: tuple[IntentStatus, str, float]  # timeout, 500, 500: (final, recipient, seconds until accepted)
+    off: tuple[IntentStatus, str]  # the setting unset
+
+
+async def _lost_answers(dedupe: Dedupe) -> list[tuple[IntentStatus, str]]:
     cases = {fresh_key(): (fresh_recipient(), fault) for fault in ("accept_then_hang", "accept_then_error")}
     for to, fault in cases.values():
         params = {"hang_seconds": ADAPTER_READ_TIMEOUT * 3} if fault == "accept_then_hang" else {"status": 503}
         await dedupe.emulator.arm(to, fault, count=1, **params)
     await asyncio.gather(*(dedupe.on.send(receipt_request(key, to)) for key, (to, _) in cases.items()))
     finals = await asyncio.gather(*(reads.final(dedupe.on, key, Channel.SMS, WAIT) for key in cases))
-    for final, (to, _) in zip(finals, cases.values(), strict=True):
-        attempt = _only_attempt(final)
-        assert attempt.resubmissions == 1
-        assert len(await _resubmissions(pool, final.workflow_id)) == 1
-        # Two requests under one id: the original sent, the repeat rejected at processing.
-        assert await dedupe.at_emulator(to) == (2, 1, 1)
-        [repeat] = [m for m in await dedupe.emulator.messages(to) if m["duplicate_of"] is not None]
-        assert repeat["messageId"] == attempt.attempt_ref
-        assert repeat["status"]["name"] == "REJECTED_DUPLICATE_MESSAGE_ID"
-        # Its report reached Herald before the original's DELIVERED, and was no failure: delivered.
-        assert any("DUPLICATE" in status for status in await _inbox_statuses(pool, attempt.attempt_ref))
+    return [(final, to) for final, (to, _) in zip(finals, cases.values(), strict=True)]
 
 
-async def test_a_timeout_then_two_5xx_is_accepted_in_seconds(dedupe: Dedupe, pool: AsyncConnectionPool) -> None:
-    """The issue's case against the real stack: a timeout, then two 5xx after acceptance; accepted on
-    the third resubmission, one message at the handset, three repeats rejected (time printed)."""
+async def _timeout_then_two_5xx(dedupe: Dedupe) -> tuple[IntentStatus, str, float]:
     key, to = fresh_key(), fresh_recipient()
     await dedupe.emulator.arm(to, "accept_then_hang", count=1, hang_seconds=ADAPTER_READ_TIMEOUT * 3)
     started = time.monotonic()
@@ -172,22 +167,63 @@ async def test_a_timeout_then_two_5xx_is_accepted_in_seconds(dedupe: Dedupe, poo
         assert time.monotonic() - started < WAIT
         await asyncio.sleep(0.05)
     accepted_after = time.monotonic() - started
-    final = await reads.final(dedupe.on, key, Channel.SMS, WAIT)
+    return await reads.final(dedupe.on, key, Channel.SMS, WAIT), to, accepted_after
+
+
+async def _setting_off(dedupe: Dedupe) -> tuple[IntentStatus, str]:
+    key, to = fresh_key(), fresh_recipient()
+    await dedupe.emulator.arm(to, "accept_then_error", count=1, status=500)
+    await dedupe.off.send(receipt_request(key, to))
+    return await reads.final(dedupe.off, key, Channel.SMS, WAIT), to
+
+
+@pytest.fixture(scope="module")
+async def played(dedupe: Dedupe) -> Played:
+    """The scenarios run together, on their own recipients: each waits on the emulator's steps, so
+    one after another they took three times as long."""
+    lost, slow, off = await asyncio.gather(_lost_answers(dedupe), _timeout_then_two_5xx(dedupe), _setting_off(dedupe))
+    return Played(lost=lost, slow=slow, off=off)
+
+
+async def test_lost_answers_at_infobip_are_resubmitted_under_the_same_id_and_sent_once(
+    played: Played, dedupe: Dedupe, pool: AsyncConnectionPool
+) -> None:
+    """Infobip accepts and hangs, or accepts and answers 5xx: Herald resubmits the same attempt under
+    the same messageId; the emulator rejects the repeat as a duplicate, and the handset gets 1 message."""
+    for final, to in played.lost:
+        attempt = _only_attempt(final)
+        assert attempt.resubmissions == 1
+        assert len(await _resubmissions(pool, final.workflow_id)) == 1
+        # Two requests under one id: the original sent, the repeat rejected at processing.
+        assert await dedupe.at_emulator(to) == (2, 1, 1)
+        [repeat] = [m for m in await dedupe.emulator.messages(to) if m["duplicate_of"] is not None]
+        assert repeat["messageId"] == attempt.attempt_ref
+        assert repeat["status"]["name"] == "REJECTED_DUPLICATE_MESSAGE_ID"
+        # Its report reached Herald before the original's DELIVERED, and was no failure: delivered.
+        assert any("DUPLICATE" in status for status in await _inbox_statuses(pool, attempt.attempt_ref))
+
+
+async def test_a_timeout_then_two_5xx_is_accepted_in_seconds(
+    played: Played, dedupe: Dedupe, pool: AsyncConnectionPool
+) -> None:
+    """The issue's case against the real stack: a timeout, then two 5xx after acceptance; accepted on
+    the third resubmission, one message at the handset, three repeats rejected (time printed)."""
+    final, to, accepted_after = played.slow
     attempt = _only_attempt(final)
     assert attempt.resubmissions == 3 and len(await _resubmissions(pool, final.workflow_id)) == 3
     assert await dedupe.at_emulator(to) == (4, 1, 3)
+    assert accepted_after < WAIT
     print(f"\nInfobip with idempotency on: timeout ({ADAPTER_READ_TIMEOUT:g} s read timeout), 500, 500, then "
           f"accepted {accepted_after:.1f} s after the send (3 resubmissions 2, 4, 8 s apart); 1 message at the "
           f"handset, 3 repeats rejected as duplicates")  # fmt: skip
 
 
-async def test_with_the_setting_off_herald_never_resubmits(dedupe: Dedupe, pool: AsyncConnectionPool) -> None:
+async def test_with_the_setting_off_herald_never_resubmits(
+    played: Played, dedupe: Dedupe, pool: AsyncConnectionPool
+) -> None:
     """The adapter declares no dedupe (the setting unset): a lost answer is only looked up, never
     resubmitted, even though the emulator would refuse a repeat: 1 request, 1 message."""
-    key, to = fresh_key(), fresh_recipient()
-    await dedupe.emulator.arm(to, "accept_then_error", count=1, status=500)
-    await dedupe.off.send(receipt_request(key, to))
-    final = await reads.final(dedupe.off, key, Channel.SMS, WAIT)
+    final, to = played.off
     assert final.state is IntentState.DELIVERED, final.transitions
     [attempt] = final.attempts
     assert attempt.submit_result is SubmitResult.UNKNOWN and attempt.resubmissions == 0
