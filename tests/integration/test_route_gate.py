@@ -54,9 +54,13 @@ class Double:
         self.name = name
         self.route = f"{name}-account"
         self.submits: list[str] = []
+        # Set, a submit waits for it before answering (a provider still holding the call).
+        self.holding: asyncio.Event | None = None
 
     async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
         self.submits.append(outbound.attempt_ref)
+        if self.holding is not None:
+            await self.holding.wait()
         return SubmitOutcome(result=Accepted(provider_id=f"{self.name}-{len(self.submits)}", status=ProviderStatus.QUEUED))
 
     async def fetch(self, provider_id: str) -> LookupOutcome:
@@ -169,7 +173,14 @@ async def test_racing_workers_send_one_probe_to_a_provider_in_outage(routed: Rou
                 (alpha.name, timedelta(seconds=seconds)),
             )
     intents = [await _intent(routed.pool) for _ in range(2)]
-    steps = await asyncio.gather(*(routed.submit(_attempt(i, 1, f"run-{secrets.token_hex(4)}")) for i in intents))
+    # Alpha holds its call until the other attempt has been routed: the probe's answer, which ends
+    # the outage, must not come first (then the other attempt would rightly go to alpha, no probe).
+    alpha.holding = asyncio.Event()
+    racing = [asyncio.create_task(routed.submit(_attempt(i, 1, f"run-{secrets.token_hex(4)}"))) for i in intents]
+    done, _ = await asyncio.wait(racing, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1, "both attempts are held at alpha: two probes"
+    alpha.holding.set()
+    steps = await asyncio.gather(*racing)
     assert sorted(step.provider for step in steps if isinstance(step, Called)) == sorted([alpha.name, beta.name])
     reasons = [(await routed.row(fresh_ref(i)))[1] or "" for i in intents]
     assert sum("this attempt probes it" in reason for reason in reasons) == 1
