@@ -3,6 +3,8 @@ per problem why it cannot be built (never a traceback, never a secret the flags 
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -35,3 +37,12 @@ def built(name: str, build: Callable[[], S], host: str) -> S | None:
             file=sys.stderr,
         )
     return server
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGTERM and SIGINT set, in the running loop: a server's cue to stop and close."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop

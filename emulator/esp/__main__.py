@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from emulator.esp.config import EspConfig
 from emulator.esp.faults import load_faults_file
 from emulator.esp.server import EspServer
-from emulator.launch import built
+from emulator.launch import built, stop_on_signals
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -90,10 +89,7 @@ def build_config(args: argparse.Namespace) -> EspConfig:
 
 
 async def _serve(server: EspServer) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     try:
         await server.start()
     except OSError as error:

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from emulator.config import LOOPBACK_HOSTS
 from emulator.infobip.config import InfobipConfig
 from emulator.infobip.faults import load_faults_file
 from emulator.infobip.server import InfobipServer
-from emulator.launch import built
+from emulator.launch import built, stop_on_signals
 
 
 def _pair(value: str) -> tuple[str, str]:
@@ -111,10 +110,7 @@ def build_config(args: argparse.Namespace) -> InfobipConfig:
 
 
 async def _serve(server: InfobipServer) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     try:
         await server.start()
     except OSError as error:
