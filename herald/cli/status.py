@@ -61,6 +61,13 @@ async def _recipients_requests(
 
 
 def _print_history(history: IntentHistory, requests: list[RecordedRequest]) -> None:
+    print("attempts (ledger):")
+    for a in history.attempts:
+        # Which provider the route handed it to and why (pinned, outage skipped, probe...).
+        policy = f" policy v{a.policy_version}" if a.policy_version is not None else ""
+        print(
+            f"  {a.number:>3} {a.prepared_at:%H:%M:%S.%f} {a.provider or '-'}{policy}: {a.route_reason or 'no route recorded'}"
+        )
     print("transitions (ledger):")
     for t in history.transitions:
         print(f"  {t.seq:>3} {t.at:%H:%M:%S.%f} {t.from_state:>17} -> {t.to_state:<17} [{t.source}] {t.reason}")

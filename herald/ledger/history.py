@@ -20,6 +20,10 @@ class RecordedAttempt(Frozen):
     attempt_ref: str
     prepared_at: datetime
     provider: str | None  # None: recorded before the provider was named (migration 004)
+    # The send policy version that admitted it, and why the route chose its provider (migration 021;
+    # None before it, or for a channel with one provider and no route).
+    policy_version: int | None = None
+    route_reason: str | None = None
 
 
 class RecordedTransition(Frozen):
@@ -62,7 +66,8 @@ class IntentHistory(IntentHeader):
 _INTENT = """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
                     intent_fingerprint, recipient_fingerprint, created_at, expires_at
                FROM intents WHERE workflow_id = %s"""
-_ATTEMPTS = "SELECT number, attempt_ref, prepared_at, provider FROM attempts WHERE workflow_id = %s ORDER BY number"
+_ATTEMPTS = """SELECT number, attempt_ref, prepared_at, provider, policy_version, route_reason
+                FROM attempts WHERE workflow_id = %s ORDER BY number"""
 _TRANSITIONS = """SELECT seq, at, from_state, to_state, reason, source, attempt_number
                     FROM transitions WHERE workflow_id = %s ORDER BY seq"""
 _OBSERVATIONS = """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,

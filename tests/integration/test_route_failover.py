@@ -28,6 +28,7 @@ from herald.core.lifecycle import IntentState, SubmitResult
 from herald.core.message import Channel
 from herald.core.routes import OUTAGE_AFTER
 from herald.core.send_policy import Category, PolicyRules
+from herald.ledger.history import intent_history
 from herald.ledger.policy_store import publish_policy
 from herald.ledger.report import ledger_report
 from herald.privacy.recipient_vault import RecipientVault
@@ -96,12 +97,11 @@ async def two(
         await proxy.close()
 
 
-async def _route_reasons(pool: AsyncConnectionPool, workflow_id: str) -> list[tuple[str, str]]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(
-            "SELECT provider, route_reason FROM attempts WHERE workflow_id = %s ORDER BY number", (workflow_id,)
-        )
-        return await cursor.fetchall()
+async def _route_reasons(pool: AsyncConnectionPool, workflow_id: str) -> list[tuple[str | None, str | None]]:
+    # As an operator reads them: `starter.py status KEY --channel sms` prints the ledger's history.
+    history = await intent_history(pool, workflow_id)
+    assert history is not None
+    return [(attempt.provider, attempt.route_reason) for attempt in history.attempts]
 
 
 async def test_twilio_refusing_connections_every_intent_goes_once_through_infobip(

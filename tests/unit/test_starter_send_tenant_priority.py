@@ -24,6 +24,7 @@ from herald.core.lifecycle import IntentState, SubmitResult
 from herald.intake.errors import InvalidIntent
 from herald.intake.notice import NoticeRequest
 from herald.intake.requests import IntentRequest
+from herald.ledger.history import IntentHistory, RecordedAttempt
 from herald.runtime import reach
 from herald.settings import load_settings
 from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
@@ -198,3 +199,29 @@ async def test_status_shows_each_attempts_priority_key_and_weight(
     attempts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("attempt ")]
     assert "   priority 4 weight 3" in attempts[0]
     assert "priority" not in attempts[1]
+
+
+def test_status_prints_each_attempts_provider_policy_and_route_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    """`status --channel` lists the ledger's attempts with the provider, the policy version that admitted
+    each and the route's reason, so a failover reads as one line per attempt; an attempt from before
+    routes says none was recorded."""
+    at = datetime(2026, 12, 6, 9, 30, tzinfo=UTC)
+    history = IntentHistory(
+        workflow_id="intent:order_receipt:pay_157:sms", business_key="order_receipt:pay_157", channel="sms",
+        template_id="order_receipt", template_version=1, content_sha256="0" * 64, intent_fingerprint="f" * 64,
+        recipient_fingerprint=None, created_at=at, expires_at=at,
+        attempts=[
+            RecordedAttempt(number=1, attempt_ref="a1", prepared_at=at, provider="twilio", policy_version=3,
+                            route_reason="route sms/US v3: twilio, infobip; twilio first"),
+            RecordedAttempt(number=2, attempt_ref="a2", prepared_at=at, provider="infobip", policy_version=3,
+                            route_reason="twilio proven not to have it (attempt 1 unreachable): next is infobip"),
+            RecordedAttempt(number=3, attempt_ref="a3", prepared_at=at, provider=None),
+        ],
+    )  # fmt: skip
+    status_command._print_history(history, [])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "attempts (ledger):"
+    assert lines[1].split()[0] == "1" and "twilio policy v3: route sms/US v3: twilio, infobip; twilio first" in lines[1]
+    assert lines[2].split()[0] == "2" and "infobip policy v3: twilio proven not to have it" in lines[2]
+    assert lines[3].split()[0] == "3" and lines[3].endswith(" -: no route recorded")
+    assert lines[4] == "transitions (ledger):"
