@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from herald.core.outcomes import Frozen
@@ -56,8 +57,21 @@ async def erase_recipient(
 
 async def purge_inbox_payloads(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:
     """Replace the raw payload of every decided report received before ``older_than``."""
+    return await _retention_run(pool, "purge_inbox_payloads", older_than, operator, reason)
+
+
+async def purge_provider_marks(pool: AsyncConnectionPool, *, older_than: datetime, operator: str, reason: str) -> Purge:
+    """Delete the provider marks (migration 021) made before ``older_than`` (migration 023)."""
+    return await _retention_run(pool, "purge_provider_marks", older_than, operator, reason)
+
+
+async def _retention_run(
+    pool: AsyncConnectionPool, function: str, older_than: datetime, operator: str, reason: str
+) -> Purge:
+    """One retention function of the ledger's: each refuses a cut-off inside its floor and records its run."""
     async with pool.connection() as conn:
-        cursor = await conn.execute("SELECT * FROM purge_inbox_payloads(%s, %s, %s)", (older_than, operator, reason))
+        query = sql.SQL("SELECT * FROM {}(%s, %s, %s)").format(sql.Identifier(function))
+        cursor = await conn.execute(query, (older_than, operator, reason))
         row = await cursor.fetchone()
-    assert row is not None
+    assert row is not None  # each function always returns one row
     return Purge(purge_id=row[0], rows_affected=row[1])

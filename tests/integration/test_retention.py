@@ -1,5 +1,6 @@
-"""Inbox retention against the real ledger: decided reports' raw payloads purged past the period, never
-inside the 7-day floor, the reports themselves kept.
+"""Retention against the real ledger: decided reports' raw payloads purged past the period, never
+inside the 7-day floor, the reports themselves kept; provider marks deleted past theirs (migration 023),
+and by nothing else.
 
 Before migration 015 the purge took any cut-off: the services' login could replace the payload of
 every decided report at once with a cut-off of now().
@@ -22,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
-from herald.ledger.privacy import purge_inbox_payloads
+from herald.ledger.privacy import purge_inbox_payloads, purge_provider_marks
 from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
 from tests.keys import SESSION_FINGERPRINT_KEYS
@@ -152,6 +153,56 @@ async def test_the_replaced_purge_function_is_still_security_definer_and_executa
     }  # fmt: skip
 
 
+async def _mark_made_days_ago(pool: AsyncConnectionPool, provider: str, days: float) -> int:
+    """A provider mark dated `days` ago (the services' login may INSERT one with any time); returns its id."""
+    [row] = await reads.rows(
+        pool,
+        """INSERT INTO provider_marks (provider, mark, attempt_ref, marked_at)
+           VALUES (%s, 'unreachable', %s, now() - make_interval(secs => %s)) RETURNING id""",
+        provider, f"att_mark_{secrets.token_hex(8)}", days * 86_400,
+    )  # fmt: skip
+    return int(row["id"])
+
+
+async def test_provider_marks_past_the_cut_off_are_deleted_and_the_run_recorded(
+    pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """A purge at now() - 7 days deletes marks made 8 and 30 days ago, keeps one made 6 days ago and one
+    made now, and records a marks_retention run with its cut-off and count."""
+    provider = f"retention_{secrets.token_hex(4)}"
+    old = [await _mark_made_days_ago(pool, provider, days) for days in (30, 8)]
+    kept = [await _mark_made_days_ago(pool, provider, days) for days in (6, 0)]
+    purge = await purge_provider_marks(
+        pool, older_than=datetime.now(UTC) - timedelta(days=7), operator="retention-job", reason="marks test"
+    )
+    left = await reads.rows(pool, "SELECT id FROM provider_marks WHERE provider = %s ORDER BY id", provider)
+    assert [row["id"] for row in left] == kept and old[0] not in kept
+    assert purge.rows_affected >= 2  # other tests' marks of that age may go with them
+    [run] = await reads.rows(owner_pool, "SELECT kind, rows_affected, operator FROM ledger_purges WHERE id = %s",
+                             purge.purge_id)  # fmt: skip
+    assert run == {"kind": "marks_retention", "rows_affected": purge.rows_affected, "operator": "retention-job"}
+
+
+async def test_provider_marks_are_deleted_by_the_purge_alone_and_never_inside_the_floor(
+    pool: AsyncConnectionPool, owner_pool: AsyncConnectionPool
+) -> None:
+    """A cut-off inside 7 days is refused naming the rule (SQLSTATE 22023) and deletes nothing; the
+    services' login cannot DELETE a mark, and the ledger's owner is refused by the append-only trigger
+    even for a mark older than the floor."""
+    provider = f"retention_{secrets.token_hex(4)}"
+    old = await _mark_made_days_ago(pool, provider, 10)
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+        await purge_provider_marks(pool, older_than=datetime.now(UTC) - timedelta(days=6), operator="o", reason="r")
+    assert refused.value.diag.message_primary == (
+        "older_than must be at least 7 days ago: provider marks are kept 7 days to explain route decisions"
+    )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        await reads.rows(pool, "DELETE FROM provider_marks WHERE id = %s RETURNING id", old)
+    with pytest.raises(psycopg.errors.RaiseException, match="ledger table provider_marks is append-only"):
+        await reads.rows(owner_pool, "DELETE FROM provider_marks WHERE id = %s RETURNING id", old)
+    assert await reads.rows(pool, "SELECT id FROM provider_marks WHERE id = %s", old) == [{"id": old}]
+
+
 def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: Any) -> None:
     """30 days purges and says how many; a period that is not a number, or one inside the ledger's 7-day
     floor, is one line naming --inbox-days (no traceback), and exactly 7 days is accepted."""
@@ -185,3 +236,18 @@ def test_the_retention_job_runs_as_a_command_and_refuses_a_bad_period(settings: 
         [*command, "--inbox-days", "7"], check=False, env=env, capture_output=True, text=True, timeout=60
     )
     assert seven.returncode == 0, seven.stderr
+    both = subprocess.run(
+        [*command, "--inbox-days", "30", "--marks-days", "30"], check=False, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    inbox_line, marks_line = both.stdout.splitlines()
+    assert inbox_line.startswith("purged ") and marks_line.startswith("deleted ") and "provider mark(s)" in marks_line
+    marks_too_soon = subprocess.run(
+        [*command, "--inbox-days", "30", "--marks-days", "6"], check=False, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert marks_too_soon.returncode == 2 and marks_too_soon.stderr == (
+        "error: --marks-days: older_than must be at least 7 days ago: "
+        "provider marks are kept 7 days to explain route decisions\n"
+    )
