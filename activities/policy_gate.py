@@ -116,6 +116,17 @@ class PolicyGate:
             self.admitted = decision
         return decision
 
+    async def suppressed_now(self, pool: AsyncConnectionPool, *, timeout: float | None) -> str | None:
+        """What suppresses the recipient for this category now (None: nothing), read on its own. A
+        resubmission of an admitted attempt asks only this again: a STOP since the admission makes a
+        repeat the provider does not recognise a new message to someone who said no."""
+        async with asyncio.timeout(timeout), pool.connection() as conn:
+            found = await policy_store.standing(
+                conn, at=self._at, recipient=self._recipient, channel=self._channel, category=self._category,
+                workflow_id=self._workflow_id, fps=self._fingerprints(),
+            )  # fmt: skip
+        return found.suppressed_because(self._category)
+
     async def provider_answered(self, pool: AsyncConnectionPool, *, within: float | None) -> None:
         """Count the next intent's cooldown from now, when the provider has answered this attempt
         (call only after this attempt claimed the cooldown).

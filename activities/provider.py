@@ -39,6 +39,7 @@ from herald.core.contracts import (
 )
 from herald.core.message import Channel
 from herald.core.outcomes import Candidates, LookupOutcome, SubmitOutcome, Unavailable, Unknown
+from herald.core.routes import Mark
 from herald.ledger import claims, provider_marks, store
 from herald.ledger.artifacts import ArtifactStore
 from herald.metrics.instruments import ProviderCall, record_queue_age
@@ -189,9 +190,11 @@ class ProviderActivities:
         self, input: SubmitInput, resubmission: Resubmission, refused: Exception | None, ledger_seconds: float | None
     ) -> SubmitStep:
         """Send an attempt whose answer was lost again, under its own id, to the provider its row
-        names, which refuses a repeated id within its grace. No policy or route is asked again: it
-        is the same attempt, already admitted and handed. Its observation row, committed first, is
-        this execution's claim on the call; past its call-by time nothing is sent."""
+        names, which refuses a repeated id within its grace. No route is asked again, nor the policy's
+        windows and cooldown: it is the same attempt, already admitted and handed. Only the recipient's
+        suppression is read again (a repeat the provider does not recognise is a new message). Its
+        observation row, committed first, is this execution's claim on the call; past its call-by time
+        nothing is sent. An Unreachable answer is marked for the outage rule, as any submit's."""
         channel, number = input.message.channel, resubmission.number
         provider = self._providers.for_attempt(channel, resubmission.provider)
         if provider is None:
@@ -211,12 +214,26 @@ class ProviderActivities:
         if refused is not None:
             return Refused(reason=str(refused), provider=provider.name)
         try:
+            suppressed = await _gate(input, self._keyring).suppressed_now(self._ledger, timeout=ledger_seconds)
+        except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:
+            return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
+        if suppressed is not None:
+            # Opted out (or bounced) since the attempt was admitted: not sent again; it is looked up.
+            return Refused(
+                reason=f"not sent again: the recipient is suppressed since: {suppressed}", provider=provider.name
+            )
+        try:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             return Refused(reason=str(error), provider=provider.name)
         outcome = await self._send(provider, input, attachments, resubmission.call_by)
         if outcome is None:
             return NotSent(reason=f"past its call-by time {resubmission.call_by.isoformat()}: the grace may be over")
+        if outcome.result.kind == "unreachable":
+            # The outage rule's evidence like any submit's (herald.core.routes): no answer from the provider.
+            await provider_marks.mark(
+                self._ledger, provider.name, Mark.UNREACHABLE, input.attempt_ref, within=ledger_seconds
+            )
         return Called(outcome=outcome, provider=provider.name, capabilities=provider.capabilities)
 
     def _handed_earlier(self, channel: Channel, handed: store.AlreadyHanded) -> SubmitStep:
@@ -257,7 +274,9 @@ class ProviderActivities:
         try:
             name = input.provider or await store.attempt_provider(self._ledger, input.reference.attempt_ref)
         except (DatabaseError, PoolTimeout, OSError) as error:
-            return LookupOutcome(result=Unavailable(reason=f"the attempt's provider could not be read ({type(error).__name__})"))
+            return LookupOutcome(
+                result=Unavailable(reason=f"the attempt's provider could not be read ({type(error).__name__})")
+            )
         provider = self._providers.for_attempt(input.channel, name)
         if provider is None:
             where = f"provider {name}" if name else f"channel {input.channel.value}: no provider"
@@ -287,7 +306,9 @@ class ProviderActivities:
                 in_flight_bound=reference.created_by - reference.since,
             )
         except (DatabaseError, PoolTimeout, OSError) as error:
-            reason = f"{len(search.messages)} message(s) fit; the ledger could not settle whose ({type(error).__name__})"
+            reason = (
+                f"{len(search.messages)} message(s) fit; the ledger could not settle whose ({type(error).__name__})"
+            )
             return LookupOutcome(result=Unavailable(reason=reason))
         return LookupOutcome(result=decision.result)
 

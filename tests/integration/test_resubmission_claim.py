@@ -16,12 +16,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.core.contracts import Called, NotSent, Refused, Resubmission, SubmitInput
 from herald.core.lifecycle import ObservationKind, Source
-from herald.core.outcomes import ProviderStatus, SubmitOutcome, Unknown
+from herald.core.outcomes import ProviderStatus, SubmitOutcome, Unknown, Unreachable
 from herald.core.rows import LedgerBatch, ObservationRow
 from herald.core.send_policy import PolicyRules
 from herald.ledger.policy_store import publish_policy
+from herald.ledger.recipient_requests import RecipientRequest, record_requests
 from herald.providers.port import OutboundMessage
 from tests.integration.test_route_gate import Double, Routed, _attempt, _intent
+from tests.intents import fresh_recipient
+from tests.keys import SESSION_KEYRING
 
 
 class Deduping(Double):
@@ -113,3 +116,60 @@ async def test_a_resubmission_past_its_call_by_time_or_to_a_provider_without_ded
     step = await routed.submit(plain)
     assert isinstance(step, Refused) and "declares no dedupe" in step.reason
     assert routed.alpha.submits == [first.attempt_ref] and routed.beta.submits == []
+
+
+class LostThenUnreachable(Deduping):
+    """Its first answer lost, every later call refused a connection (the provider went down)."""
+
+    async def submit(self, outbound: OutboundMessage) -> SubmitOutcome:
+        if not self.submits:
+            return await super().submit(outbound)
+        self.submits.append(outbound.attempt_ref)
+        return SubmitOutcome(result=Unreachable(reason="ConnectError: connection refused"))
+
+
+async def test_a_recipient_suppressed_since_the_admission_is_not_sent_again(pool: AsyncConnectionPool) -> None:
+    """A STOP recorded after the attempt was admitted (and its answer lost): the resubmission is refused
+    before any call, naming the suppression (the attempt is then looked up); the provider heard of it once."""
+    tag = secrets.token_hex(3)
+    routed = Routed(pool, providers=(Deduping(f"alpha-{tag}"), Double(f"beta-{tag}")))
+    await routed.publish(routed.alpha.name, routed.beta.name)
+    recipient = fresh_recipient()
+    intent = await _intent(pool, recipient)
+    first = _attempt(intent, 1, f"run-{tag}")
+    assert isinstance(await routed.submit(first), Called)
+    stop = RecipientRequest(
+        fingerprint=SESSION_KEYRING.recipient_candidates(recipient)[0], channel="sms", request="opt_out",
+        source="inbound_keyword", detail="keyword STOP", source_ref=f"SM{secrets.token_hex(16)}",
+        requested_at=datetime.now(UTC),
+    )  # fmt: skip
+    async with pool.connection() as conn:
+        assert await record_requests(conn, [stop]) == 1
+
+    again = _resubmission(first, routed.alpha.name, seq=1, call_by=datetime.now(UTC) + timedelta(minutes=1))
+    step = await routed.submit(again)
+    assert isinstance(step, Refused) and step.provider == routed.alpha.name
+    assert step.reason.startswith("not sent again: the recipient is suppressed since: opt_out (keyword STOP) at ")
+    assert recipient not in step.reason
+    assert routed.alpha.submits == [first.attempt_ref] and routed.beta.submits == []
+    assert await _claims(pool, intent.workflow_id) == 1  # the claim row is written all the same
+
+
+async def test_a_resubmission_that_finds_its_provider_unreachable_marks_it_for_the_outage_rule(
+    pool: AsyncConnectionPool,
+) -> None:
+    """A resubmission answered Unreachable is the outage rule's evidence like a first submit's: one
+    'unreachable' mark for the provider, naming the attempt."""
+    tag = secrets.token_hex(3)
+    routed = Routed(pool, providers=(LostThenUnreachable(f"alpha-{tag}"), Double(f"beta-{tag}")))
+    await routed.publish(routed.alpha.name, routed.beta.name)
+    intent = await _intent(pool)
+    first = _attempt(intent, 1, f"run-{tag}")
+    await routed.submit(first)
+    again = _resubmission(first, routed.alpha.name, seq=1, call_by=datetime.now(UTC) + timedelta(minutes=1))
+    step = await routed.submit(again)
+    assert isinstance(step, Called) and step.outcome.result.kind == "unreachable"
+    async with pool.connection() as conn:
+        cursor = await conn.execute("SELECT mark, attempt_ref FROM provider_marks WHERE provider = %s",
+                                    (routed.alpha.name,))  # fmt: skip
+        assert await cursor.fetchall() == [("unreachable", first.attempt_ref)]

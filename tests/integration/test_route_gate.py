@@ -109,8 +109,9 @@ async def routed(pool: AsyncConnectionPool) -> AsyncIterator[Routed]:
     await publish_policy(pool, PolicyRules(), effective_from=datetime.now(UTC), owner="tests", note="defaults again")
 
 
-async def _intent(pool: AsyncConnectionPool) -> Intent:
-    intent = build_intent(parse_request(receipt_request(fresh_key(), fresh_recipient())), datetime.now(UTC), SESSION_KEYRING)
+async def _intent(pool: AsyncConnectionPool, recipient: str | None = None) -> Intent:
+    request = receipt_request(fresh_key(), recipient or fresh_recipient())
+    intent = build_intent(parse_request(request), datetime.now(UTC), SESSION_KEYRING)
     return await RecipientVault(pool, SESSION_KEKS).seal_intent(intent)
 
 
