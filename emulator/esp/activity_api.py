@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypeVar
 
@@ -45,6 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from emulator.armed_faults import refuse_foreign
+from emulator.ratelimit import RequestWindow, WindowVerdict
 from emulator.esp.activity_feed import ActivityFeed, api_key_id
 from emulator.esp.activity_query import QuerySyntaxError, parse_query
 from emulator.esp.config import MAX_ACTIVITY_LAG_MS, MAX_ACTIVITY_REQUESTS_PER_MINUTE, EspConfig
@@ -52,7 +51,6 @@ from emulator.esp.messages import EspStats, MessageStore
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000
-WINDOW_SECONDS = 60.0
 # Digits only: int() would also take " 5", "+5" and "5_0", which SendGrid's number parameter would not.
 _LIMIT_TEXT = re.compile(r"[0-9]{1,7}")
 _BEARER = "bearer "
@@ -76,58 +74,6 @@ class ActivityFault(BaseModel):
 
     status: Literal[429, 500, 502, 503]
     count: int | None = Field(default=None, ge=1)
-
-
-@dataclass(frozen=True)
-class WindowVerdict:
-    """The rate limiter's answer to one request, and what the X-RateLimit headers say."""
-
-    admitted: bool
-    limit: int
-    remaining: int
-    reset_at: float  # unix seconds
-
-    def headers(self) -> dict[str, str]:
-        return {
-            "X-RateLimit-Limit": str(self.limit),
-            "X-RateLimit-Remaining": str(self.remaining),
-            "X-RateLimit-Reset": str(math.ceil(self.reset_at)),
-        }
-
-
-class RequestWindow:
-    """At most ``limit`` requests per fixed 60 s window; the window opens at the first request after the
-    previous one closed (so an idle client always starts with the full allowance)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self._opened_at = 0.0
-        self._used = 0
-
-    def admit(self, now: float) -> WindowVerdict | None:
-        """Count one request at unix time ``now``; None when there is no limit."""
-        if self.limit is None:
-            return None
-        if now >= self._opened_at + WINDOW_SECONDS:
-            self._opened_at, self._used = now, 0
-        admitted = self._used < self.limit
-        if admitted:
-            self._used += 1
-        return WindowVerdict(admitted, self.limit, self.limit - self._used, self._opened_at + WINDOW_SECONDS)
-
-    def exhausted(self, now: float) -> WindowVerdict | None:
-        """What a 429 that did not come from the window (an armed fault) reports: nothing left until it closes."""
-        if self.limit is None:
-            return None
-        closes = self._opened_at + WINDOW_SECONDS if now < self._opened_at + WINDOW_SECONDS else now + WINDOW_SECONDS
-        return WindowVerdict(False, self.limit, 0, closes)
-
-    def describe(self, now: float) -> dict[str, Any]:
-        open_ = self.limit is not None and now < self._opened_at + WINDOW_SECONDS
-        return {
-            "used": self._used if open_ else 0,
-            "resets_at": math.ceil(self._opened_at + WINDOW_SECONDS) if open_ else None,
-        }
 
 
 class ActivityApi:

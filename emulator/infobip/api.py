@@ -30,7 +30,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from emulator.esp.activity_api import RequestWindow
+from emulator.ratelimit import RequestWindow
 from emulator.infobip.config import MAX_VALIDITY_SECONDS, InfobipConfig
 from emulator.infobip.faults import (
     REFUSALS,

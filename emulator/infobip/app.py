@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from emulator.armed_faults import fault_routes, refuse_foreign
-from emulator.esp.activity_api import RequestWindow
+from emulator.ratelimit import RequestWindow
 from emulator.infobip.api import InfobipApi
 from emulator.infobip.config import InfobipConfig
 from emulator.infobip.faults import FAULT_ADAPTER, FaultRegistry, number_key
