@@ -15,6 +15,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from herald.core.contracts import Called, NotSent, Refused, Resubmission, SubmitInput
+from herald.core.intent import Intent
 from herald.core.lifecycle import ObservationKind, Source
 from herald.core.outcomes import ProviderStatus, SubmitOutcome, Unknown, Unreachable
 from herald.core.rows import LedgerBatch, ObservationRow
@@ -61,6 +62,21 @@ def _resubmission(first: SubmitInput, provider: str, seq: int, call_by: datetime
     )
 
 
+async def _answer_lost(
+    pool: AsyncConnectionPool, first_provider: type[Deduping] = Deduping, recipient: str | None = None
+) -> tuple[Routed, Intent, SubmitInput]:
+    """Routes [alpha, beta] published, and attempt 1 of a fresh intent submitted to alpha (a provider
+    that dedupes), whose answer was lost."""
+    tag = secrets.token_hex(3)
+    routed = Routed(pool, providers=(first_provider(f"alpha-{tag}"), Double(f"beta-{tag}")))
+    await routed.publish(routed.alpha.name, routed.beta.name)
+    intent = await _intent(pool, recipient)
+    first = _attempt(intent, 1, f"run-{tag}")
+    step = await routed.submit(first)
+    assert isinstance(step, Called) and isinstance(step.outcome.result, Unknown)
+    return routed, intent, first
+
+
 async def _claims(pool: AsyncConnectionPool, workflow_id: str) -> int:
     async with pool.connection() as conn:
         cursor = await conn.execute(
@@ -103,12 +119,7 @@ async def test_a_resubmission_past_its_call_by_time_or_to_a_provider_without_ded
 ) -> None:
     """Past its call-by time the provider's grace may be over: not sent. To a provider that (on this
     worker) declares no dedupe, a repeat could be a second message: refused. Neither calls anyone."""
-    tag = secrets.token_hex(3)
-    routed = Routed(pool, providers=(Deduping(f"alpha-{tag}"), Double(f"beta-{tag}")))
-    await routed.publish(routed.alpha.name, routed.beta.name)
-    intent = await _intent(pool)
-    first = _attempt(intent, 1, f"run-{tag}")
-    await routed.submit(first)
+    routed, intent, first = await _answer_lost(pool)
     late = _resubmission(first, routed.alpha.name, seq=1, call_by=datetime.now(UTC) - timedelta(seconds=1))
     step = await routed.submit(late)
     assert isinstance(step, NotSent) and "call-by time" in step.reason
@@ -131,13 +142,8 @@ class LostThenUnreachable(Deduping):
 async def test_a_recipient_suppressed_since_the_admission_is_not_sent_again(pool: AsyncConnectionPool) -> None:
     """A STOP recorded after the attempt was admitted (and its answer lost): the resubmission is refused
     before any call, naming the suppression (the attempt is then looked up); the provider heard of it once."""
-    tag = secrets.token_hex(3)
-    routed = Routed(pool, providers=(Deduping(f"alpha-{tag}"), Double(f"beta-{tag}")))
-    await routed.publish(routed.alpha.name, routed.beta.name)
     recipient = fresh_recipient()
-    intent = await _intent(pool, recipient)
-    first = _attempt(intent, 1, f"run-{tag}")
-    assert isinstance(await routed.submit(first), Called)
+    routed, intent, first = await _answer_lost(pool, recipient=recipient)
     stop = RecipientRequest(
         fingerprint=SESSION_KEYRING.recipient_candidates(recipient)[0], channel="sms", request="opt_out",
         source="inbound_keyword", detail="keyword STOP", source_ref=f"SM{secrets.token_hex(16)}",
@@ -160,12 +166,7 @@ async def test_a_resubmission_that_finds_its_provider_unreachable_marks_it_for_t
 ) -> None:
     """A resubmission answered Unreachable is the outage rule's evidence like a first submit's: one
     'unreachable' mark for the provider, naming the attempt."""
-    tag = secrets.token_hex(3)
-    routed = Routed(pool, providers=(LostThenUnreachable(f"alpha-{tag}"), Double(f"beta-{tag}")))
-    await routed.publish(routed.alpha.name, routed.beta.name)
-    intent = await _intent(pool)
-    first = _attempt(intent, 1, f"run-{tag}")
-    await routed.submit(first)
+    routed, _, first = await _answer_lost(pool, LostThenUnreachable)
     again = _resubmission(first, routed.alpha.name, seq=1, call_by=datetime.now(UTC) + timedelta(minutes=1))
     step = await routed.submit(again)
     assert isinstance(step, Called) and step.outcome.result.kind == "unreachable"
