@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ def run_starter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
         [sys.executable, "starter.py", *args],
         check=False, cwd=REPO_ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def run_starters(runs: list[list[str]], env: dict[str, str]) -> list[subprocess.CompletedProcess[str]]:
+    """Each argument list as its own `starter.py` process, four at a time (each mostly waits on its own
+    import and connection; the repeated runs look for an abort at exit, which concurrency only provokes)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda args: run_starter(*args, env=env), runs))
 
 
 def server_down() -> dict[str, str]:
@@ -56,8 +64,7 @@ def assert_clean_exit(done: subprocess.CompletedProcess[str], code: int, stderr:
 def test_bad_data_with_the_server_down_is_refused_in_one_line_every_time() -> None:
     """`send ... --data amount=bad` with Temporal unreachable: exit 2 and the validation line, 10 runs out of 10."""
     env = server_down()
-    for _ in range(10):
-        done = run_starter(*BAD_DATA, "--data", "amount=bad", env=env)
+    for done in run_starters([[*BAD_DATA, "--data", "amount=bad"]] * 10, env):
         assert_clean_exit(
             done, 2, "error: render_data.amount: String should match pattern '^-?[0-9]{1,15}(\\.[0-9]{1,6})?$'\n"
         )
@@ -68,8 +75,7 @@ def test_valid_input_with_the_server_down_is_one_line_exit_1_every_time() -> Non
     """A valid request with Temporal unreachable connects (and fails) after checking: exit 1, one line, no abort."""
     env = server_down()
     address = env["HERALD_TEMPORAL_ADDRESS"]
-    for _ in range(5):
-        done = run_starter(*BAD_DATA, "--data", "amount=42.50", env=env)
+    for done in run_starters([[*BAD_DATA, "--data", "amount=42.50"]] * 5, env):
         assert_clean_exit(
             done, 1, f"error: cannot reach Temporal at {address} (HERALD_TEMPORAL_ADDRESS): Connection refused\n"
         )
@@ -77,10 +83,8 @@ def test_valid_input_with_the_server_down_is_one_line_exit_1_every_time() -> Non
 
 def test_a_command_ending_right_after_a_temporal_call_exits_cleanly_every_time(stack: Any) -> None:
     """`status` of a key with no intent (a connect, two queries, exit 2) ends in its own line, 12 runs out of 12."""
-    env = stack_env(stack)
-    for _ in range(12):
-        key = f"order_receipt:absent_{uuid.uuid4().hex[:12]}"
-        done = run_starter("status", key, env=env)
+    keys = [f"order_receipt:absent_{uuid.uuid4().hex[:12]}" for _ in range(12)]
+    for key, done in zip(keys, run_starters([["status", key] for key in keys], stack_env(stack)), strict=True):
         assert_clean_exit(done, 2, f"error: key: no intent on any channel for {key}\n")
 
 
