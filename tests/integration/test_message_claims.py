@@ -2,7 +2,8 @@
 apart, against the real emulator, Temporal and PostgreSQL.
 
 Which attempt created each message is read at the emulator, from the attempt reference in the
-StatusCallback URL each create carried; never from Herald's own records.
+StatusCallback URL each create carried; never from Herald's own records. The scenarios play at once,
+each on its own number (`tests/played.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -23,6 +25,7 @@ from herald.ledger.report import ledger_report
 from herald.ledger.store import store_reports
 from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.played import Scenario, play
 from tests.stack import TEST_POLICY, Emulator
 
 # Long enough for both intents to be looked up, short enough that `unknown` comes in the suite's time.
@@ -64,12 +67,9 @@ async def _unavailable_reasons(pool: AsyncConnectionPool, workflow_id: str) -> l
         return [reason for (reason,) in await cursor.fetchall()]
 
 
-async def test_a_lost_submit_is_never_credited_with_the_twin_intents_message(
+async def _a_lost_submit_is_never_credited_with_the_twin_intents_message(
     herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool
 ) -> None:
-    """Intent A is delivered; intent B (same number, same body, moments later) has its submit lost
-    before Twilio created anything (a 500): B's lookup fits A's message, which A holds, so B proves
-    its own absence and sends its own copy. Two intents, two messages, each delivered on its own."""
     to = fresh_recipient()
     first, second = fresh_key(), fresh_key()
     await herald.send(receipt_request(first, to), policy=TEST_POLICY)
@@ -86,9 +86,9 @@ async def test_a_lost_submit_is_never_credited_with_the_twin_intents_message(
         assert delivered, f"{final.workflow_id} has no provider message"
         for attempt in delivered:
             # The message the intent holds is the one its own attempt's create asked for.
-            assert _creator(by_sid[attempt.provider_id]) == attempt.attempt_ref, (
-                f"{final.workflow_id} credited with another attempt's message"
-            )
+            assert (
+                _creator(by_sid[attempt.provider_id]) == attempt.attempt_ref
+            ), f"{final.workflow_id} credited with another attempt's message"
     assert len(messages) == 2
     # B's first attempt was looked up and proven absent (A's message is A's), then B sent once more.
     assert len(b.attempts) == 2 and b.attempts[0].provider_id is None
@@ -96,12 +96,9 @@ async def test_a_lost_submit_is_never_credited_with_the_twin_intents_message(
     assert {c["provider_message_id"]: c["attempt_ref"] for c in claims} == {m["sid"]: _creator(m) for m in messages}
 
 
-async def test_one_message_that_fits_two_lost_answers_stays_doubt(
+async def _one_message_that_fits_two_lost_answers_stays_doubt(
     herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool
 ) -> None:
-    """B's submit is lost before anything is created; A's create, a moment later, is accepted but its
-    answer lost and no report comes. The one message fits both: neither claims it, neither resends,
-    and both end `unknown` at the horizon, saying why; never `delivered` on what may be the other's."""
     to = fresh_recipient()
     first, second = fresh_key(), fresh_key()
     await emulator.arm(to, "error_500", count=1)
@@ -130,12 +127,9 @@ async def _answered(herald: HeraldClient, key: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_the_message(
+async def _a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_the_message(
     herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool
 ) -> None:
-    """A's create is accepted, its answer lost, no report; B (same number and body) goes 6 s later and is
-    delivered. A's lookup sees two fitting messages, one held by B; the other it may claim (no other
-    attempt could have created it), so A ends delivered on the message its own create made."""
     to = fresh_recipient()
     first, second = fresh_key(), fresh_key()
     await emulator.arm(to, "accept_then_hang", hang_seconds=3, callbacks=False, count=1)
@@ -154,12 +148,54 @@ async def test_a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_th
     assert bases[a.attempts[0].attempt_ref] == "lookup_by_reference"
 
 
+# ---- played at once ------------------------------------------------------------------------------
+
+SCENARIOS: list[Scenario] = [
+    _a_lost_submit_is_never_credited_with_the_twin_intents_message,
+    _one_message_that_fits_two_lost_answers_stays_doubt,
+    _a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_the_message,
+]
+
+
+@pytest.fixture(scope="module")
+async def played(herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool) -> dict[str, asyncio.Task[None]]:
+    """The twins' scenarios started at once, each pair on its own number: they wait on lookups and horizons."""
+    return play(SCENARIOS, herald=herald, emulator=emulator, pool=pool)
+
+
+async def test_a_lost_submit_is_never_credited_with_the_twin_intents_message(
+    played: dict[str, asyncio.Task[None]],
+) -> None:
+    """Intent A is delivered; intent B (same number, same body, moments later) has its submit lost
+    before Twilio created anything (a 500): B's lookup fits A's message, which A holds, so B proves
+    its own absence and sends its own copy. Two intents, two messages, each delivered on its own."""
+    await played["a_lost_submit_is_never_credited_with_the_twin_intents_message"]
+
+
+async def test_one_message_that_fits_two_lost_answers_stays_doubt(played: dict[str, asyncio.Task[None]]) -> None:
+    """B's submit is lost before anything is created; A's create, a moment later, is accepted but its
+    answer lost and no report comes. The one message fits both: neither claims it, neither resends,
+    and both end `unknown` at the horizon, saying why; never `delivered` on what may be the other's."""
+    await played["one_message_that_fits_two_lost_answers_stays_doubt"]
+
+
+async def test_a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_the_message(
+    played: dict[str, asyncio.Task[None]],
+) -> None:
+    """A's create is accepted, its answer lost, no report; B (same number and body) goes 6 s later and is
+    delivered. A's lookup sees two fitting messages, one held by B; the other it may claim (no other
+    attempt could have created it), so A ends delivered on the message its own create made."""
+    await played["a_lost_answer_is_claimed_when_no_other_attempt_could_have_made_the_message"]
+
+
 async def test_a_second_claim_on_a_held_message_is_refused_and_counted(
-    herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool
+    herald: HeraldClient, emulator: Emulator, pool: AsyncConnectionPool, played: dict[str, asyncio.Task[None]]
 ) -> None:
     """A report, and the checkpoint that records it, naming another intent's attempt for a message the
     ledger gives to A are stored, but the claim is refused: one holder, one refusal (the same attempt,
     message and basis, however often it is written again), and the report counts it."""
+    # Last, alone: it counts the report's refused claims before and after, which the twins may add to.
+    await asyncio.gather(*played.values(), return_exceptions=True)
     to, key, other_key = fresh_recipient(), fresh_key(), fresh_key()
     await herald.send(receipt_request(key, to), policy=TEST_POLICY)
     await herald.send(receipt_request(other_key, fresh_recipient()), policy=TEST_POLICY)
