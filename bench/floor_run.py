@@ -8,6 +8,7 @@ from bench.common import (
     BODY_TEMPLATE,
     Phase,
     completed_latencies,
+    fresh_address,
     fresh_recipient,
     new_tag,
     offer,
@@ -15,13 +16,14 @@ from bench.common import (
     wait_until,
     workflows_closed,
 )
-from bench.context import ROLES, Bench
-from bench.floor import TASK_QUEUE, WORKFLOW_NAME, FloorInput
+from bench.context import EMAIL_ROLES, ROLES, Bench
+from bench.floor import EMAIL_TASK_QUEUE, TASK_QUEUE, WORKFLOW_NAME, FloorInput
 
 
-async def run_floor(bench: Bench, n: int, rate: float | None, timeout: float) -> Phase:
+async def run_floor(bench: Bench, n: int, rate: float | None, timeout: float, channel: str = "sms") -> Phase:
     phase = Phase("floor", rate, n)
-    prefix = f"floor-{new_tag()}-"
+    email = channel == "email"
+    prefix = f"floor-{'email-' if email else ''}{new_tag()}-"
     client = bench.floor_temporal
     starts: dict[str, float] = {}
     runs: dict[str, str | None] = {}
@@ -32,9 +34,13 @@ async def run_floor(bench: Bench, n: int, rate: float | None, timeout: float) ->
         try:
             handle = await client.start_workflow(
                 WORKFLOW_NAME,
-                FloorInput(intent_id=workflow_id, to=fresh_recipient(), body=BODY_TEMPLATE.format(n=i)),
+                FloorInput(
+                    intent_id=workflow_id,
+                    to=fresh_address() if email else fresh_recipient(),
+                    body=BODY_TEMPLATE.format(n=i),
+                ),
                 id=workflow_id,
-                task_queue=TASK_QUEUE,
+                task_queue=EMAIL_TASK_QUEUE if email else TASK_QUEUE,
             )
             runs[workflow_id] = handle.first_execution_run_id or handle.result_run_id
         except Exception:  # noqa: BLE001 - a start that fails is counted as such; the run goes on
@@ -44,7 +50,7 @@ async def run_floor(bench: Bench, n: int, rate: float | None, timeout: float) ->
         await offer(n, rate, start_one)
         return await wait_until(lambda: workflows_closed(client, prefix, len(runs)), timeout)
 
-    await bench.measured(phase, ROLES["floor"], run)
+    await bench.measured(phase, (EMAIL_ROLES if email else ROLES)["floor"], run)
     completed_latencies(phase, starts, await read_histories(client, runs))
     phase.states.update({"completed": phase.completed})
     return phase
