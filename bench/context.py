@@ -36,6 +36,16 @@ EMAIL_ROLES = {
     "floor": {**ROLES["floor"], "worker": "floor_email_worker", "emulator": "esp_bench"},
     "herald": {**ROLES["herald"], "emulator": "esp"},
 }
+# The notice pass's (bench/notice_run.py): an SMS and an e-mail, so both channels' processes.
+NOTICE_ROLES = {
+    "floor": {
+        **ROLES["floor"],
+        "worker": ("floor_worker", "floor_email_worker"),
+        "emulator": ("emulator", "esp_bench"),
+    },
+    "herald": {**ROLES["herald"], "emulator": ("emulator", "esp")},
+}
+ROLES_BY_CHANNEL = {"sms": ROLES, "email": EMAIL_ROLES, "notice": NOTICE_ROLES}
 
 
 @dataclass(frozen=True)

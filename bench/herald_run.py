@@ -38,7 +38,7 @@ from bench.common import (
     wait_until,
     workflows_closed,
 )
-from bench.context import EMAIL_ROLES, ROLES, Bench, EmulatorAdmin
+from bench.context import EMAIL_ROLES, ROLES, ROLES_BY_CHANNEL, Bench, EmulatorAdmin
 from bench.measure import CpuMeter, rss_mib
 from bench.sendgrid_play import delivered_posts
 from devstack.processes import free_port, wait_for_port
@@ -133,7 +133,7 @@ async def run_herald(
         started["starts"], started["runs"], _ = await _start_intents(bench.herald, n, rate, tag, None, phase, channel)
         return await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(started["runs"])), timeout)
 
-    await bench.measured(phase, roles or (EMAIL_ROLES if channel == "email" else ROLES)["herald"], run)
+    await bench.measured(phase, roles or ROLES_BY_CHANNEL[channel]["herald"], run)
     figures = await read_histories(bench.herald_temporal, started["runs"])
     completed_latencies(phase, started["starts"], figures)
     phase.states = await _final_states(bench, prefix + "%")

@@ -20,7 +20,7 @@ import aiosmtplib
 import httpx
 
 from bench.common import BODY_TEMPLATE, Phase, fresh_address, fresh_recipient, new_tag, offer, wait_until
-from bench.context import EMAIL_ROLES, ROLES, Bench
+from bench.context import ROLES_BY_CHANNEL, Bench
 from bench.floor_email import email_message, send_email
 
 MAX_IN_FLIGHT = 16  # the same cap as Herald's adapter and the floor's activity
@@ -88,7 +88,7 @@ async def run_naive(bench: Bench, n: int, rate: float | None, timeout: float, ch
                 lambda: _at_least(delivered_rows, n - phase.failed_to_start), timeout, interval=0.05
             )
 
-        await bench.measured(phase, (EMAIL_ROLES if channel == "email" else ROLES)["naive"], run)
+        await bench.measured(phase, ROLES_BY_CHANNEL[channel]["naive"], run)
 
     async with bench.pool.connection() as conn:
         cursor = await conn.execute(

@@ -3,19 +3,19 @@
 Herald: `HeraldClient.send_notice`, one intent per channel under one business key (`<key>/sms`,
 `<key>/email`), through the one worker and receipt server, to the SMS emulator and the ESP. The
 floor: the same notice as a team without Herald would send it, two floor workflows started one
-after the other (`bench.floor`), one on the SMS queue and one on the e-mail queue, to the SMS
-emulator and the bench's ESP. A notice is done when both of its workflows completed, at the later
-close; its CPU and billable actions are both channels'.
+after the other (`bench.floor_run`, channel "notice"), one on the SMS queue and one on the e-mail
+queue, to the SMS emulator and the bench's ESP. A notice is done when both of its workflows
+completed, at the later close; its CPU and billable actions are both channels'.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from bench.common import (
-    BODY_TEMPLATE,
     Phase,
     completed_latencies,
     fresh_address,
@@ -26,18 +26,9 @@ from bench.common import (
     wait_until,
     workflows_closed,
 )
-from bench.context import ROLES, Bench
-from bench.floor import EMAIL_TASK_QUEUE, TASK_QUEUE, WORKFLOW_NAME, FloorInput
-
-NOTICE_ROLES: dict[str, dict[str, str | tuple[str, ...]]] = {
-    "floor": {
-        **ROLES["floor"],
-        "worker": ("floor_worker", "floor_email_worker"),
-        "emulator": ("emulator", "esp_bench"),
-    },
-    "herald": {**ROLES["herald"], "emulator": ("emulator", "esp")},
-}
-FLOOR_CHANNELS = (("sms", TASK_QUEUE), ("email", EMAIL_TASK_QUEUE))
+from bench.context import NOTICE_ROLES, Bench
+from bench.floor_run import run_floor
+from bench.passes import Runner
 
 
 def notice_request(key: str, index: int) -> dict[str, Any]:
@@ -103,40 +94,4 @@ async def notice_states(bench: Bench, prefix: str) -> Counter[str]:
     return Counter({name: count for name, count in rows})
 
 
-async def run_floor_notices(bench: Bench, n: int, rate: float | None, timeout: float) -> Phase:
-    phase = Phase("floor", rate, n)
-    prefix = f"floor-notice-{new_tag()}-"
-    client = bench.floor_temporal
-    starts: dict[str, float] = {}
-    runs: dict[str, str | None] = {}
-
-    async def start_one(i: int) -> None:
-        notice = f"{prefix}{i}"
-        starts[notice] = time.time()
-        try:
-            for channel, task_queue in FLOOR_CHANNELS:
-                # `-<channel>`, not `/<channel>`: the id travels in the SMS floor's callback URL.
-                workflow_id = f"{notice}-{channel}"
-                to = fresh_address() if channel == "email" else fresh_recipient()
-                handle = await client.start_workflow(
-                    WORKFLOW_NAME,
-                    FloorInput(intent_id=workflow_id, to=to, body=BODY_TEMPLATE.format(n=i)),
-                    id=workflow_id,
-                    task_queue=task_queue,
-                )
-                runs[workflow_id] = handle.first_execution_run_id or handle.result_run_id
-        except Exception:  # noqa: BLE001 - a start that fails is counted as such; the run goes on
-            phase.failed_to_start += 1
-
-    async def run() -> bool:
-        await offer(n, rate, start_one)
-        return await wait_until(lambda: workflows_closed(client, prefix, len(runs)), timeout)
-
-    await bench.measured(phase, NOTICE_ROLES["floor"], run)
-    figures = await read_histories(client, runs)
-    completed_latencies(phase, starts, figures, group=lambda workflow_id: workflow_id.rsplit("-", 1)[0])
-    phase.states.update({"completed": phase.completed})
-    return phase
-
-
-NOTICE_RUNNERS = {"floor": run_floor_notices, "herald": run_herald_notices}
+NOTICE_RUNNERS: dict[str, Runner] = {"floor": partial(run_floor, channel="notice"), "herald": run_herald_notices}

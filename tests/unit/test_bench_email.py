@@ -17,12 +17,13 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from bench.__main__ import RESULTS, parse_args
-from bench.common import Phase
+from bench.common import HistoryFigures, Phase, completed_latencies
 from bench.context import EMAIL_ROLES
 from bench.email_bench import EMAIL_RESULTS, EMAIL_RUNNERS
 from bench.email_report import _ratios
 from bench.floor_email import email_message
-from bench.notice_run import NOTICE_ROLES, NOTICE_RUNNERS
+from bench.context import NOTICE_ROLES
+from bench.notice_run import NOTICE_RUNNERS
 from bench.receiver import Receiver
 from bench.sendgrid_play import delivered_posts
 from emulator.esp.events import event_body, webhook_body
@@ -37,6 +38,8 @@ from herald.providers.sendgrid_signature import (
     sign,
 )
 from herald.receipts.sendgrid_posts import prepare_post, signed_post_refusal
+
+COMPLETED = "WORKFLOW_EXECUTION_COMPLETED"
 
 
 def test_the_email_flags_write_their_own_file_and_leave_the_sms_defaults_alone() -> None:
@@ -82,7 +85,11 @@ def test_the_report_path_posts_are_signed_events_herald_takes_for_the_parked_att
     assert url.endswith("/sendgrid/events")
     assert signed_post_refusal(load_public_key(public_key), request["headers"], request["content"]) is None
     [row] = prepare_post(request["content"]).reports
-    assert (row.attempt_ref, row.provider_message_id, row.provider_status) == ("att_1", "<att_1@herald.test>", "delivered")
+    assert (row.attempt_ref, row.provider_message_id, row.provider_status) == (
+        "att_1",
+        "<att_1@herald.test>",
+        "delivered",
+    )
 
 
 class _Handle:
@@ -150,3 +157,18 @@ def test_every_pass_states_herald_over_floor_for_rate_cpu_and_actions_with_the_r
         " CPU per intent **1.15×** (rounds: median 1.15×, range 1.10–1.20×);"
         " billable actions per intent **1.38×** (rounds: median 1.38×, range 1.38–1.38×)"
     )
+
+
+def test_a_notice_is_done_when_both_channels_completed_at_the_later_close() -> None:
+    """Grouped by notice, a notice's latency ends at its later workflow's close; one failed channel leaves it undone."""
+    figures = HistoryFigures(
+        ends={"n-1-sms": 11.0, "n-1-email": 12.5, "n-2-sms": 13.0, "n-2-email": 14.0},
+        closed_as={"n-1-sms": COMPLETED, "n-1-email": COMPLETED, "n-2-sms": COMPLETED, "n-2-email": "WORKFLOW_EXECUTION_FAILED"},
+        events=40,
+        actions=Counter({"activity": 8}),
+        close_events=Counter({COMPLETED: 3, "WORKFLOW_EXECUTION_FAILED": 1}),
+    )  # fmt: skip
+    phase = Phase(variant="floor", offered_rate=None, intents=2)
+    completed_latencies(phase, {"n-1": 10.0, "n-2": 10.0}, figures, group=lambda w: w.rsplit("-", 1)[0])
+
+    assert (phase.completed, phase.latencies, phase.last_end) == (1, [2.5], 12.5)
