@@ -15,7 +15,7 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -247,7 +247,7 @@ async def play_twilio(
 
 async def post_reports(
     bench: Bench,
-    posts: list[tuple[str, dict[str, Any]]],
+    posts: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]]]],
     result: ReceiptsResult,
     roles: dict[str, str | tuple[str, ...]],
     client: Client,
@@ -255,7 +255,8 @@ async def post_reports(
     timeout: float,
 ) -> float:
     """POST each (url, httpx keyword arguments) as the provider would, CALLBACK_CONCURRENCY at a time,
-    then wait until the workflows whose ids start with `id_prefix` have closed.
+    then wait until the workflows whose ids start with `id_prefix` have closed. Arguments given as a
+    callable are made just before their POST (a signature over the time of sending).
 
     Fills the result's 2xx count, ingest and close times, CPU by role (the emulator's left out: the
     bench plays the provider); returns the first POST's time.
@@ -268,7 +269,7 @@ async def post_reports(
 
         async def post(i: int) -> None:
             url, request = posts[i]
-            response = await http.post(url, **request)
+            response = await http.post(url, **(request() if callable(request) else request))
             if response.is_success:
                 result.answered_2xx += 1
 

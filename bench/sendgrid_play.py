@@ -10,6 +10,8 @@ attempt (Herald) or the workflow (the floor) exactly as a real event would.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -28,9 +30,11 @@ def _signing_key(bench: Bench) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def delivered_posts(bench: Bench, messages: list[dict[str, Any]], url: str) -> list[tuple[str, dict[str, Any]]]:
-    """One signed post to `url` per recipient of each message (as the ESP lists them): (url, httpx
-    arguments), for `bench.herald_run.post_reports`."""
+def delivered_posts(
+    bench: Bench, messages: list[dict[str, Any]], url: str
+) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """One post to `url` per recipient of each message (as the ESP lists them): (url, what makes its
+    httpx arguments, signed when called), for `bench.herald_run.post_reports`."""
     key = _signing_key(bench)
     posts = []
     for message in messages:
@@ -45,8 +49,14 @@ def delivered_posts(bench: Bench, messages: list[dict[str, Any]], url: str) -> l
                 "response": "250 OK",
                 **message["unique_args"],
             }
-            body, timestamp = webhook_body(event), str(int(time.time()))
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(key, body, timestamp),
-                       TIMESTAMP_HEADER: timestamp}  # fmt: skip
-            posts.append((url, {"content": body, "headers": headers}))
+            posts.append((url, partial(_signed, key, webhook_body(event))))
     return posts
+
+
+def _signed(key: ec.EllipticCurvePrivateKey, body: bytes) -> dict[str, Any]:
+    """The post's httpx arguments, signed now: the receipt server refuses a timestamp minutes old, and a
+    report path of thousands of posts takes minutes."""
+    timestamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(key, body, timestamp),
+               TIMESTAMP_HEADER: timestamp}  # fmt: skip
+    return {"content": body, "headers": headers}

@@ -80,7 +80,8 @@ def test_the_report_path_posts_are_signed_events_herald_takes_for_the_parked_att
     bench, public_key = signing
     listed = [{"message_id": "<att_1@herald.test>", "unique_args": {REFERENCE_ARG: "att_1"},
                "recipients": [{"email": "member@example.com", "sg_message_id": "x.recvd-1-0.0"}]}]  # fmt: skip
-    [(url, request)] = delivered_posts(bench, listed, "http://127.0.0.1:1/sendgrid/events")
+    [(url, make)] = delivered_posts(bench, listed, "http://127.0.0.1:1/sendgrid/events")
+    request = make()
 
     assert url.endswith("/sendgrid/events")
     assert signed_post_refusal(load_public_key(public_key), request["headers"], request["content"]) is None
