@@ -12,7 +12,8 @@ SendGrid events), in the same passes, rounds alternating:
 
 then the report path (m e-mails parked at the ESP, `no_events`; then one signed `delivered` event
 post each, bench/sendgrid_play.py) for Herald and the floor, and with --notice the two-channel
-notice pass (bench/notice_run.py). Herald's events come from the stack's ESP; the naive sender's
+notice pass (an SMS and an e-mail a notice, bench/notice_run.py: Herald's `send_notice` against two
+floor workflows started one after the other, one on each queue). Herald's events come from the stack's ESP; the naive sender's
 and the floor's from the bench's own (`esp_bench`), as an ESP posts to one webhook.
 """
 
@@ -30,7 +31,6 @@ from bench.floor_receipts import run_floor_receipts
 from bench.floor_run import run_floor
 from bench.herald_run import ReceiptsResult, run_herald, run_receipts
 from bench.naive import run_naive
-from bench.notice_run import NOTICE_RUNNERS
 from bench.passes import Runner, pass_rates, run_passes
 from bench.stack import BenchStack
 
@@ -39,6 +39,11 @@ EMAIL_RUNNERS: dict[str, Runner] = {
     "naive": partial(run_naive, channel="email"),
     "floor": partial(run_floor, channel="email"),
     "herald": partial(run_herald, channel="email"),
+}
+# The notice pass: an SMS and an e-mail a notice, Herald's under one key, the floor's two workflows.
+NOTICE_RUNNERS: dict[str, Runner] = {
+    "floor": partial(run_floor, channel="notice"),
+    "herald": partial(run_herald, channel="notice"),
 }
 
 

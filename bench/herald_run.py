@@ -40,6 +40,7 @@ from bench.common import (
 )
 from bench.context import EMAIL_ROLES, ROLES, ROLES_BY_CHANNEL, Bench, EmulatorAdmin
 from bench.measure import CpuMeter, rss_mib
+from bench.notice_run import notice_states, send_notices
 from bench.sendgrid_play import delivered_posts
 from devstack.processes import free_port, wait_for_port
 from herald.client import HeraldClient
@@ -124,19 +125,27 @@ async def run_herald(
     roles: dict[str, str | tuple[str, ...]] | None = None,
     channel: str = "sms",
 ) -> Phase:
+    """n intents on `channel`: "sms", "email", or "notice" (`HeraldClient.send_notice`: an SMS and an
+    e-mail intent under one key, done when both completed, at the later close)."""
     phase = Phase("herald", rate, n)
     tag = new_tag()
     prefix = f"order_receipt:bench_{tag}_"
     started: dict[str, Any] = {}
 
     async def run() -> bool:
-        started["starts"], started["runs"], _ = await _start_intents(bench.herald, n, rate, tag, None, phase, channel)
+        if channel == "notice":
+            started["starts"], started["runs"] = await send_notices(bench, n, rate, prefix, phase)
+        else:
+            started["starts"], started["runs"], _ = await _start_intents(
+                bench.herald, n, rate, tag, None, phase, channel
+            )
         return await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(started["runs"])), timeout)
 
     await bench.measured(phase, roles or ROLES_BY_CHANNEL[channel]["herald"], run)
     figures = await read_histories(bench.herald_temporal, started["runs"])
-    completed_latencies(phase, started["starts"], figures)
-    phase.states = await _final_states(bench, prefix + "%")
+    group = (lambda workflow_id: workflow_id.rsplit("/", 1)[0]) if channel == "notice" else None
+    completed_latencies(phase, started["starts"], figures, group)
+    phase.states = await (notice_states(bench, prefix) if channel == "notice" else _final_states(bench, prefix + "%"))
     return phase
 
 

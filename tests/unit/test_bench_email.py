@@ -19,11 +19,10 @@ from starlette.testclient import TestClient
 from bench.__main__ import RESULTS, parse_args
 from bench.common import HistoryFigures, Phase, completed_latencies
 from bench.context import EMAIL_ROLES
-from bench.email_bench import EMAIL_RESULTS, EMAIL_RUNNERS
+from bench.email_bench import EMAIL_RESULTS, EMAIL_RUNNERS, NOTICE_RUNNERS
 from bench.email_report import _ratios
 from bench.floor_email import email_message
 from bench.context import NOTICE_ROLES
-from bench.notice_run import NOTICE_RUNNERS
 from bench.receiver import Receiver
 from bench.sendgrid_play import delivered_posts
 from emulator.esp.events import event_body, webhook_body
@@ -58,7 +57,8 @@ def test_each_email_variant_runs_on_the_email_channel_against_its_own_esp() -> N
     assert {name: roles["emulator"] for name, roles in EMAIL_ROLES.items()} == {
         "naive": "esp_bench", "floor": "esp_bench", "herald": "esp"}  # fmt: skip
     assert EMAIL_ROLES["floor"]["worker"] == "floor_email_worker"
-    assert set(NOTICE_RUNNERS) == {"floor", "herald"}
+    assert {name: runner.keywords for name, runner in NOTICE_RUNNERS.items()} == {
+        "floor": {"channel": "notice"}, "herald": {"channel": "notice"}}  # fmt: skip
     assert NOTICE_ROLES["floor"]["worker"] == ("floor_worker", "floor_email_worker")
     assert NOTICE_ROLES["herald"]["emulator"] == ("emulator", "esp")
 
