@@ -14,6 +14,10 @@ against a rate-limited emulator (--rate-limit), priority and tenants on a backlo
 and off (--backlog, bench/backlog.py) and parked intents (--parked). It prints one table and
 writes bench/RESULTS.md. It is a benchmark, not a test: nothing here passes or fails.
 
+`--channel email` measures the same three variants on the e-mail channel against the ESP emulator
+(bench/email_bench.py: side by side and the report path), and `--notice` adds the two-channel
+notice pass; those figures go to bench/RESULTS-email.md.
+
 Each pass can be skipped (--intents 0 skips the side-by-side passes and, by default, the report
 path); a run without the side-by-side passes writes only to a --results file it is given, never
 over bench/RESULTS.md.
@@ -30,19 +34,20 @@ from pathlib import Path
 
 from bench import report
 from bench.backlog import run_backlog
-from bench.common import Phase
 from bench.context import Bench
+from bench.email_bench import EMAIL_RESULTS, measure_email
+from bench.email_report import render_email
 from bench.floor_receipts import run_floor_receipts
 from bench.floor_run import run_floor
 from bench.herald_run import run_herald, run_parked, run_rate_limited, run_receipts
 from bench.naive import run_naive
+from bench.passes import WARMUP_INTENTS, pass_rates, run_passes
 from bench.scale_out import ScaleOut, run_scale_out
 from bench.scale_out import render as render_scale_out
 from bench.stack import BenchStack
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SCALE_OUT_RESULTS = Path(__file__).resolve().parent / "RESULTS-scale-out.md"
-WARMUP_INTENTS = 10
 RUNNERS = {"naive": run_naive, "floor": run_floor, "herald": run_herald}
 # The limited worker's HERALD_SUBMIT_RATE_LIMIT as a fraction of the emulator's limit L. Temporal's
 # matcher lets rate + 1 tasks out at once after a quiet spell (a GCRA with a one-second burst); the
@@ -108,9 +113,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="only the capacity check: Herald's throughput pass with 1 worker + 1 receipt server, then 2 + 2"
         " (writes bench/RESULTS-scale-out.md unless --results names another file)",
     )
+    parser.add_argument("--channel", choices=("sms", "email"), default="sms",
+                        help="sms (default): the passes above; email: the side-by-side passes and the report path"
+                             " on the e-mail channel against the ESP emulator (bench/email_bench.py; writes"
+                             " bench/RESULTS-email.md unless --results names another file; the rate-limit, backlog"
+                             " and parked passes are SMS-only)")  # fmt: skip
+    parser.add_argument("--notice", action="store_true",
+                        help="with --channel email: also the two-channel notice pass, --intents notices (an SMS and"
+                             " an e-mail each) through Herald against two floor workflows each, offered as fast as"
+                             " the driver can and at half --latency-rate notices/s")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.notice and args.channel != "email":
+        parser.error("--notice: only with --channel email (its figures are in the e-mail results)")
+    if args.scale_out and args.channel != "sms":
+        parser.error("--scale-out: only with --channel sms (it is Herald's SMS throughput pass)")
     if args.results is None and args.scale_out:
         args.results = SCALE_OUT_RESULTS
+    elif args.results is None and args.channel == "email" and args.intents:
+        args.results = EMAIL_RESULTS
     elif args.results is None and args.intents:
         args.results = RESULTS
     # Otherwise None: a run without the side-by-side passes is for one pass alone, and its mostly
@@ -150,29 +170,10 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
     out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None,
                  "backlog": None, "rounds": {}}  # fmt: skip
     try:
-        passes = [("throughput", args.rate or None)] if args.intents else []
-        if passes:
-            # Untimed warm-up: workers polling, imports and connection pools warm, caches primed.
-            for name, runner in RUNNERS.items():
-                await runner(bench, WARMUP_INTENTS, None, timeout)
-        if passes and args.latency_rate:
-            passes.append(("latency", args.latency_rate))
-            out["latency"] = {}
-        for pass_name, rate in passes:
-            rounds: dict[str, list[Phase]] = {name: [] for name in RUNNERS}
-            for round_number in range(args.rounds):
-                # Every other round runs the variants in reverse order, so a machine that speeds up
-                # or slows down during the pass does not favour the variant that always runs first.
-                order = list(RUNNERS.items()) if round_number % 2 == 0 else list(reversed(RUNNERS.items()))
-                for name, runner in order:
-                    print(
-                        f"{pass_name} pass, round {round_number + 1}/{args.rounds}: {name}, {args.intents} intents,"
-                        f" offered {rate or 'unlimited'}/s",
-                        flush=True,
-                    )
-                    rounds[name].append(await runner(bench, args.intents, rate, timeout))
-            out[pass_name] = {name: Phase.pooled(rounds[name]) for name in RUNNERS}
-            out["rounds"][pass_name] = rounds
+        if args.intents:
+            rates = pass_rates(args.rate, args.latency_rate)
+            pooled, out["rounds"] = await run_passes(bench, RUNNERS, args.intents, args.rounds, rates, timeout)
+            out.update(pooled)
         if args.receipts:
             print(f"report path: {args.receipts} reports", flush=True)
             out["receipts"] = await run_receipts(bench, args.receipts, timeout + args.receipts / 5)
@@ -302,7 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"starting the bench stack in {stack.state_dir}", flush=True)
         stack.start()
-        out = asyncio.run(measure_scale_out(args, stack) if args.scale_out else measure(args, stack))
+        if args.channel == "email":
+            stack.start_email()
+            out = asyncio.run(measure_email(args, stack))
+        else:
+            out = asyncio.run(measure_scale_out(args, stack) if args.scale_out else measure(args, stack))
         failed = False
     finally:
         stack.stop(keep_state=failed)
@@ -310,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench failed; logs kept in {stack.state_dir / 'logs'}", file=sys.stderr)
     if args.scale_out:
         text = render_scale_out(out, make_command, report.now())
+    elif args.channel == "email":
+        text = render_email(args, make_command, load_before, report.loadavg(), out)
     else:
         text = render(args, make_command, command, load_before, report.loadavg(), out)
     print()

@@ -32,6 +32,11 @@ def fresh_recipient() -> str:
     return "+1555" + f"{secrets.randbelow(10**7):07d}"
 
 
+def fresh_address() -> str:
+    """An e-mail recipient of its own, so a fault armed for it at the ESP touches no other message."""
+    return f"member.{new_tag()}{secrets.randbelow(10**6):06d}@example.com"
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """Nearest-rank percentile (no interpolation): p99 of 200 values is the 198th smallest."""
     if not values:
@@ -193,9 +198,21 @@ async def read_histories(client: Client, first_runs: dict[str, str | None], conc
     return figures
 
 
-def completed_latencies(phase: Phase, starts: dict[str, float], figures: HistoryFigures) -> None:
-    """Fill the phase's completion figures from histories: only completed workflows count as done."""
-    done = {w: end for w, end in figures.ends.items() if figures.closed_as[w] == "WORKFLOW_EXECUTION_COMPLETED"}
+def completed_latencies(
+    phase: Phase, starts: dict[str, float], figures: HistoryFigures, group: Callable[[str], str] | None = None
+) -> None:
+    """Fill the phase's completion figures from histories: only completed workflows count as done.
+
+    With `group` (workflow id -> the key `starts` uses), several workflows make one unit, done when
+    every one of them completed, at the last one's close: a notice and its per-channel workflows."""
+    done: dict[str, float] = {}
+    unfinished: set[str] = set()
+    for workflow_id, end in figures.ends.items():
+        key = group(workflow_id) if group else workflow_id
+        if figures.closed_as[workflow_id] != "WORKFLOW_EXECUTION_COMPLETED":
+            unfinished.add(key)
+        done[key] = max(done.get(key, end), end)
+    done = {key: end for key, end in done.items() if key not in unfinished}
     phase.events, phase.actions, phase.close_events = figures.events, figures.actions, figures.close_events
     phase.history_bytes = figures.history_bytes
     phase.completed = len(done)

@@ -25,6 +25,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 TASK_QUEUE = "bench-floor"
+# The same workflow on a queue of its own whose worker's submit activity is an SMTP transaction
+# (`bench.floor_email`): the e-mail bench's floor (`python -m bench.floor_worker email`).
+EMAIL_TASK_QUEUE = "bench-floor-email"
 WORKFLOW_NAME = "FloorWorkflow"
 SUBMIT_ACTIVITY = "floor_submit"
 INSERT_ACTIVITY = "floor_insert"

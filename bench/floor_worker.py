@@ -1,9 +1,12 @@
-"""The floor's worker process: `python -m bench.floor_worker` (the bench starts it).
+"""The floor's worker process: `python -m bench.floor_worker [email]` (the bench starts it).
 
 Settings come from the same HERALD_* variables and DATABASE_URL as Herald's worker, plus
 BENCH_RECEIVER_URL (where the floor's callbacks go). The HTTP client is capped like Herald's
 adapter (16 connections) and the worker runs as many activities at once as Herald's (32),
 so the two differ only in what runs inside the workflow and activities.
+
+With `email`, the same workflow on the e-mail task queue, its submit an SMTP transaction
+(`bench.floor_email`) to the bench's ESP on BENCH_ESP_SMTP_PORT, whose events reach the receiver.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
@@ -18,7 +22,16 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.floor import INSERT_ACTIVITY, SUBMIT_ACTIVITY, TASK_QUEUE, FloorInput, FloorInsert, FloorWorkflow
+from bench.floor import (
+    EMAIL_TASK_QUEUE,
+    INSERT_ACTIVITY,
+    SUBMIT_ACTIVITY,
+    TASK_QUEUE,
+    FloorInput,
+    FloorInsert,
+    FloorWorkflow,
+)
+from bench.floor_email import FloorEmailSubmit
 
 MAX_IN_FLIGHT = 16
 
@@ -66,11 +79,18 @@ async def main() -> None:
     ):
         client = await Client.connect(env["HERALD_TEMPORAL_ADDRESS"], namespace=env["HERALD_TEMPORAL_NAMESPACE"])
         activities = FloorActivities(http, messages_url, env["HERALD_TWILIO_FROM"], env["BENCH_RECEIVER_URL"], pool)
+        submit, task_queue = activities.submit, TASK_QUEUE
+        if sys.argv[1:] == ["email"]:
+            timeout = float(env["HERALD_SMTP_READ_TIMEOUT"])
+            email = FloorEmailSubmit(
+                env["HERALD_SMTP_HOST"], int(env["BENCH_ESP_SMTP_PORT"]), env["HERALD_EMAIL_FROM"], timeout
+            )
+            submit, task_queue = email.submit, EMAIL_TASK_QUEUE
         async with Worker(
             client,
-            task_queue=TASK_QUEUE,
+            task_queue=task_queue,
             workflows=[FloorWorkflow],
-            activities=[activities.submit, activities.insert],
+            activities=[submit, activities.insert],
             max_concurrent_activities=MAX_IN_FLIGHT * 2,
         ):
             await stop.wait()

@@ -15,7 +15,7 @@ import asyncio
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,6 +30,7 @@ from temporalio.client import Client
 from bench.common import (
     Phase,
     completed_latencies,
+    fresh_address,
     fresh_recipient,
     new_tag,
     offer,
@@ -37,8 +38,10 @@ from bench.common import (
     wait_until,
     workflows_closed,
 )
-from bench.context import ROLES, Bench
+from bench.context import EMAIL_ROLES, ROLES, ROLES_BY_CHANNEL, Bench, EmulatorAdmin
 from bench.measure import CpuMeter, rss_mib
+from bench.notice_run import notice_states, send_notices
+from bench.sendgrid_play import delivered_posts
 from devstack.processes import free_port, wait_for_port
 from herald.client import HeraldClient
 from herald.core.delivery_policy import DeliveryPolicy
@@ -56,11 +59,16 @@ CALLBACK_CONCURRENCY = 16
 EMULATOR_MAX_MESSAGES = 10_000
 
 
-def _request(business_key: str, recipient: str, n: int) -> dict[str, Any]:
+# The same order receipt on each channel (herald/templates/order_receipt*).
+TEMPLATES = {"sms": "order_receipt", "email": "order_receipt_email"}
+
+
+def _request(business_key: str, recipient: str, n: int, channel: str = "sms") -> dict[str, Any]:
     return {
         "business_key": business_key,
+        "channel": channel,
         "recipient": recipient,
-        "template_id": "order_receipt",
+        "template_id": TEMPLATES[channel],
         "template_version": 1,
         "render_data": {"order_ref": f"ord_{n}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"},
     }
@@ -79,21 +87,27 @@ async def _final_states(bench: Bench, like: str) -> Counter[str]:
 
 
 async def _start_intents(
-    herald: HeraldClient, n: int, rate: float | None, tag: str, recipient: str | None, phase: Phase | None = None
+    herald: HeraldClient,
+    n: int,
+    rate: float | None,
+    tag: str,
+    recipient: str | None,
+    phase: Phase | None = None,
+    channel: str = "sms",
 ) -> tuple[dict[str, float], dict[str, str | None], dict[str, str]]:
-    """Send n intents; returns start times, first run ids and recipients by workflow id."""
+    """Send n intents on `channel`; returns start times, first run ids and recipients by workflow id."""
     starts: dict[str, float] = {}
     runs: dict[str, str | None] = {}
     recipients: dict[str, str] = {}
 
     async def start_one(i: int) -> None:
         key = f"order_receipt:bench_{tag}_{i}"
-        to = recipient or fresh_recipient()
-        workflow_id = workflow_id_for(key, "sms")
+        to = recipient or (fresh_address() if channel == "email" else fresh_recipient())
+        workflow_id = workflow_id_for(key, channel)
         recipients[workflow_id] = to
         starts[workflow_id] = time.time()
         try:
-            receipt = await herald.send(_request(key, to, i))
+            receipt = await herald.send(_request(key, to, i, channel))
             runs[receipt.workflow_id] = receipt.run_id
         except Exception:  # noqa: BLE001 - a send that fails is counted as such; the run goes on
             if phase is not None:
@@ -104,21 +118,34 @@ async def _start_intents(
 
 
 async def run_herald(
-    bench: Bench, n: int, rate: float | None, timeout: float, roles: dict[str, str | tuple[str, ...]] | None = None
+    bench: Bench,
+    n: int,
+    rate: float | None,
+    timeout: float,
+    roles: dict[str, str | tuple[str, ...]] | None = None,
+    channel: str = "sms",
 ) -> Phase:
+    """n intents on `channel`: "sms", "email", or "notice" (`HeraldClient.send_notice`: an SMS and an
+    e-mail intent under one key, done when both completed, at the later close)."""
     phase = Phase("herald", rate, n)
     tag = new_tag()
     prefix = f"order_receipt:bench_{tag}_"
     started: dict[str, Any] = {}
 
     async def run() -> bool:
-        started["starts"], started["runs"], _ = await _start_intents(bench.herald, n, rate, tag, None, phase)
+        if channel == "notice":
+            started["starts"], started["runs"] = await send_notices(bench, n, rate, prefix, phase)
+        else:
+            started["starts"], started["runs"], _ = await _start_intents(
+                bench.herald, n, rate, tag, None, phase, channel
+            )
         return await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, len(started["runs"])), timeout)
 
-    await bench.measured(phase, roles or ROLES["herald"], run)
+    await bench.measured(phase, roles or ROLES_BY_CHANNEL[channel]["herald"], run)
     figures = await read_histories(bench.herald_temporal, started["runs"])
-    completed_latencies(phase, started["starts"], figures)
-    phase.states = await _final_states(bench, prefix + "%")
+    group = (lambda workflow_id: workflow_id.rsplit("/", 1)[0]) if channel == "notice" else None
+    completed_latencies(phase, started["starts"], figures, group)
+    phase.states = await (notice_states(bench, prefix) if channel == "notice" else _final_states(bench, prefix + "%"))
     return phase
 
 
@@ -137,6 +164,7 @@ class ReceiptsResult:
     cpu: dict[str, float] = field(default_factory=dict)
     states: Counter[str] = field(default_factory=Counter)
     timed_out: bool = False
+    id_prefix: str = ""  # the parked workflows' ids start with it
     # (current, peak) RSS in MiB of the variant's worker and of the Temporal server, once all parked.
     rss_after_parking: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     # Herald only, the report burst's invariants at load size (tests/faults/test_report_burst.py runs
@@ -168,24 +196,26 @@ def park_rss(bench: Bench, worker: str) -> dict[str, tuple[float, float] | None]
 
 async def make_room_at_emulator(bench: Bench, n: int) -> None:
     """The emulator stores at most EMULATOR_MAX_MESSAGES; earlier phases' messages are finished, forget them."""
-    if (await bench.emulator_stats())["stored_messages"] + n > EMULATOR_MAX_MESSAGES:
-        (await bench.admin.post("/_emulator/reset")).raise_for_status()
+    await bench.emulators["emulator"].make_room(n, EMULATOR_MAX_MESSAGES)
 
 
-async def _park(
-    bench: Bench, n: int, tag: str, timeout: float, admin: httpx.AsyncClient
-) -> tuple[str, dict[str, float], bool]:
-    """Start n intents to one recipient whose messages the emulator accepts and never reports."""
-    await make_room_at_emulator(bench, n)
-    recipient = fresh_recipient()
-    # `silent`: accepted, moves to `sent`, never a callback. One number for all: the fault is per number.
-    (await admin.put(f"/_emulator/faults/{recipient}", json={"fault": "silent"})).raise_for_status()
+async def park(
+    bench: Bench, n: int, tag: str, timeout: float, channel: str = "sms"
+) -> tuple[str, dict[str, str | None], bool]:
+    """Start n intents on `channel` to one recipient whose messages the emulator accepts and never
+    reports; returns the recipient, the intents' first runs and whether all were parked in time."""
+    admin = bench.emulators["esp" if channel == "email" else "emulator"]
+    await admin.make_room(n, EMULATOR_MAX_MESSAGES)
+    recipient = fresh_address() if channel == "email" else fresh_recipient()
+    # Twilio's `silent`: accepted, moves to `sent`, never a callback; the ESP's `no_events`. One
+    # recipient for all: the fault is per recipient.
+    await admin.silence(recipient)
     herald = bench.client(bench.settings.temporal.task_queue, PARKED_POLICY)
-    starts, _, _ = await _start_intents(herald, n, None, tag, recipient)
-    return recipient, starts, await provider_holds(admin, recipient, n, timeout)
+    _, runs, _ = await _start_intents(herald, n, None, tag, recipient, channel=channel)
+    return recipient, runs, await provider_holds(admin, recipient, n, timeout)
 
 
-async def provider_holds(admin: httpx.AsyncClient, recipient: str, n: int, timeout: float) -> bool:
+async def provider_holds(admin: EmulatorAdmin, recipient: str, n: int, timeout: float) -> bool:
     """Wait until the emulator holds n messages to `recipient`: the intents are parked.
 
     Counted at the provider: Herald's ledger records `accepted` only at an intent's first
@@ -193,8 +223,7 @@ async def provider_holds(admin: httpx.AsyncClient, recipient: str, n: int, timeo
     """
 
     async def all_accepted() -> bool:
-        listed = (await admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
-        return len(listed) >= n
+        return len(await admin.messages(recipient)) >= n
 
     parked = await wait_until(all_accepted, timeout, interval=max(1.0, n / 2000))
     if parked:
@@ -211,7 +240,7 @@ async def play_twilio(
 
     Fills the result's 2xx count, ingest and close times, CPU by role; returns the first POST's time.
     """
-    listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
+    listed = await bench.emulators["emulator"].messages(recipient)
     account, token, _ = bench.twilio
     done = datetime.now(UTC).strftime("%y%m%d%H%M")
     callbacks = []
@@ -220,21 +249,42 @@ async def play_twilio(
                   ("From", message["from"] or ""), ("To", message["to"]), ("MessageStatus", "delivered"),
                   ("SmsStatus", "delivered"), ("ApiVersion", "2010-04-01"), ("RawDlrDoneDate", done)]  # fmt: skip
         url = message["status_callback"]
-        callbacks.append((url, params, compute_signature(token, url, params)))
+        signature = compute_signature(token, url, params)
+        callbacks.append((url, {"data": dict(params), "headers": {"X-Twilio-Signature": signature}}))
+    return await post_reports(bench, callbacks, result, ROLES[variant], client, id_prefix, timeout)
+
+
+async def post_reports(
+    bench: Bench,
+    posts: list[tuple[str, dict[str, Any] | Callable[[], dict[str, Any]]]],
+    result: ReceiptsResult,
+    roles: dict[str, str | tuple[str, ...]],
+    client: Client,
+    id_prefix: str,
+    timeout: float,
+) -> float:
+    """POST each (url, httpx keyword arguments) as the provider would, CALLBACK_CONCURRENCY at a time,
+    then wait until the workflows whose ids start with `id_prefix` have closed. Arguments given as a
+    callable are made just before their POST (a signature over the time of sending).
+
+    Fills the result's 2xx count, ingest and close times, CPU by role (the emulator's left out: the
+    bench plays the provider); returns the first POST's time.
+    """
+    result.id_prefix = id_prefix
     limits = httpx.Limits(max_connections=CALLBACK_CONCURRENCY, max_keepalive_connections=CALLBACK_CONCURRENCY)
     meter = CpuMeter(bench.stack.pids)
-    roles = {k: v for k, v in ROLES[variant].items() if k != "emulator"}
+    roles = {k: v for k, v in roles.items() if k != "emulator"}
     async with httpx.AsyncClient(limits=limits, timeout=30) as http:
 
         async def post(i: int) -> None:
-            url, params, signature = callbacks[i]
-            response = await http.post(url, data=dict(params), headers={"X-Twilio-Signature": signature})
+            url, request = posts[i]
+            response = await http.post(url, **(request() if callable(request) else request))
             if response.is_success:
                 result.answered_2xx += 1
 
         before = meter.snapshot()
         first = time.time()
-        await offer(len(callbacks), None, post)
+        await offer(len(posts), None, post)
         result.ingest_seconds = time.time() - first
         closed = await wait_until(lambda: workflows_closed(client, id_prefix, result.reports), timeout)
         result.closed_seconds = time.time() - first
@@ -246,16 +296,35 @@ async def play_twilio(
     return first
 
 
-async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
+async def run_receipts(bench: Bench, m: int, timeout: float, channel: str = "sms") -> ReceiptsResult:
     result = ReceiptsResult(m)
     tag = new_tag()
     like = f"order_receipt:bench_{tag}_%"
-    recipient, _, parked = await _park(bench, m, tag, timeout, bench.admin)
+    recipient, _, parked = await park(bench, m, tag, timeout, channel)
     if not parked:
         result.timed_out = True
         return result
     result.rss_after_parking = park_rss(bench, "worker")
-    first = await play_twilio(bench, recipient, result, "herald", bench.herald_temporal, like[:-1], timeout)
+    if channel == "email":
+        # Herald's inbox keys an e-mail's rows by its Message-ID, as SendGrid echoes it in smtp-id.
+        listed = await bench.emulators["esp"].messages(recipient)
+        posts = delivered_posts(bench, listed, f"{bench.settings.receipts.public_url}/sendgrid/events")
+        first = await post_reports(
+            bench, posts, result, EMAIL_ROLES["herald"], bench.herald_temporal, like[:-1], timeout
+        )
+        ids = [message["message_id"] for message in listed]
+    else:
+        first = await play_twilio(bench, recipient, result, "herald", bench.herald_temporal, like[:-1], timeout)
+        ids = [message["sid"] for message in await bench.emulators["emulator"].messages(recipient)]
+    await record_verdicts(bench, result, like, first, ids)
+    return result
+
+
+async def record_verdicts(
+    bench: Bench, result: ReceiptsResult, like: str, first: float, provider_ids: list[str]
+) -> None:
+    """Once the reports are in: the verdicts Herald's workflows wrote (intents `like`), their final
+    states, and the burst's invariants over the inbox rows of the messages `provider_ids` name."""
     async with bench.pool.connection() as conn:
         cursor = await conn.execute(
             "SELECT count(*), extract(epoch FROM max(decided_at))::float8 FROM receipt_outcomes WHERE workflow_id LIKE %s",
@@ -264,18 +333,15 @@ async def run_receipts(bench: Bench, m: int, timeout: float) -> ReceiptsResult:
         result.applied, last_decided = await cursor.fetchone()
     result.applied_seconds = (last_decided - first) if last_decided else 0.0
     result.states = await _final_states(bench, like)
-    listed = (await bench.admin.get("/_emulator/messages", params={"to": recipient})).json()["messages"]
-    sids = [message["sid"] for message in listed]
 
     async def count(sql: str) -> int:
         async with bench.pool.connection() as conn:
-            return (await (await conn.execute(sql, (sids,))).fetchone())[0]
+            return (await (await conn.execute(sql, (provider_ids,))).fetchone())[0]
 
     result.stored_rows = await count("SELECT count(*) FROM receipt_inbox WHERE provider_message_id = ANY(%s)")
     undecided = "SELECT count(*) FROM undecided_reports WHERE provider_message_id = ANY(%s)"
     await wait_until(lambda: _none(count(undecided)), 60, interval=0.5)
     result.undecided = await count(undecided)
-    return result
 
 
 async def _none(counted: Awaitable[int]) -> bool:
@@ -308,7 +374,7 @@ async def run_parked(bench: Bench, p: int, timeout: float) -> ParkedResult:
     meter = CpuMeter(bench.stack.pids)
     before = meter.snapshot()
     began = time.time()
-    _, _, result.parked = await _park(bench, p, new_tag(), timeout, bench.admin)
+    _, _, result.parked = await park(bench, p, new_tag(), timeout)
     result.seconds = time.time() - began
     result.foreign_cores = CpuMeter.foreign(CpuMeter.delta(before, meter.snapshot())) / result.seconds
     result.worker_rss_after = rss_mib(bench.stack.pids["worker"])

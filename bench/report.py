@@ -162,7 +162,15 @@ def details(throughput: dict[str, Phase], latency: dict[str, Phase] | None) -> l
     return lines
 
 
-def round_ratios(pass_name: str, rounds: dict[str, list[Phase]]) -> list[str]:
+ROUND_MEASURES = [
+    ("intents/s", lambda p: p.throughput),
+    ("CPU ms/intent, total", lambda p: sum(p.cpu_ms_per_intent.values()) if p.completed else None),
+    ("latency p50", lambda p: _ms(p, 50)),
+    ("latency p99", lambda p: _ms(p, 99)),
+]
+
+
+def round_ratios(pass_name: str, rounds: dict[str, list[Phase]], measures=ROUND_MEASURES) -> list[str]:
     """Herald/floor for each round of a pass, in run order, with their median and range.
 
     The two run back to back in every round (the order alternates around them), so a round's
@@ -172,12 +180,6 @@ def round_ratios(pass_name: str, rounds: dict[str, list[Phase]]) -> list[str]:
     herald, floor = rounds.get("herald", []), rounds.get("floor", [])
     if len(herald) < 2 or len(herald) != len(floor):
         return []
-    measures = [
-        ("intents/s", lambda p: p.throughput),
-        ("CPU ms/intent, total", lambda p: sum(p.cpu_ms_per_intent.values()) if p.completed else None),
-        ("latency p50", lambda p: _ms(p, 50)),
-        ("latency p99", lambda p: _ms(p, 99)),
-    ]
     lines = []
     for label, getter in measures:
         ratios = [_quotient(getter(h), getter(f)) for h, f in zip(herald, floor, strict=True)]
@@ -207,7 +209,7 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
     lines = [
         "### Herald",
         "",
-        *_receipt_lines(
+        *receipt_lines(
             r,
             parked=(
                 f"{r.reports} intents parked in `accepted` (emulator fault `silent`: accepted, no callback), then the"
@@ -218,14 +220,14 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
             applied="signal → workflow → verdict written to the ledger",
         ),
         f"- final states: {dict(r.states)}",
-        *_burst_lines(r),
+        *burst_lines(r),
     ]
     if floor is not None:
         lines += [
             "",
             "### The floor, same callbacks",
             "",
-            *_receipt_lines(
+            *receipt_lines(
                 floor,
                 parked=f"{floor.reports} floor workflows parked waiting for their signal (same `silent` fault)",
                 ingested="verified by the floor's receiver, signalled, answered 2xx",
@@ -238,7 +240,7 @@ def receipts_section(r: ReceiptsResult | None, floor: ReceiptsResult | None = No
     return lines
 
 
-def _burst_lines(r: ReceiptsResult) -> list[str]:
+def burst_lines(r: ReceiptsResult) -> list[str]:
     """The report burst's invariants at this size (tests/faults/test_report_burst.py holds them at 200)."""
     if r.stored_rows is None:
         return []
@@ -249,7 +251,7 @@ def _burst_lines(r: ReceiptsResult) -> list[str]:
     ]
 
 
-def _receipt_lines(r: ReceiptsResult, *, parked: str, ingested: str, applied: str) -> list[str]:
+def receipt_lines(r: ReceiptsResult, *, parked: str, ingested: str, applied: str) -> list[str]:
     """One variant's report-path figures; the phrases say what parked, ingested and applied mean for it."""
     if r.timed_out and not r.answered_2xx:
         return [f"{r.reports} could not be parked within the timeout: no figure."]

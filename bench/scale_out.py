@@ -15,11 +15,10 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
-
-from bench.common import Phase, fresh_recipient, new_tag, offer, read_histories, wait_until, workflows_closed
+from bench.common import Phase, new_tag, read_histories, wait_until, workflows_closed
 from bench.context import ROLES, Bench
 from bench.herald_run import run_herald
+from bench.notice_run import notice_states, send_notices
 from bench.stack import NO_FAULTS
 from devstack.processes import free_port, wait_for_port
 from devstack.stack import START_TIMEOUT_SECONDS
@@ -88,41 +87,17 @@ def start_second_pair(bench: Bench) -> None:
     _wait_for_log(bench, "worker-2", "worker polling task queue")
 
 
-def _notice(key: str, index: int) -> dict[str, Any]:
-    data = {"order_ref": f"ord_{index}", "amount": "42.50", "currency": "EUR", "merchant": "Herald Shop"}
-    return {
-        "business_key": key,
-        "channels": [
-            {"channel": "sms", "recipient": fresh_recipient(), "template_id": "order_receipt", "template_version": 1,
-             "render_data": data},
-            {"channel": "email", "recipient": f"member.{index}.{new_tag()}@example.com",
-             "template_id": "order_receipt_email", "template_version": 1, "render_data": data},
-        ],
-    }  # fmt: skip
-
-
 async def run_notices(bench: Bench, n: int, timeout: float) -> tuple[dict[str, Counter[str]], Counter[str]]:
     """Send n two-channel notices, wait for every intent to close, count actions per channel."""
     tag = new_tag()
     prefix = f"order_receipt:notice_{tag}_"
-    runs: dict[str, str | None] = {}
-
-    async def start_one(index: int) -> None:
-        receipt = await bench.herald.send_notice(_notice(f"{prefix}{index}", index))
-        for sent in receipt.intents.values():
-            runs[sent.workflow_id] = sent.run_id
-
-    await offer(n, None, start_one)
+    _, runs = await send_notices(bench, n, None, prefix)
     await wait_until(lambda: workflows_closed(bench.herald_temporal, prefix, 2 * n), timeout)
     by_channel: dict[str, Counter[str]] = {}
     for channel in ("sms", "email"):
         figures = await read_histories(bench.herald_temporal, {w: r for w, r in runs.items() if w.endswith(f"/{channel}")})
         by_channel[channel] = figures.actions
-    async with bench.pool.connection() as conn:
-        rows = await (await conn.execute(
-            "SELECT channel || ' ' || state, count(*) FROM intent_current_state WHERE business_key LIKE %s GROUP BY 1",
-            (prefix + "%",))).fetchall()  # fmt: skip
-    return by_channel, Counter({name: count for name, count in rows})
+    return by_channel, await notice_states(bench, prefix)
 
 
 async def run_scale_out(bench: Bench, n: int, timeout: float) -> ScaleOut:

@@ -30,6 +30,9 @@ BENCH_TABLE = """CREATE TABLE IF NOT EXISTS bench_deliveries (
 )"""
 
 
+# The bench's ESP holds every naive and floor e-mail of a run (rounds of both passes and both report
+# paths, a few thousand), so it is never reset mid-run.
+ESP_BENCH_MAX_MESSAGES = 100_000
 # The fault-matrix tests arm worker crash points through the environment; a benchmark never does.
 NO_FAULTS = {"HERALD_FAULT_POINT": "", "HERALD_FAULT_POINT_MARKER": ""}
 
@@ -51,6 +54,8 @@ class BenchStack:
         # database_url="": always the embedded server, never a DATABASE_URL from the caller's shell.
         self.local = LocalStack(self.config, database_url="")
         self.receiver_port = free_port()
+        # The naive sender's and the floor's ESP (`start_email`): SMTP, then admin.
+        self.esp_bench_ports = (free_port(), free_port())
         self.pids: dict[str, int] = {}
 
     @property
@@ -65,6 +70,12 @@ class BenchStack:
     @property
     def receiver_url(self) -> str:
         return f"http://127.0.0.1:{self.receiver_port}"
+
+    @property
+    def esp_admin_urls(self) -> tuple[str, str]:
+        """The admin APIs of Herald's ESP emulator and of the bench's own (`start_email`)."""
+        esp = self.config.esp
+        return f"http://{esp.host}:{esp.admin_port}", f"http://127.0.0.1:{self.esp_bench_ports[1]}"
 
     def env(self) -> dict[str, str]:
         return {
@@ -91,6 +102,22 @@ class BenchStack:
         self.spawn("floor_worker", [sys.executable, "-m", "bench.floor_worker"])
         receiver = self.spawn("receiver", [sys.executable, "-m", "bench.receiver"])
         wait_for_port("127.0.0.1", self.receiver_port, START_TIMEOUT_SECONDS, receiver.process)
+
+    def start_email(self) -> None:
+        """The e-mail bench's own processes: an ESP emulator posting its events to the bench's receiver
+        (signed with the key of Herald's ESP, which the receiver is given), and the floor's e-mail worker."""
+        esp = self.config.esp
+        smtp, admin = self.esp_bench_ports
+        process = self.spawn("esp_bench", [
+            sys.executable, "-m", "emulator.esp", "--host", "127.0.0.1", "--smtp-port", str(smtp),
+            "--admin-port", str(admin), "--webhook-url", f"{self.receiver_url}/sendgrid",
+            "--private-key-file", str(self.config.esp_signing_key_path), "--step-ms", str(esp.step_ms),
+            "--max-messages", str(ESP_BENCH_MAX_MESSAGES), "--log-level", "warning",
+        ])  # fmt: skip
+        for port in (smtp, admin):
+            wait_for_port("127.0.0.1", port, START_TIMEOUT_SECONDS, process.process)
+        self.spawn("floor_email_worker", [sys.executable, "-m", "bench.floor_worker", "email"],
+                   extra_env={"BENCH_ESP_SMTP_PORT": str(smtp)})  # fmt: skip
 
     def spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> ManagedProcess:
         """A child process registered with the LocalStack, so its stop() stops it too."""
