@@ -181,9 +181,10 @@ async def run(args: argparse.Namespace) -> int:
                         "SELECT provider_message_id, provider_status FROM receipt_inbox")).fetchall()}  # fmt: skip
                     claims = dict(await (await conn.execute(
                         "SELECT provider_message_id, attempt_ref FROM message_claims")).fetchall())  # fmt: skip
-                    attempts = [failover.LedgerAttempt(ref, wf, number, provider, reason or "") for ref, wf, number,
-                                provider, reason in await (await conn.execute(
-                        "SELECT attempt_ref, workflow_id, number, provider, route_reason FROM attempts")).fetchall()]  # fmt: skip
+                    attempts = [failover.LedgerAttempt(ref, wf, number, provider, reason or "", at) for ref, wf, number,
+                                provider, reason, at in await (await conn.execute(
+                        "SELECT attempt_ref, workflow_id, number, provider, route_reason, recorded_at FROM attempts"
+                    )).fetchall()]  # fmt: skip
                     marks = await (await conn.execute(
                         "SELECT provider, mark, attempt_ref, marked_at FROM provider_marks")).fetchall()  # fmt: skip
                 report = await ledger_report(pool)

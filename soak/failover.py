@@ -57,14 +57,23 @@ def draw_phases(rng: random.Random) -> tuple[float, float]:
 
 @dataclass
 class Window:
-    """One outage: when the gate closed and opened again (monotonic), and the wall clock at opening."""
+    """One outage: when the gate closed and opened again, by the monotonic clock and the wall clock
+    (the ledger's times are wall-clock, stamped on this machine)."""
 
     closed_at: float
+    closed_wall: datetime
     opened_at: float | None = None
     opened_wall: datetime | None = None
 
     def holds(self, at: float) -> bool:
         return self.closed_at <= at < (self.opened_at if self.opened_at is not None else float("inf"))
+
+    def held(self, at: datetime) -> bool:
+        return (
+            self.closed_wall
+            <= at
+            < (self.opened_wall if self.opened_wall is not None else datetime.max.replace(tzinfo=UTC))
+        )
 
 
 @dataclass
@@ -82,7 +91,7 @@ class Outages:
                 if await _stopped_within(stop, open_for):
                     return
                 await self.gate.refuse()
-                window = Window(closed_at=time.monotonic())
+                window = Window(closed_at=time.monotonic(), closed_wall=datetime.now(UTC))
                 self.windows.append(window)
                 await _stopped_within(stop, closed_for)
                 await self.gate.accept()
@@ -153,6 +162,8 @@ class LedgerAttempt:
     number: int
     provider: str | None
     reason: str
+    # When its row was written: in the transaction that admitted it and chose its provider.
+    admitted_at: datetime | None = None
 
 
 def cross_provider_duplicates(recipients: Sequence[str], twilio: Sequence[dict], infobip: Sequence[dict]) -> int:
@@ -199,8 +210,26 @@ def failover_rows(
         for i in failed_over
         if any(a.provider == "twilio" and a.ref in unreachable_refs for a in by_intent[workflow_ids[i]])
     )
+    # The failover's cost in time: from the attempt Twilio provably did not take to the one at Infobip.
+    gaps = []
+    for i in failed_over:
+        tried = by_intent[workflow_ids[i]]
+        to_infobip = next(a.admitted_at for a in tried if a.provider == "infobip")
+        before = [
+            a.admitted_at
+            for a in tried
+            if a.provider == "twilio" and a.admitted_at and to_infobip and a.admitted_at < to_infobip
+        ]
+        if before and to_infobip:
+            gaps.append((to_infobip - max(before)).total_seconds())
     in_window = [i for i, at in enumerate(sent_at) if any(w.holds(at) for w in windows)]
     between = [i for i in range(len(recipients)) if i not in set(in_window)]
+    # Sent in a window is the sender's view; the route sees the first attempt, which may come later
+    # (a worker killed under it, a backlog): this is where the window meets the route.
+    admitted_in_window = [
+        i for i, wf in enumerate(workflow_ids)
+        if by_intent.get(wf) and (at := by_intent[wf][0].admitted_at) is not None and any(w.held(at) for w in windows)
+    ]  # fmt: skip
 
     def where(indexes: list[int]) -> str:
         only_t = sum(1 for i in indexes if twilio_to[number(recipients[i])] and not infobip_to[number(recipients[i])])
@@ -228,8 +257,10 @@ def failover_rows(
         ("intents that failed over (attempts at twilio, then infobip)",
          f"{len(failed_over)} (a twilio attempt of {proven_unreachable} marked unreachable; the rest proven "
          "absent or refused)"),
+        ("failover gap (last twilio attempt to first infobip attempt)",
+         f"median {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s" if gaps else "none failed over"),
         ("intents that went straight to infobip (twilio in outage: skipped)", f"{skipped}"),
-        ("intents back from infobip to twilio (infobip unreachable or refused first)", f"{back}"),
+        ("intents back from infobip to twilio (infobip proven not to have taken it)", f"{back}"),
         ("probes of twilio in outage", f"{probes}"),
         ("answers lost after acceptance, then a message at the other provider (target 0)",
          f"{strayed} (of {len(ambiguous_t)} at twilio, {len(ambiguous_i)} at infobip)"),
@@ -242,4 +273,5 @@ def failover_rows(
          if back_after else "never seen"),
         ("intents sent during a window", where(in_window)),
         ("intents sent between windows", where(between)),
+        ("intents whose first attempt was admitted during a window", where(admitted_in_window)),
     ]  # fmt: skip

@@ -96,8 +96,10 @@ def test_failover_rows_tell_failed_over_skipped_and_returned_intents_apart() -> 
     recipients = ["+15550000001", "+15550000002", "+15550000003", "+15550000004"]
     wf = [f"wf-{i}" for i in range(4)]
     attempts = [
-        LedgerAttempt("a1", "wf-0", 1, "twilio", "route transactional v2 ['twilio', 'infobip']"),
-        LedgerAttempt("a2", "wf-0", 2, "infobip", "route ...; twilio moved last"),
+        LedgerAttempt(
+            "a1", "wf-0", 1, "twilio", "route transactional v2 ['twilio', 'infobip']", opened - timedelta(seconds=3)
+        ),
+        LedgerAttempt("a2", "wf-0", 2, "infobip", "route ...; twilio moved last", opened - timedelta(seconds=2.5)),
         LedgerAttempt("b1", "wf-1", 1, "infobip", "route ...; twilio in outage since x: skipped"),
         LedgerAttempt("c1", "wf-2", 1, "infobip", "route ..."),
         LedgerAttempt("c2", "wf-2", 2, "twilio", "route ...; twilio in outage since x: this attempt probes it"),
@@ -110,18 +112,20 @@ def test_failover_rows_tell_failed_over_skipped_and_returned_intents_apart() -> 
     rows = dict(
         failover.failover_rows(
             recipients=recipients, workflow_ids=wf, sent_at=[1.0, 2.0, 3.0, 9.0],
-            windows=[Window(closed_at=0.5, opened_at=5.0, opened_wall=opened)],
+            windows=[Window(closed_at=0.5, closed_wall=opened - timedelta(seconds=4.5), opened_at=5.0, opened_wall=opened)],
             twilio=[_twilio("+15550000003"), _twilio("+15550000004", fault="accept_then_hang")],
             infobip=[_infobip("15550000001"), _infobip("15550000002")], attempts=attempts, marks=marks,
             sending_seconds=9.0,
         )
     )  # fmt: skip
     assert rows["intents that failed over (attempts at twilio, then infobip)"].startswith("1 (a twilio attempt of 1 ")
+    assert rows["failover gap (last twilio attempt to first infobip attempt)"] == "median 0.5 s, max 0.5 s"
     assert rows["intents that went straight to infobip (twilio in outage: skipped)"] == "1"
-    assert rows["intents back from infobip to twilio (infobip unreachable or refused first)"] == "1"
+    assert rows["intents back from infobip to twilio (infobip proven not to have taken it)"] == "1"
     assert rows["probes of twilio in outage"] == "1"
     assert rows["cross-provider duplicates (an intent with messages at both, target 0)"] == "0"
     assert rows["answers lost after acceptance, then a message at the other provider (target 0)"].startswith("0 (of 1 ")
     assert rows["intents sent during a window"] == "3: at twilio only 1, at infobip only 2"
     assert rows["intents sent between windows"] == "1: at twilio only 1, at infobip only 0"
+    assert rows["intents whose first attempt was admitted during a window"] == "1: at twilio only 0, at infobip only 1"
     assert rows["twilio answering again after a window opened (its first answer)"].startswith("median 4.0 s")
