@@ -122,7 +122,9 @@ async def run(args: argparse.Namespace) -> int:
         rate = args.rate if args.rate is not None else (2.0 if two else None)
         first_send = time.monotonic()
 
-        async with httpx.AsyncClient(timeout=30) as admin:
+        # Idle connections dropped well before the emulators' servers drop them (uvicorn: 5 s), so a
+        # paced send never reuses one the server is closing (a ReadError on the admin API, not Herald's).
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(keepalive_expiry=1.0)) as admin:
 
             async def arm(url: str, to: str, fault: str | None, params: dict) -> None:
                 if fault:
