@@ -203,7 +203,13 @@ def failover_rows(
     skipped = sum(
         1 for a in first if a.provider == "infobip" and "twilio in outage" in a.reason and "skipped" in a.reason
     )
-    probes = sum(1 for a in attempts if "probes it" in a.reason)
+    probes = [a.ref for a in attempts if "probes it" in a.reason]
+    # What each probe's submit told: an answer ends the outage, a refusal or 429 extends it, and a
+    # lost answer (a hang, a 5xx: the probe met an armed fault) tells nothing; the next probe is due
+    # PROBE_SECONDS after the newest mark.
+    told = {(ref, mark) for _, mark, ref, _ in marks}
+    probes_answered = sum(1 for ref in probes if (ref, "answered") in told)
+    probes_unreachable = sum(1 for ref in probes if (ref, "unreachable") in told)
     unreachable_refs = {ref for provider, mark, ref, _ in marks if mark == "unreachable" and provider == "twilio"}
     proven_unreachable = sum(
         1
@@ -261,7 +267,9 @@ def failover_rows(
          f"median {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s" if gaps else "none failed over"),
         ("intents that went straight to infobip (twilio in outage: skipped)", f"{skipped}"),
         ("intents back from infobip to twilio (infobip proven not to have taken it)", f"{back}"),
-        ("probes of twilio in outage", f"{probes}"),
+        ("probes of twilio in outage",
+         f"{len(probes)} (answered {probes_answered}, unreachable {probes_unreachable}, answer lost "
+         f"{len(probes) - probes_answered - probes_unreachable})"),
         ("answers lost after acceptance, then a message at the other provider (target 0)",
          f"{strayed} (of {len(ambiguous_t)} at twilio, {len(ambiguous_i)} at infobip)"),
         ("outage windows (twilio refusing connections)",

@@ -122,7 +122,7 @@ def test_failover_rows_tell_failed_over_skipped_and_returned_intents_apart() -> 
     assert rows["failover gap (last twilio attempt to first infobip attempt)"] == "median 0.5 s, max 0.5 s"
     assert rows["intents that went straight to infobip (twilio in outage: skipped)"] == "1"
     assert rows["intents back from infobip to twilio (infobip proven not to have taken it)"] == "1"
-    assert rows["probes of twilio in outage"] == "1"
+    assert rows["probes of twilio in outage"] == "1 (answered 1, unreachable 0, answer lost 0)"
     assert rows["cross-provider duplicates (an intent with messages at both, target 0)"] == "0"
     assert rows["answers lost after acceptance, then a message at the other provider (target 0)"].startswith("0 (of 1 ")
     assert rows["intents sent during a window"] == "3: at twilio only 1, at infobip only 2"
