@@ -21,6 +21,7 @@ from herald.runtime import exits
 from herald.runtime.process import ProcessRuntime
 from herald.runtime.reach import database_url, reach_database
 from herald.settings import InvalidSetting, load_settings
+from herald.temporal.route_backlog import route_backlog
 
 log = logging.getLogger("herald.console")
 
@@ -70,7 +71,12 @@ async def serve() -> None:
     await reach_database(url, VARIABLE)
     async with console_pool(url, console.query_timeout) as pool:
         await require_reader(pool)
-        app = build_console(pool, keyring, console, settings.temporal.namespace)
+        # The route's backlog is the Temporal server's to count, asked on each routes page; connected on
+        # the first (a server that is down costs that one line of the page, not the console).
+        temporal = await runtime.temporal(lazy=True)
+        task_queue = settings.temporal.task_queue
+        app = build_console(pool, keyring, console, settings.temporal.namespace,
+                            read_backlog=lambda: route_backlog(temporal, task_queue))  # fmt: skip
         # Proxy headers off: the access rules read the TCP peer, which X-Forwarded-For must not replace.
         config = uvicorn.Config(
             app, host=console.host, port=console.port, log_level="warning", access_log=False, proxy_headers=False

@@ -9,7 +9,9 @@ not answer within the query timeout makes one page say so (503), never a traceba
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
@@ -20,19 +22,24 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.service import RPCError
 
 from herald.console.access import AccessGate, AccessRules
 from herald.console.markup import el
 from herald.console.pages import SEARCH_MAX, STYLE, WebUi, moment, notice_href, page, refusal_page, search_form
+from herald.console.intent_list import intent_list_page, read_query
 from herald.console.params import ParameterRefused, one_line, only
+from herald.console.routes_page import CHART_BUCKETS, CHART_HOURS, routes_page
 from herald.console.story import story_page
 from herald.core.recipients import RecipientRefused
 from herald.ledger.intent_pages import IntentFilter, IntentLine, intent_page
 from herald.ledger.notices import find_business_keys, notice_story
+from herald.ledger.report import ledger_report, queue_age_series
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.masked import masked_recipient, short_fingerprint
 from herald.runtime.http_bodies import read_bounded
 from herald.settings import ConsoleSettings
+from herald.temporal.route_backlog import RouteBacklog
 
 log = logging.getLogger("herald.console")
 
@@ -65,13 +72,25 @@ def refused(request: Request, error: ParameterRefused | str, status: int = 400) 
     return html(refusal_page(operator_of(request), status, str(error)), status)
 
 
+ReadBacklog = Callable[[], Awaitable[RouteBacklog]]
+
+
 class ConsolePages:
     """The handlers, over one read-only pool and the keyring that names a person."""
 
-    def __init__(self, pool: AsyncConnectionPool, keyring: Keyring, web_ui: WebUi) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        keyring: Keyring,
+        web_ui: WebUi,
+        read_backlog: ReadBacklog | None,
+        deadline: float,
+    ) -> None:
         self._pool = pool
         self._keyring = keyring
         self._web_ui = web_ui
+        self._read_backlog = read_backlog
+        self._deadline = deadline
 
     async def home(self, request: Request) -> Response:
         try:
@@ -175,6 +194,42 @@ class ConsolePages:
             return refused(request, "key: no notice has this business key in the ledger", 404)
         return html(story_page(story, operator_of(request), self._web_ui))
 
+    async def intents(self, request: Request) -> Response:
+        """Intents filtered by the page's parameters, a bounded page at a time (herald.console.intent_list)."""
+        try:
+            query = read_query(request.query_params.multi_items(), datetime.now(UTC))
+        except ParameterRefused as error:
+            return refused(request, error)
+        async with self._pool.connection() as conn:
+            lines, next_page = await intent_page(conn, query.chosen, after=query.after, limit=query.limit)
+        return html(intent_list_page(query, lines, next_page, operator_of(request), intent_table(lines)))
+
+    async def routes(self, request: Request) -> Response:
+        """The report's numbers and the queue-age charts over the last ?hours= (1 by default)."""
+        try:
+            hours_given = only(request.query_params.multi_items(), ("hours",)).get("hours", str(CHART_HOURS[0]))
+            if hours_given not in {str(h) for h in CHART_HOURS}:
+                raise ParameterRefused("hours", "must be one of " + ", ".join(str(h) for h in CHART_HOURS))
+        except ParameterRefused as error:
+            return refused(request, error)
+        hours = int(hours_given)
+        report = await ledger_report(self._pool)
+        window = timedelta(hours=hours)
+        points = await queue_age_series(self._pool, window=window, bucket=window / CHART_BUCKETS)
+        body = routes_page(report, points, hours=hours, backlog=await self._backlog(), operator=operator_of(request),
+                           now=datetime.now(UTC))  # fmt: skip
+        return html(body)
+
+    async def _backlog(self) -> str:
+        """The route's queue now, from the Temporal server, as starter.py report prints it; unknown,
+        not fatal, when the server does not answer within the page's deadline."""
+        if self._read_backlog is None:
+            return "route backlog: not read (the console has no Temporal connection)"
+        try:
+            return (await asyncio.wait_for(self._read_backlog(), self._deadline)).render()
+        except (RPCError, RuntimeError, TimeoutError) as error:  # RuntimeError: the lazy client's failed connect
+            return f"route backlog: unknown (the Temporal server did not answer: {type(error).__name__})"
+
     async def style(self, request: Request) -> Response:
         return Response(STYLE, media_type="text/css")
 
@@ -216,10 +271,19 @@ class SecurityHeaders:
         await self._app(scope, receive, sending if scope["type"] == "http" else send)
 
 
-def build_console(pool: AsyncConnectionPool, keyring: Keyring, settings: ConsoleSettings, namespace: str) -> ASGIApp:
+def build_console(
+    pool: AsyncConnectionPool,
+    keyring: Keyring,
+    settings: ConsoleSettings,
+    namespace: str,
+    *,
+    read_backlog: ReadBacklog | None = None,
+) -> ASGIApp:
     """The console over `pool` (a read-only login's, with a statement timeout), naming people with
-    `keyring`, linking workflows into the Web UI's `namespace`, let in by `settings`' access rules."""
-    pages = ConsolePages(pool, keyring, WebUi(base_url=settings.temporal_ui_url, namespace=namespace))
+    `keyring`, linking workflows into the Web UI's `namespace`, let in by `settings`' access rules;
+    with `read_backlog`, the routes page asks the Temporal server for the route's queue too."""
+    web_ui = WebUi(base_url=settings.temporal_ui_url, namespace=namespace)
+    pages = ConsolePages(pool, keyring, web_ui, read_backlog, settings.query_timeout)
 
     async def unavailable(request: Request, error: Exception) -> Response:
         # The class only: a database error's text may quote row values.
@@ -231,6 +295,8 @@ def build_console(pool: AsyncConnectionPool, keyring: Keyring, settings: Console
             Route("/", pages.home, methods=["GET"]),
             Route("/find", pages.find, methods=["GET", "POST"]),
             Route("/notice", pages.notice, methods=["GET"]),
+            Route("/routes", pages.routes, methods=["GET"]),
+            Route("/intents", pages.intents, methods=["GET"]),
             Route("/console.css", pages.style, methods=["GET"]),
         ],
         exception_handlers={DatabaseError: unavailable, PoolTimeout: unavailable, TimeoutError: unavailable},

@@ -150,6 +150,7 @@ ol.attempts > li { border-left: 3px solid var(--accent); padding: .3rem 0 .3rem 
 form.filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; margin-bottom: 1rem; }
 form.filters label { display: flex; flex-direction: column; font-size: .85rem; color: var(--muted); }
 form.filters input, form.filters select { font: inherit; padding: .25rem .4rem; border: 1px solid var(--line); border-radius: 4px; }
+main > h2 { margin-top: 1.4rem; }
 .cards { display: flex; flex-wrap: wrap; gap: .8rem; margin-bottom: 1rem; }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: .6rem .9rem; min-width: 11rem; }
 .card .figure { font-size: 1.4rem; font-weight: 700; }

@@ -139,8 +139,11 @@ def _attempt(attempt: RecordedAttempt, observations: list[RecordedObservation]) 
 
 
 def _observations(own: list[RecordedObservation], attempt: RecordedAttempt | None) -> Markup:
+    """The observations in the order they happened (a report can arrive before a submit's timeout
+    is recorded), the ledger's order among those at the same moment."""
     if not own:
         return el("p", "no observation", class_="muted")
+    own = sorted(own, key=lambda o: (o.observed_at, o.seq))
     head = el("tr", *(el("th", h) for h in ("at", "after", "by", "what", "provider", "report", "verdict")))
     rows = []
     for o in own:
@@ -148,9 +151,10 @@ def _observations(own: list[RecordedObservation], attempt: RecordedAttempt | Non
             part for part in (o.provider_status, f"code {o.error_code}" if o.error_code else None) if part
         )
         report = "-"
-        if o.report_event_at is not None or o.report_received_at is not None:
-            late = o.report_received_at - o.report_event_at if o.report_event_at and o.report_received_at else None
-            report = f"event {clock(o.report_event_at) if o.report_event_at else '-'}, arrived after {delay(late)}"
+        if o.report_received_at is not None:
+            report = f"stored {clock(o.report_received_at)}"
+            if o.report_event_at is not None:  # the provider's clock, to its own resolution
+                report += f"; the provider's event {clock(o.report_event_at)}, {delay(o.report_received_at - o.report_event_at)} before"
         rows.append(
             el(
                 "tr",

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from devstack.stack import LocalStack
 from herald.console.__main__ import console_pool, require_reader
-from herald.console.app import build_console
+from herald.console.app import ReadBacklog, build_console
 from herald.ledger.roles import CONSOLE_LOGIN, READER_ROLE, ensure_app_login
 from herald.settings import ConsoleSettings
 from tests.keys import SESSION_KEYRING
@@ -43,9 +43,10 @@ async def reader_pool(reader_url: str) -> AsyncIterator[AsyncConnectionPool]:
 
 
 def console_client(pool: AsyncConnectionPool, settings: ConsoleSettings | None = None, *,
-                   peer: str = "127.0.0.1", base_url: str = CONSOLE) -> httpx.AsyncClient:  # fmt: skip
+                   peer: str = "127.0.0.1", base_url: str = CONSOLE, read_backlog: ReadBacklog | None = None,
+                   ) -> httpx.AsyncClient:  # fmt: skip
     """A client of the console app over `pool`, its requests coming from `peer`."""
-    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default")
+    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(peer, 50_000)), base_url=base_url)
 
 
