@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from herald.console.access import AccessGate, AccessRules
 from herald.console.markup import el
-from herald.console.pages import SEARCH_MAX, STYLE, WebUi, moment, notice_href, page, refusal_page, search_form
+from herald.console.pages import SEARCH_MAX, STYLE, WebUi, moment, notice_href, page, refusal_page
 from herald.console.intent_list import intent_list_page, read_query
 from herald.console.params import ParameterRefused, one_line, only
 from herald.console.routes_page import CHART_BUCKETS, CHART_HOURS, routes_page
@@ -104,12 +104,11 @@ class ConsolePages:
                 el("h1", "Find a notice"),
                 el(
                     "p",
-                    "A business key, a workflow id, a provider's message id or our attempt reference opens the "
-                    "notice's story; a phone number or an e-mail address lists that person's notices (the server "
-                    "fingerprints it; it is never shown in clear).",
+                    "In the box above: a business key, a workflow id, a provider's message id or our attempt "
+                    "reference opens the notice's story; a phone number or an e-mail address lists that person's "
+                    "notices (the server fingerprints it; it is never shown in clear).",
                     class_="muted",
                 ),  # fmt: skip
-                search_form(),
                 el(
                     "p",
                     el("a", "Intents", href="/intents"),

@@ -63,12 +63,20 @@ async def _rows(cursor: Any, table: str, rows: list[dict[str, Any]]) -> None:
         )
 
 
-async def lost_answer_notice(pool: AsyncConnectionPool, *, tenant: str = "acme", at: datetime | None = None) -> Seeded:
+async def lost_answer_notice(
+    pool: AsyncConnectionPool,
+    *,
+    tenant: str = "acme",
+    at: datetime | None = None,
+    business_key: str | None = None,
+    first_run_id: str | None = None,
+) -> Seeded:
     """A two-channel notice: the SMS's submit answer lost, a lookup finding the message, a report
-    saying delivered; the e-mail accepted and reported delivered."""
+    saying delivered; the e-mail accepted and reported delivered. `first_run_id`: the SMS workflow's
+    run in Temporal, when the test started one."""
     t0 = at or datetime.now(UTC) - timedelta(minutes=5)
     seeded = Seeded(
-        business_key=fresh_key("console_receipt"), phone=fresh_recipient(), address=fresh_address(),
+        business_key=business_key or fresh_key("console_receipt"), phone=fresh_recipient(), address=fresh_address(),
         sms_message_id="SM" + secrets.token_hex(16), sms_attempt_ref=f"ref-{secrets.token_hex(6)}", tenant=tenant,
         created_at=t0,
     )  # fmt: skip
@@ -76,7 +84,8 @@ async def lost_answer_notice(pool: AsyncConnectionPool, *, tenant: str = "acme",
     email_ref = f"ref-{secrets.token_hex(6)}"
     s = timedelta(seconds=1)
     async with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-        await _intent(cursor, sms, "sms", seeded.phone, t0, tenant=tenant)
+        await _intent(cursor, sms, "sms", seeded.phone, t0, tenant=tenant,
+                      **({"first_run_id": first_run_id} if first_run_id else {}))  # fmt: skip
         await _intent(cursor, email, "email", seeded.address, t0, tenant=tenant)
         await _rows(cursor, "attempts", [
             {"attempt_ref": ref, "workflow_id": sms, "number": 1, "prepared_at": t0 + 0.1 * s, "provider": "twilio",
