@@ -155,3 +155,12 @@ async def test_every_page_is_kept_out_of_caches_frames_and_scripts(console: http
     assert answer.headers["cache-control"] == "no-store"
     assert answer.headers["referrer-policy"] == "no-referrer"
     assert "<script" not in answer.text
+
+
+async def test_a_search_body_is_read_only_up_to_its_bound(console: httpx.AsyncClient) -> None:
+    """A form body over 4 KiB is refused 413 unread; one that is not UTF-8 is refused 400 naming the body."""
+    assert (await console.post("/find", data={"q": "x" * 5000})).status_code == 413
+    answer = await console.post(
+        "/find", content=b"q=\xff\xfe", headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert answer.status_code == 400 and "request body: must be a form" in answer.text
