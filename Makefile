@@ -13,7 +13,7 @@ ARGS ?=
 # TEST_WORKERS=2 on a machine busy with other work; 0 runs in this process (to debug one test).
 TEST_WORKERS ?= 3
 # The tiers, one folder each under tests/ (README "Tests"): `make test-<tier>` runs one alone.
-TIERS := unit workflow replay providers emulator receipts integration faults
+TIERS := unit workflow replay providers emulator receipts console integration faults browser
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 .PHONY: run test test-deep $(addprefix test-,$(TIERS)) venv clean soak
 

@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         stack.start_metrics()
         print(f"metrics           http://{config.metrics.host}:{config.metrics.port}/metrics (ledger), "
               f"http://{worker_metrics}/metrics (worker: Temporal SDK and herald_* series)")
+        stack.start_console()
+        console = f"http://{config.console.host}:{config.console.port}"
+        print(f"console           {console}/ (a notice's story, the routes, lists; read-only)")
         stack.create_service_database()
         stack.start_outbox_relay()
         print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")
@@ -231,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         ui = f"http://{config.temporal.host}:{config.temporal.ui_port}"
         print(f"Temporal Web UI: {ui}/namespaces/{config.temporal.namespace}/workflows")
         print(f"  intents that ended without delivery: {ui}/namespaces/{config.temporal.namespace}/workflows?query={quote(not_delivered_query())}")
+        print(f"Herald console: {console}/ (look a notice up by its key, its number or its provider id)")
         if args.exit_when_done:
             return 0
         print("serving; Ctrl-C stops every process")

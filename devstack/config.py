@@ -22,6 +22,7 @@ from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.outcomes import Frozen
 from herald.ledger.roles import app_database_url
 from herald.providers.sendgrid_signature import new_private_key, public_key_text
+from herald.settings.defaults import CONSOLE_PORT
 from herald.settings import (
     CODEC_SERVER_PORT,
     LEDGER_METRICS_PORT,
@@ -167,6 +168,13 @@ class MetricsDev(Frozen):
     worker_port: int = 9464  # the worker's HERALD_WORKER_METRICS_ADDRESS: Temporal SDK and herald_* series
 
 
+class ConsoleDev(Frozen):
+    """The operator's console (python -m herald.console), read-only over the ledger as herald_reader."""
+
+    host: str = LOOPBACK
+    port: int = CONSOLE_PORT
+
+
 class AdapterDev(Frozen):
     connect_timeout: float = 2.0
     read_timeout: float = 2.0
@@ -200,6 +208,7 @@ class StackConfig(Frozen):
     outbox: OutboxDev = OutboxDev()
     receipts: ReceiptsDev = ReceiptsDev()
     metrics: MetricsDev = MetricsDev()
+    console: ConsoleDev = ConsoleDev()
     adapter: AdapterDev = AdapterDev()
     paced_route: PacedRouteDev = PacedRouteDev()
     codec: CodecDev = CodecDev()
@@ -312,6 +321,10 @@ class StackConfig(Frozen):
     def app_login_password(self) -> str:
         """The services' login password (herald_service, a member of herald_app)."""
         return self._password("app-login-password")
+
+    def console_login_password(self) -> str:
+        """The console's login password (herald_console, a member of herald_reader)."""
+        return self._password("console-login-password")
 
     def outbox_relay_password(self) -> str:
         """The outbox relay's login password (OUTBOX_RELAY_LOGIN, a member of herald_outbox_relay)."""

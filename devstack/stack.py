@@ -16,7 +16,7 @@ from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
 from devstack.embedded_postgres import start_embedded_postgres
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
 from herald.ledger.migrate import apply_migrations
-from herald.ledger.roles import ensure_app_login
+from herald.ledger.roles import CONSOLE_LOGIN, READER_ROLE, ensure_app_login
 from herald.outbox import schema_sql
 from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
 
@@ -69,6 +69,7 @@ class LocalStack:
             require_free(c.metrics.host, c.metrics.port, "metrics.port")
             require_free(c.metrics.host, c.metrics.worker_port, "metrics.worker_port")
             require_free(c.codec.host, c.codec.port, "codec.port")
+            require_free(c.console.host, c.console.port, "console.port")
 
     # ---- parts -----------------------------------------------------------------------------
 
@@ -170,6 +171,21 @@ class LocalStack:
         env = {"HERALD_METRICS_HOST": m.host, "HERALD_METRICS_PORT": str(m.port)}
         process = self._spawn("metrics", [sys.executable, "-m", "herald.metrics"], service=True, extra_env=env)
         wait_for_port(m.host, m.port, START_TIMEOUT_SECONDS, process.process)
+        return process
+
+    def start_console(self) -> ManagedProcess:
+        """The operator's console, as its own login (a member of herald_reader: reads, never writes)."""
+        assert self.database_url is not None
+        c, t = self.config.console, self.config.temporal
+        env = {
+            "HERALD_CONSOLE_HOST": c.host, "HERALD_CONSOLE_PORT": str(c.port),
+            "HERALD_CONSOLE_DATABASE_URL": ensure_app_login(
+                self.database_url, self.config.console_login_password(), CONSOLE_LOGIN, READER_ROLE
+            ),
+            "HERALD_CONSOLE_TEMPORAL_UI_URL": f"http://{t.host}:{t.ui_port}",
+        }  # fmt: skip
+        process = self._spawn("console", [sys.executable, "-m", "herald.console"], service=True, extra_env=env)
+        wait_for_port(c.host, c.port, START_TIMEOUT_SECONDS, process.process)
         return process
 
     def create_service_database(self) -> str:

@@ -20,10 +20,15 @@ class RecordedAttempt(Frozen):
     attempt_ref: str
     prepared_at: datetime
     provider: str | None  # None: recorded before the provider was named (migration 004)
-    # The send policy version that admitted it, and why the route chose its provider (migration 021;
-    # None before it, or for a channel with one provider and no route).
-    policy_version: int | None = None
+    # The account and sender (or relay) it went through, and why the route chose the provider (021).
+    route: str | None = None
     route_reason: str | None = None
+    # The send-policy version and decision that admitted it (009).
+    policy_version: int | None = None
+    policy_decision: str | None = None
+    # Where its submit stood in the route's queue (017).
+    priority: int | None = None
+    fairness_weight: float | None = None
 
 
 class RecordedTransition(Frozen):
@@ -48,6 +53,9 @@ class RecordedObservation(Frozen):
     reason: str
     inbox_id: int | None  # set when the observation came from a stored report
     observed_at: datetime
+    # A stored report's own times: the provider's clock for the event, and ours for its arrival.
+    report_event_at: datetime | None = None
+    report_received_at: datetime | None = None
 
 
 class IntentHistory(IntentHeader):
@@ -58,21 +66,28 @@ class IntentHistory(IntentHeader):
     recipient_fingerprint: str | None
     created_at: datetime
     expires_at: datetime
+    tenant: str = "shared"
+    category: str | None = None  # None: recorded before the send policy (009)
+    # The workflow's first run (the Temporal Web UI's address for it).
+    first_run_id: str | None = None
     attempts: list[RecordedAttempt] = []
     transitions: list[RecordedTransition] = []
     observations: list[RecordedObservation] = []
 
 
 _INTENT = """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
-                    intent_fingerprint, recipient_fingerprint, created_at, expires_at
+                    intent_fingerprint, recipient_fingerprint, created_at, expires_at, tenant, category, first_run_id
                FROM intents WHERE workflow_id = %s"""
-_ATTEMPTS = """SELECT number, attempt_ref, prepared_at, provider, policy_version, route_reason
-                FROM attempts WHERE workflow_id = %s ORDER BY number"""
+_ATTEMPTS = """SELECT number, attempt_ref, prepared_at, provider, route, route_reason, policy_version, policy_decision,
+                      priority, fairness_weight
+                 FROM attempts WHERE workflow_id = %s ORDER BY number"""
 _TRANSITIONS = """SELECT seq, at, from_state, to_state, reason, source, attempt_number
                     FROM transitions WHERE workflow_id = %s ORDER BY seq"""
-_OBSERVATIONS = """SELECT seq, attempt_number, source, kind, provider_id, provider_status, error_code,
-                          applied, reason, inbox_id, observed_at
-                     FROM observations WHERE workflow_id = %s ORDER BY seq"""
+_OBSERVATIONS = """SELECT o.seq, o.attempt_number, o.source, o.kind, o.provider_id, o.provider_status, o.error_code,
+                          o.applied, o.reason, o.inbox_id, o.observed_at,
+                          r.provider_event_at AS report_event_at, r.received_at AS report_received_at
+                     FROM observations o LEFT JOIN receipt_inbox r ON r.id = o.inbox_id
+                    WHERE o.workflow_id = %s ORDER BY o.seq"""
 
 
 async def intent_history(pool: AsyncConnectionPool, workflow_id: str) -> IntentHistory | None:

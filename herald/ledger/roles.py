@@ -14,6 +14,9 @@ from psycopg.conninfo import make_conninfo
 
 APP_ROLE = "herald_app"
 LOCAL_LOGIN = "herald_service"
+# The console's role (migration 022): SELECT on what operators read, never a personal column.
+READER_ROLE = "herald_reader"
+CONSOLE_LOGIN = "herald_console"
 
 
 def app_database_url(owner_url: str, password: str, login: str = LOCAL_LOGIN) -> str:
@@ -21,8 +24,9 @@ def app_database_url(owner_url: str, password: str, login: str = LOCAL_LOGIN) ->
     return make_conninfo(owner_url, user=login, password=password)
 
 
-def ensure_app_login(owner_url: str, password: str, login: str = LOCAL_LOGIN) -> str:
-    """Make ``login`` a member of herald_app that logs in with ``password``; returns its connection string.
+def ensure_app_login(owner_url: str, password: str, login: str = LOCAL_LOGIN, role: str = APP_ROLE) -> str:
+    """Make ``login`` a member of ``role`` (herald_app; herald_reader for the console) that logs in with
+    ``password``; returns its connection string.
 
     The password is set on every call, so a stack whose state folder (where the password lives) was
     recreated still logs in. A server that trusts local sockets (the embedded one) ignores it; a
@@ -33,6 +37,7 @@ def ensure_app_login(owner_url: str, password: str, login: str = LOCAL_LOGIN) ->
         who, secret = sql.Identifier(login), sql.Literal(password)
         if exists:
             conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(who, secret))
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), who))
         else:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(who, secret, sql.Identifier(APP_ROLE)))
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {}").format(who, secret, sql.Identifier(role)))
     return app_database_url(owner_url, password, login)

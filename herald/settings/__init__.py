@@ -61,6 +61,7 @@ from herald.settings.rules import DatabaseUrl, DirectoryPath, refusal
 from herald.settings.servers import (
     OUTBOX_LEASE_SECONDS,
     CodecServerSettings,
+    ConsoleSettings,
     OutboxSettings,
     ReceiptSettings,
     TelemetrySettings,
@@ -72,7 +73,7 @@ from herald.settings.variables import InvalidSetting, Section, given_variables, 
 
 __all__ = [
     "CODEC_SERVER_PORT", "LEDGER_METRICS_PORT", "LOOPBACK", "OUTBOX_LEASE_SECONDS", "RECEIPT_PORT", "REPO_ROOT",
-    "RULES", "TEMPORAL_PORT", "TEMPORAL_UI_PORT", "CodecServerSettings", "CodecSettings", "EmailSettings",
+    "RULES", "TEMPORAL_PORT", "TEMPORAL_UI_PORT", "CodecServerSettings", "CodecSettings", "ConsoleSettings", "EmailSettings",
     "FingerprintSettings", "InfobipSettings", "InfobipWebhookSettings", "InvalidSetting", "KeyEncryptionSettings", "OutboxSettings", "ReceiptSettings",
     "SendGridActivitySettings", "Settings", "TelemetrySettings", "TemporalSettings", "TemporalVariables",
     "TwilioSettings", "UnsubscribeSettings", "WorkerVersionSettings", "as_variables", "is_https_url",
@@ -104,6 +105,7 @@ class Settings(BaseSettings):
     sendgrid_activity: SendGridActivitySettings = SendGridActivitySettings()
     receipts: ReceiptSettings = ReceiptSettings()
     codec_server: CodecServerSettings = CodecServerSettings()
+    console: ConsoleSettings = ConsoleSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     fingerprints: FingerprintSettings = FingerprintSettings()
     key_encryption: KeyEncryptionSettings = KeyEncryptionSettings()

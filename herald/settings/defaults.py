@@ -16,6 +16,8 @@ TEMPORAL_UI_PORT = 8233
 RECEIPT_PORT = 8235
 # 8238, not 8236: the local stack's Temporal serves its metrics on 8236.
 CODEC_SERVER_PORT = 8238
+# The operator's console (herald/console): beside the emulators' 8234, 8237 and 8239 of the local stack.
+CONSOLE_PORT = 8240
 LEDGER_METRICS_PORT = 9465
 
 

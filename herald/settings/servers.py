@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from pydantic import (
 
 from herald.settings.defaults import (
     CODEC_SERVER_PORT,
+    CONSOLE_PORT,
     LEDGER_METRICS_PORT,
     LOOPBACK,
     RECEIPT_PORT,
@@ -32,6 +34,7 @@ from herald.settings.rules import (
     Flag,
     Host,
     ListenAddress,
+    Lowercase,
     Port,
     PositiveSeconds,
     Rule,
@@ -168,6 +171,76 @@ class CodecServerSettings(Section):
     allowed_hosts: Annotated[tuple[str, ...], BeforeValidator(_allowed_hosts), Rule(_ALLOWED_HOSTS_RULE)] = Field(
         (), alias="HERALD_CODEC_SERVER_ALLOWED_HOSTS"
     )
+
+
+_HEADER_NAME_RULE = "must be an HTTP header name: 1 to 64 letters, digits or '-', like X-Forwarded-User"
+_PROXIES_RULE = "each entry must be an IP address or network, like 10.0.0.5 or 10.0.0.0/24"
+
+
+def _proxies(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    networks = tuple(ipaddress.ip_network(entry, strict=False) for entry in items(value))  # ValueError: refused
+    return tuple(str(network) for network in networks)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+class ConsoleSettings(Section):
+    """The operator's console (`python -m herald.console`, herald/console/): read-only pages over the ledger.
+
+    Who may read it: on loopback with neither a token nor a proxy header configured, this machine
+    only; otherwise a request must carry `Authorization: Bearer <HERALD_CONSOLE_TOKEN>`, or come from
+    one of HERALD_CONSOLE_TRUSTED_PROXIES carrying the operator's name in HERALD_CONSOLE_AUTH_HEADER
+    (the deployment's single sign-on in front). Anything else is refused (herald/console/access.py).
+    """
+
+    host: Host = Field(LOOPBACK, alias="HERALD_CONSOLE_HOST")
+    port: Port = Field(CONSOLE_PORT, alias="HERALD_CONSOLE_PORT")
+    # A login of herald_reader (migration 022): the console refuses to start on one that may write.
+    database_url: DatabaseUrl | None = Field(None, alias="HERALD_CONSOLE_DATABASE_URL")
+    token: Token | None = Field(None, alias="HERALD_CONSOLE_TOKEN")
+    # The header an authenticating proxy sets to the operator it signed in; trusted only from
+    # HERALD_CONSOLE_TRUSTED_PROXIES (anyone else could set it too).
+    auth_header: Annotated[
+        str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$"), Lowercase, Rule(_HEADER_NAME_RULE)
+    ] | None = Field(None, alias="HERALD_CONSOLE_AUTH_HEADER")
+    trusted_proxies: Annotated[tuple[str, ...], BeforeValidator(_proxies), Rule(_PROXIES_RULE)] = Field(
+        (), alias="HERALD_CONSOLE_TRUSTED_PROXIES"
+    )
+    # The Host headers it answers, as the codec server's (DNS rebinding); empty: the host:port it
+    # binds, 127.0.0.1:port and localhost:port.
+    allowed_hosts: Annotated[tuple[str, ...], BeforeValidator(_allowed_hosts), Rule(_ALLOWED_HOSTS_RULE)] = Field(
+        (), alias="HERALD_CONSOLE_ALLOWED_HOSTS"
+    )
+    # Where an operator's browser reaches the Temporal Web UI: each story links its workflows there.
+    temporal_ui_url: Annotated[Url("https://temporal.example.com"), AfterValidator(no_trailing_slash)] = Field(  # type: ignore[valid-type]
+        f"http://{LOOPBACK}:{TEMPORAL_UI_PORT}", alias="HERALD_CONSOLE_TEMPORAL_UI_URL"
+    )
+    # Every page's queries are cancelled by PostgreSQL after this: a page is slow once, never a
+    # pile of queries behind each other.
+    query_timeout: PositiveSeconds(60) = Field(5.0, alias="HERALD_CONSOLE_QUERY_TIMEOUT")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _someone_is_asked(self) -> ConsoleSettings:
+        """A proxy's header needs the proxies it is trusted from, and the other way round; a console
+        reachable beyond this machine needs a way to tell an operator from anyone."""
+        if self.auth_header is not None and not self.trusted_proxies:
+            raise refusal("required when HERALD_CONSOLE_AUTH_HEADER is set: the proxies that set it", "HERALD_CONSOLE_TRUSTED_PROXIES")
+        if self.trusted_proxies and self.auth_header is None:
+            raise refusal("required when HERALD_CONSOLE_TRUSTED_PROXIES is set: the header they set", "HERALD_CONSOLE_AUTH_HEADER")
+        if not _is_loopback(self.host) and self.token is None and self.auth_header is None:
+            raise refusal(
+                "beyond loopback, set HERALD_CONSOLE_TOKEN or HERALD_CONSOLE_AUTH_HEADER (with its trusted proxies): "
+                "the console shows the ledger to whoever reaches it",
+                "HERALD_CONSOLE_HOST",
+            )
+        return self
 
 
 # ---- the outbox relay, worker versioning -------------------------------------------------------

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "herald.outbox": 5,
     "herald.metrics": 5,
     "herald.codec": 5,
+    "herald.console": 5,
     "herald.jobs": 5,
     "herald.client": 5,
     "herald.notice_view": 5,

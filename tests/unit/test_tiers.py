@@ -8,7 +8,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 # The tiers that run on the session's real stack (tests/stack.py): their conftests load it.
-STACK_TIERS = {"integration", "receipts"}
+STACK_TIERS = {"integration", "receipts", "console", "browser"}
 
 
 def _make_tiers() -> set[str]:

@@ -1,0 +1,98 @@
+"""`python -m herald.console`: the operator's console on HERALD_CONSOLE_HOST:HERALD_CONSOLE_PORT (127.0.0.1:8240).
+
+It reads the ledger as a login of herald_reader (HERALD_CONSOLE_DATABASE_URL, migration 022), in
+read-only transactions whose statements PostgreSQL cancels after HERALD_CONSOLE_QUERY_TIMEOUT, and
+refuses to start on a login that may write. It names people with the deployment's fingerprint keys
+(HERALD_FINGERPRINT_KEYS): an operator's typed number is looked up by its keyed fingerprint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+from herald.console.app import build_console
+from herald.metrics.exporter import ledger_pool
+from herald.runtime import exits
+from herald.runtime.process import ProcessRuntime
+from herald.runtime.reach import database_url, reach_database
+from herald.settings import InvalidSetting, load_settings
+from herald.temporal.route_backlog import route_backlog
+
+log = logging.getLogger("herald.console")
+
+VARIABLE = "HERALD_CONSOLE_DATABASE_URL"
+# Two pages read at once, a third waits for a connection within the query timeout: an operator's
+# console, not a public site.
+POOL_SIZE = 3
+# Tables whose INSERT or whose personal columns a herald_reader login does not have: one it has is
+# not the console's login (the services' or the owner's, given by mistake).
+_WRITES = "SELECT has_table_privilege('intents', 'INSERT') OR has_table_privilege('transitions', 'INSERT')"
+_READS_PEOPLE = "SELECT has_column_privilege('intents', 'recipient', 'SELECT')"
+_READS = "SELECT has_table_privilege('attempts', 'SELECT') AND has_column_privilege('intents', 'workflow_id', 'SELECT')"
+
+
+def console_pool(url: str, query_timeout: float) -> AsyncConnectionPool:
+    """A pool (not yet open) whose transactions are read-only and whose statements are cancelled
+    after `query_timeout`: the exporter's bounded pool, one option more."""
+    read_only = make_conninfo(url, options="-c default_transaction_read_only=on")
+    return ledger_pool(read_only, query_timeout)
+
+
+async def require_reader(pool: AsyncConnectionPool) -> None:
+    """Refuse a login that may write to the ledger or read a person's fields, or that cannot read it."""
+    async with pool.connection() as conn:
+        writes = (await (await conn.execute(_WRITES)).fetchone())[0]  # type: ignore[index]
+        people = (await (await conn.execute(_READS_PEOPLE)).fetchone())[0]  # type: ignore[index]
+        reads = (await (await conn.execute(_READS)).fetchone())[0]  # type: ignore[index]
+    if writes or people:
+        raise InvalidSetting(
+            VARIABLE,
+            "must be a login of herald_reader (migration 022): this one may write to the ledger or read recipients",
+        )
+    if not reads:
+        raise InvalidSetting(
+            VARIABLE, "must be a login of herald_reader (migration 022): this one may not read the ledger"
+        )
+
+
+async def serve() -> None:
+    runtime = ProcessRuntime(load_settings())
+    settings = runtime.settings()
+    console = settings.console
+    keyring = runtime.keyring()  # a person is found by their keyed fingerprint: refused at start when unset
+    if console.database_url is None:
+        raise InvalidSetting(VARIABLE, "required: a login of herald_reader (migration 022); the console never writes")
+    url = database_url(VARIABLE, console.database_url.get_secret_value())
+    await reach_database(url, VARIABLE)
+    async with console_pool(url, console.query_timeout) as pool:
+        await require_reader(pool)
+        # The route's backlog is the Temporal server's to count, asked on each routes page; connected on
+        # the first (a server that is down costs that one line of the page, not the console).
+        temporal = await runtime.temporal(lazy=True)
+        task_queue = settings.temporal.task_queue
+        app = build_console(pool, keyring, console, settings.temporal.namespace,
+                            read_backlog=lambda: route_backlog(temporal, task_queue))  # fmt: skip
+        # Proxy headers off: the access rules read the TCP peer, which X-Forwarded-For must not replace.
+        config = uvicorn.Config(
+            app, host=console.host, port=console.port, log_level="warning", access_log=False, proxy_headers=False
+        )
+        server = uvicorn.Server(config)
+        serving = asyncio.create_task(server.serve())
+        while not (server.started or serving.done()):
+            await asyncio.sleep(0.05)
+        if server.started:
+            log.info("console serving http://%s:%s/", console.host, console.port)
+        await serving
+
+
+def main() -> None:
+    exits.serve(serve, database=VARIABLE)
+
+
+if __name__ == "__main__":
+    main()
