@@ -1,8 +1,9 @@
 """The browser tier: the console served over HTTP on 127.0.0.1, driven in headless Chromium by Playwright.
 
-The browser is the system's Chromium (Debian's `chromium` package: /usr/bin/chromium), or the one
-HERALD_TEST_CHROMIUM names; Playwright's own download (`playwright install`) needs its CDN, which
-CI does not reach. It runs with a fresh profile, no sandbox (CI containers run as root), no GPU and
+The browser is the one HERALD_TEST_CHROMIUM names, else the system's Chromium (Debian's `chromium`
+package: /usr/bin/chromium, which `.ci/run` installs where it is missing: CI does not reach
+Playwright's CDN), else Playwright's own (`python -m playwright install chromium`, on a machine
+that reaches its CDN). It runs with a fresh profile, no sandbox (CI containers run as root), no GPU and
 nothing it would fetch on its own. The console reads the session's real ledger as herald_reader;
 its Temporal links point at the session's Temporal dev server and its Web UI.
 
@@ -30,7 +31,8 @@ from tests.console.conftest import reader_pool, reader_url  # noqa: F401 (the co
 from tests.keys import SESSION_KEYRING
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path(os.environ.get("HERALD_TEST_CHROMIUM") or "/usr/bin/chromium")
+NAMED = os.environ.get("HERALD_TEST_CHROMIUM")
+SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -45,11 +47,15 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 async def chromium(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
     """Headless Chromium with a fresh profile, one window of 1400 x 900."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium, or set HERALD_TEST_CHROMIUM to one")
+    chromium = Path(NAMED) if NAMED else SYSTEM_CHROMIUM if os.access(SYSTEM_CHROMIUM, os.X_OK) else None
+    if chromium is not None and not os.access(chromium, os.X_OK):
+        pytest.fail(f"HERALD_TEST_CHROMIUM names no executable: {chromium}")
     async with async_playwright() as playwright:
+        if chromium is None and not Path(playwright.chromium.executable_path).exists():
+            pytest.fail("no Chromium: apt-get install chromium, or python -m playwright install chromium, "
+                        "or set HERALD_TEST_CHROMIUM to one")  # fmt: skip
         context = await playwright.chromium.launch_persistent_context(
-            tmp_path_factory.mktemp("chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            tmp_path_factory.mktemp("chromium-profile"), executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 900},
         )  # fmt: skip
         context.set_default_timeout(20_000)
