@@ -76,7 +76,9 @@ async def test_the_notice_links_into_the_temporal_web_ui(
     link = page.locator('section[data-channel="sms"]').get_by_role("link", name="first run's history")
     await link.click()
     await page.wait_for_url(f"**/workflows/**/{handle.first_execution_run_id}/**")
-    await expect(page.get_by_text(seeded.sms).first).to_be_visible()
+    # The Web UI is a single-page app that fetches the workflow after its own start: on a loaded
+    # machine its first render took longer than expect()'s 5 s once; the page's 20 s apply.
+    await expect(page.get_by_text(seeded.sms).first).to_be_visible(timeout=20_000)
     await page.screenshot(path=screenshot_path("temporal-web-ui"))
 
 
