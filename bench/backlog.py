@@ -88,7 +88,7 @@ class ClassFigures:
     # Per attempt, seconds: prepared -> the attempt row written by the submit activity (taken off the route queue).
     route_waits: list[float] = field(default_factory=list)
     # Per accepted message, seconds: its attempt row written -> created at the emulator: the submit
-    # activity's pacer (herald.providers.pacing, first come first served in the worker) and the provider call.
+    # activity's pacer (herald.providers.pacing: priority key, then tenant weight) and the provider call.
     row_to_accepted: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> the attempt prepared (first attempt).
     start_to_prepared: list[float] = field(default_factory=list)
