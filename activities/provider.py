@@ -62,6 +62,17 @@ def _priority_key() -> int:
     return (priority.priority_key if priority else None) or SERVER_DEFAULT_PRIORITY
 
 
+async def _paced(pacer: Pacer) -> None:
+    """Wait for the pacer's slot in the order the server released this submit by: its priority key,
+    then its tenant's fairness, as Temporal delivered them with the task (the workflow sets all three)."""
+    priority = activity.info().priority
+    await pacer.wait(
+        priority=_priority_key(),
+        tenant=(priority.fairness_key if priority else None) or "",
+        weight=(priority.fairness_weight if priority else None) or 1.0,
+    )
+
+
 class ProviderActivities:
     def __init__(
         self,
@@ -168,8 +179,9 @@ class ProviderActivities:
     ) -> SubmitOutcome | None:
         """One call of the provider's submit; None, without calling, once `call_by` has passed."""
         if self._pacer is not None:
-            # Smooths the burst the server's queue limit lets out after a quiet spell (herald.providers.pacing).
-            await self._pacer.wait()
+            # Smooths the burst the server's queue limit lets out after a quiet spell, the most
+            # urgent first (herald.providers.pacing).
+            await _paced(self._pacer)
         if call_by is not None and datetime.now(UTC) > call_by:
             return None
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:

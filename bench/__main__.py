@@ -96,6 +96,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              " 0 skips the pass); the route's limit is --rate-limit, or 10 when that is 0")  # fmt: skip
     parser.add_argument("--backlog-seconds", type=int, default=60,
                         help="seconds of urgent and tenant B intents, one each a second, in the backlog pass (default 60)")  # fmt: skip
+    parser.add_argument("--backlog-arms", choices=("on,off", "on", "off"), default="on,off",
+                        help="the backlog pass's arms, in this order (default on,off; one arm halves the pass,"
+                             " for a before/after of one change)")  # fmt: skip
     parser.add_argument("--step-ms", type=int, default=20,
                         help="emulator lifecycle step: `delivered` is reported 3 steps after acceptance (default 20)")  # fmt: skip
     parser.add_argument("--wait-for-load", type=float, default=0,
@@ -190,8 +193,9 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
             )
         if args.backlog:
             limit = args.rate_limit or DEFAULT_LIMIT
+            arms = tuple(args.backlog_arms.split(","))
             out["backlog"] = await run_backlog(
-                bench, args.backlog, args.backlog_seconds, limit, submit_rate_for(args, limit)
+                bench, args.backlog, args.backlog_seconds, limit, submit_rate_for(args, limit), arms
             )
         if args.parked:
             print(f"parked: {args.parked} open intents", flush=True)

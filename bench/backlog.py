@@ -88,7 +88,7 @@ class ClassFigures:
     # Per attempt, seconds: prepared -> the attempt row written by the submit activity (taken off the route queue).
     route_waits: list[float] = field(default_factory=list)
     # Per accepted message, seconds: its attempt row written -> created at the emulator: the submit
-    # activity's pacer (herald.providers.pacing, first come first served in the worker) and the provider call.
+    # activity's pacer (herald.providers.pacing: priority key, then tenant weight) and the provider call.
     row_to_accepted: list[float] = field(default_factory=list)
     # Per intent, seconds: the driver's clock before the start call -> the attempt prepared (first attempt).
     start_to_prepared: list[float] = field(default_factory=list)
@@ -188,8 +188,9 @@ def _request(cls: str, key: str, to: str, tenant: str) -> dict[str, Any]:
 
 
 async def run_backlog(
-    bench: Bench, backlog: int, seconds: int, limit: float, submit_rate: float | None
-) -> BacklogResult:
+    bench: Bench, backlog: int, seconds: int, limit: float, submit_rate: float | None,
+    arms: tuple[str, ...] = ARMS,
+) -> BacklogResult:  # fmt: skip
     result = BacklogResult(backlog, seconds, limit, submit_rate)
     tag = new_tag()
     # The route drained at half its pace, plus one unknown submit's proof of absence (the production
@@ -198,7 +199,7 @@ async def run_backlog(
     policy = DeliveryPolicy()
     proof = (policy.submit_in_flight_bound + policy.provider_queue_validity).total_seconds()
     timeout = 120 + 2 * (backlog + 2 * seconds) / limit + proof
-    for arm in ARMS:
+    for arm in arms:
         print(f"backlog, arm {arm}: {backlog} tenant A intents at once, then {seconds} s of urgent and"
               f" tenant B intents at 1/s each, on a route limited to {limit:g}/s", flush=True)  # fmt: skip
         if arm == "off":

@@ -384,7 +384,7 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
             " start), the workflow task queue (where tenant A's batch queues too, at `start_priority`), and the"
             " intent's first workflow task on the worker with its local activities. prepared → row written: until"
             " the submit activity wrote the attempt row (`attempts.recorded_at`); row written → accepted: the submit's"
-            " pacer (herald/providers/pacing.py, first come first served within the worker) and the provider call."
+            " pacer (herald/providers/pacing.py, within the worker, by priority key then tenant weight) and the provider call."
         ),
         (
             "- the queue age split, per submit from the workflow's history (the server's event times): prepared →"

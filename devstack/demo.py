@@ -210,9 +210,9 @@ async def urgent_overtakes_batch(
     The route's submit worker starts only once the batch is queued: a real batch of thousands is
     queued long before its route drains it, where 40 on this machine take about as long to prepare
     as a 4/s route takes to send them, and there would be little queue left to overtake. Promotions
-    the server had let out before the reminder's submit was queued still go first: those already at
-    the emulator, and about a second's worth that the submit worker holds for its pacer
-    (herald/providers/pacing.py smooths the server's bursts).
+    the server had let out before the reminder's submit was queued still go first if they are at the
+    emulator already; those still waiting in the submit worker's pacer go after it
+    (herald/providers/pacing.py smooths the server's bursts and serves its waiters by priority).
 
     The first rows are the batch (left out of the table), the last is the reminder."""
     batch = [

@@ -55,6 +55,22 @@ class Category(str, Enum):
 
 # Security codes before receipts and seat offers, marketing after everything.
 BUILT_IN_PRIORITY = {Category.ACCOUNT: 1, Category.TRANSACTIONAL: 2, Category.MARKETING: 5}
+# The longest a category's message may wait in the provider's own queue when the policy names no
+# provider_queue_validity_seconds for it (None: the delivery policy's provider_queue_validity, ten
+# minutes). Where lateness is worse than absence the provider must drop the message, not send it late.
+# - account, 120 s: sign-in and verification codes and security notices. A code lives 5 minutes
+#   (Telesign's default and longest) to 10 (Twilio Verify's default; 2 its shortest), and the person
+#   is on a screen waiting for it: past two minutes they have asked for another, which at most
+#   services voids the first, and the carrier's delivery and the typing still come on top. Twilio
+#   takes 1 to 36,000 s (above 5 recommended), Infobip 1 s to 48 h: both accept it. An account notice
+#   dropped unsent is not lost: the provider's "expired in queue" is retryable, and the next attempt
+#   (again at most 120 s in the queue, never past the intent's expiry) goes once the route has room.
+# - transactional, none: receipts keep their use for days, a seat offer for the hold its text names
+#   (minutes to a day); the delivery policy's ten minutes already say "late anyway" for the rest.
+# - marketing, none: it waits for quiet hours and cooldowns before the submit, not in the provider's
+#   queue; ten minutes there keeps it from slipping into quiet hours by much.
+BUILT_IN_VALIDITY: dict[Category, int | None] = {Category.ACCOUNT: 120, Category.TRANSACTIONAL: None,
+                                                 Category.MARKETING: None}  # fmt: skip
 
 
 class Decision(str, Enum):
@@ -80,8 +96,10 @@ class CategoryRules(Frozen):
     # another rule does not move it in the queue.
     priority: int | None = Field(default=None, ge=PRIORITY_KEYS[0], le=PRIORITY_KEYS[1])
     # The longest this category's message may wait in the provider's own queue (Twilio's
-    # ValidityPeriod, 1 to 36,000 s) before the provider drops it unsent: short for a login code,
-    # and never past the intent's expiry. None: the delivery policy's provider_queue_validity.
+    # ValidityPeriod, 1 to 36,000 s; Infobip's validityPeriod) before the provider drops it unsent:
+    # short for a login code, and never past the intent's expiry. None: the category's built-in
+    # (BUILT_IN_VALIDITY: account 120 s, the others the delivery policy's provider_queue_validity),
+    # so a rules file that names a category for another rule does not let its codes arrive late.
     provider_queue_validity_seconds: int | None = Field(default=None, ge=1, le=36_000)
 
 
@@ -249,7 +267,8 @@ class DispatchOrder(Frozen):
     fairness_key: str
     fairness_weight: float
     reason: str
-    # The category's provider queue validity, when the policy names one (seconds).
+    # The category's provider queue validity (seconds): the policy's, else its built-in; None: the
+    # delivery policy's.
     validity_seconds: int | None = None
 
 
@@ -266,7 +285,7 @@ def dispatch_order(
         reason += f"; the intent asked for {requested}, ahead of its category: not granted"
     elif requested is not None and requested != floor:
         reason += f"; lowered to {key} by the intent"
-    validity = rules.categories[category].provider_queue_validity_seconds
+    validity = rules.categories[category].provider_queue_validity_seconds or BUILT_IN_VALIDITY[category]
     return DispatchOrder(
         version=version, priority_key=key, fairness_key=tenant, fairness_weight=weight,
         reason=f"{reason}; tenant {tenant} weight {weight:g}", validity_seconds=validity,

@@ -1,4 +1,4 @@
-"""A submit pacer: one worker process's provider calls, spaced at the route's pace.
+"""A submit pacer: one worker process's provider calls, spaced at the route's pace, the most urgent first.
 
 The Temporal server's task-queue rate limit (HERALD_SUBMIT_RATE_LIMIT) bounds submits across
 every worker, but after a quiet spell its matcher lets rate + 1 tasks out at once. A provider
@@ -8,18 +8,54 @@ provider sees at most burst + rate x t calls in any t seconds from this worker. 
 burst at half the pace, a bucket of L >= rate keeps about half its room for network jitter, and
 the first calls after a quiet spell still leave without waiting.
 
+The calls waiting here were released by the server in priority order; they leave in that order
+too. A slot goes, when it opens, to the waiter with the lowest priority key (Temporal's: 1 first),
+and within one key to the fairness key (the tenant) whose share is furthest behind its weight
+(stride scheduling: each call a tenant makes costs it 1/weight; the tenant that has spent least
+goes next; a tenant that had nothing waiting starts level with the last one served, so it cannot
+save up a burst), first come first served within one tenant. Without this, an urgent submit
+waited here behind the backlog's submits the server had released just before it (bench/RESULTS.md:
+about half a second at L = 10/s, the server and the pacer running at the same pace, so what the
+server's burst put here stayed). A caller that names no priority waits at the server's default
+key, first come first served with the others that name none.
+
 It smooths; it does not bound the whole fleet (each worker paces itself at the same rate). The
 server's limit stays the fleet-wide bound. Waits are short: a task the server released early
 waits here at most about one second.
+
+Errors: ``ValueError`` for a pace or burst that is not positive, naming the argument.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+# Temporal's key for a task without a priority (the middle of the default range 1..5).
+DEFAULT_PRIORITY = 3
+
+
+@dataclass
+class _Tenant:
+    """One fairness key's waiters at one priority key, and what it has spent of its share."""
+
+    weight: float
+    spent: float  # stride scheduling's pass: each call costs 1/weight
+    waiters: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)  # (arrival, future)
+
+
+@dataclass
+class _Level:
+    """The waiters at one priority key, by tenant."""
+
+    tenants: dict[str, _Tenant] = field(default_factory=dict)
+    served_at: float = 0.0  # the spent share of the tenant served last: where a tenant arriving starts
 
 
 class Pacer:
@@ -41,32 +77,93 @@ class Pacer:
         self._clock = clock
         self._sleep = sleep
         self._next = float("-inf")
+        self._levels: dict[int, _Level] = {}
+        self._waiting = 0  # waiters not yet released (cancelled ones included until they are passed over)
+        self._arrivals = itertools.count()
+        # The one task that hands out slots while anyone waits; started by the first waiter.
+        self._releaser: asyncio.Task[None] | None = None
 
     @classmethod
     def for_route(cls, per_second: float, **clock: Any) -> Pacer:
         """The submit route's pacer: half the pace may go at once (see the module's note)."""
         return cls(per_second, burst=max(1, math.ceil(per_second / 2)), **clock)
 
-    async def wait(self) -> float:
-        """Wait for this call's slot; returns the seconds waited. Slots are taken in call order."""
+    async def wait(self, *, priority: int | None = None, tenant: str = "", weight: float = 1.0) -> float:
+        """Wait for this call's slot; returns the seconds waited. `priority` is the call's Temporal
+        priority key (1 goes first; None: the server's default), `tenant` its fairness key and
+        `weight` that key's fairness weight."""
         now = self._clock()
-        arrival = max(now, self._next)
-        # Taken before sleeping: concurrent callers queue behind each other, one interval apart.
-        self._next = arrival + self._interval
-        delay = max(0.0, arrival - self._tolerance - now)
-        if delay > 0:
-            await self._sleep(delay)
-        return delay
+        if self._waiting == 0 and self._open(now):
+            self._take(now)
+            return 0.0
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(priority or DEFAULT_PRIORITY, tenant, weight if weight > 0 else 1.0, future)
+        if self._releaser is None or self._releaser.done():
+            self._releaser = asyncio.create_task(self._release())
+        await future  # cancelled with its caller: the releaser passes over it
+        return max(0.0, self._clock() - now)
 
     async def wait_at_most(self, limit: float) -> float | None:
         """Like ``wait``, unless this call's slot is more than `limit` seconds away: then None, and
-        no slot is taken (a caller that must answer within its own deadline says "not now")."""
+        no slot is taken (a caller that must answer within its own deadline says "not now").
+        For callers that share one priority: the slot is estimated behind everyone waiting."""
         now = self._clock()
-        arrival = max(now, self._next)
-        if arrival - self._tolerance - now > limit:
+        slot = max(now, self._next) + self._waiting * self._interval
+        if slot - self._tolerance - now > limit:
             return None
         return await self.wait()
 
     def hold_for(self, seconds: float) -> None:
         """No call before `seconds` from now (the provider said when its limit resets)."""
         self._next = max(self._next, self._clock() + seconds)
+
+    def _open(self, now: float) -> bool:
+        return now >= self._next - self._tolerance
+
+    def _take(self, now: float) -> None:
+        self._next = max(now, self._next) + self._interval
+
+    def _enqueue(self, priority: int, tenant: str, weight: float, future: asyncio.Future[None]) -> None:
+        level = self._levels.setdefault(priority, _Level())
+        queue = level.tenants.get(tenant)
+        if queue is None:
+            # Level with the last tenant served: an idle tenant has saved nothing up.
+            queue = level.tenants[tenant] = _Tenant(weight=weight, spent=level.served_at)
+        queue.weight = weight
+        queue.waiters.append((next(self._arrivals), future))
+        self._waiting += 1
+
+    def _next_waiter(self) -> asyncio.Future[None] | None:
+        """Take the waiter whose turn it is off the queue: lowest priority key, then the tenant
+        that has spent least of its share (the earlier arrival on a tie), then arrival."""
+        while self._levels:
+            key = min(self._levels)
+            level = self._levels[key]
+            name, tenant = min(level.tenants.items(), key=lambda item: (item[1].spent, item[1].waiters[0][0]))
+            _, future = tenant.waiters.popleft()
+            self._waiting -= 1
+            if not tenant.waiters:
+                del level.tenants[name]
+            if not level.tenants:
+                del self._levels[key]
+            if future.done():
+                continue  # its caller gave up waiting: the slot goes to the next
+            level.served_at = tenant.spent
+            tenant.spent += 1.0 / tenant.weight
+            return future
+        return None
+
+    async def _release(self) -> None:
+        """Hand out slots as they open, each to the waiter whose turn it is then: one that arrived
+        during the wait may go ahead of those that were waiting."""
+        while self._waiting:
+            now = self._clock()
+            if not self._open(now):
+                # Checked again on waking: hold_for may have moved the next slot meanwhile.
+                await self._sleep(self._next - self._tolerance - now)
+                continue
+            future = self._next_waiter()
+            if future is None:
+                return
+            self._take(now)
+            future.set_result(None)
