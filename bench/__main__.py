@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import report
+from bench import backlog_report, report
 from bench.backlog import run_backlog
 from bench.context import Bench
 from bench.email_bench import EMAIL_RESULTS, measure_email
@@ -236,7 +236,7 @@ def render(
         "",
         "## Priority and tenants on a backlogged route",
         "",
-        *report.backlog_section(out["backlog"]),
+        *backlog_report.backlog_section(out["backlog"]),
         "",
         "## Parked intents",
         "",
