@@ -13,22 +13,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from herald.core.contracts import IntentHeader
 from herald.core.outcomes import Frozen
+from herald.core.rows import AttemptRow
 
 
-class RecordedAttempt(Frozen):
-    number: int
-    attempt_ref: str
-    prepared_at: datetime
-    provider: str | None  # None: recorded before the provider was named (migration 004)
-    # The account and sender (or relay) it went through, and why the route chose the provider (021).
-    route: str | None = None
-    route_reason: str | None = None
-    # The send-policy version and decision that admitted it (009).
-    policy_version: int | None = None
-    policy_decision: str | None = None
-    # Where its submit stood in the route's queue (017).
-    priority: int | None = None
-    fairness_weight: float | None = None
+class RecordedAttempt(AttemptRow):
+    """An attempt's row as the ledger holds it (provider None: recorded before migration 004 named it,
+    or never handed to one)."""
 
 
 class RecordedTransition(Frozen):
@@ -78,7 +68,7 @@ class IntentHistory(IntentHeader):
 _INTENT = """SELECT workflow_id, business_key, channel, template_id, template_version, content_sha256,
                     intent_fingerprint, recipient_fingerprint, created_at, expires_at, tenant, category, first_run_id
                FROM intents WHERE workflow_id = %s"""
-_ATTEMPTS = """SELECT number, attempt_ref, prepared_at, provider, route, route_reason, policy_version, policy_decision,
+_ATTEMPTS = """SELECT workflow_id, number, attempt_ref, prepared_at, provider, route, route_reason, policy_version, policy_decision,
                       priority, fairness_weight
                  FROM attempts WHERE workflow_id = %s ORDER BY number"""
 _TRANSITIONS = """SELECT seq, at, from_state, to_state, reason, source, attempt_number

@@ -211,11 +211,11 @@ def test_status_prints_each_attempts_provider_policy_and_route_reason(capsys: py
         template_id="order_receipt", template_version=1, content_sha256="0" * 64, intent_fingerprint="f" * 64,
         recipient_fingerprint=None, created_at=at, expires_at=at,
         attempts=[
-            RecordedAttempt(number=1, attempt_ref="a1", prepared_at=at, provider="twilio", policy_version=3,
+            RecordedAttempt(workflow_id="intent:order_receipt:pay_157:sms", number=1, attempt_ref="a1", prepared_at=at, provider="twilio", policy_version=3,
                             route_reason="route sms/US v3: twilio, infobip; twilio first"),
-            RecordedAttempt(number=2, attempt_ref="a2", prepared_at=at, provider="infobip", policy_version=3,
+            RecordedAttempt(workflow_id="intent:order_receipt:pay_157:sms", number=2, attempt_ref="a2", prepared_at=at, provider="infobip", policy_version=3,
                             route_reason="twilio proven not to have it (attempt 1 unreachable): next is infobip"),
-            RecordedAttempt(number=3, attempt_ref="a3", prepared_at=at, provider=None),
+            RecordedAttempt(workflow_id="intent:order_receipt:pay_157:sms", number=3, attempt_ref="a3", prepared_at=at, provider=None),
         ],
     )  # fmt: skip
     status_command._print_history(history, [])
