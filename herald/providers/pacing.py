@@ -19,6 +19,13 @@ urgent submit waited here behind the backlog's submits the server had released j
 pace, so what a burst puts here stays), 0.05 s served by priority. A caller that names no priority
 waits at the server's default key, first come first served with the others that name none.
 
+Reordering must not make a wait long: a caller may name the time its slot must come by
+(``leave_by``; the submit: three quarters of its activity's budget), and while serving by priority
+could make any waiter miss it, the earliest deadline goes first. First come first served, a wait
+was bounded by the worker's submit slots over the pace; served by priority alone, a backlog
+submit could wait as long as more urgent ones kept coming, past its activity's budget, and its
+late call could reach the provider after the not-found proof counted it absent.
+
 It smooths; it does not bound the whole fleet (each worker paces itself at the same rate). The
 server's limit stays the fleet-wide bound. Waits are short: a task the server released early
 waits here at most about one second.
