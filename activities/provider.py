@@ -13,6 +13,7 @@ same id, which that provider's dedupe refuses to send twice; its own ledger row 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -62,15 +63,27 @@ def _priority_key() -> int:
     return (priority.priority_key if priority else None) or SERVER_DEFAULT_PRIORITY
 
 
-async def _paced(pacer: Pacer) -> None:
+# The share of the submit's budget by which the pacer must hand it its slot, however many more
+# urgent submits came meanwhile; the rest is the provider call's.
+_PACED_BY = 0.75
+
+
+async def _paced(pacer: Pacer, window: tuple[float, float] | None) -> bool:
     """Wait for the pacer's slot in the order the server released this submit by: its priority key,
-    then its tenant's fairness, as Temporal delivered them with the task (the workflow sets all three)."""
+    then its tenant's fairness, as Temporal delivered them with the task (the workflow sets all three).
+    `window` is the activity's start and budget (monotonic seconds): the slot comes by three
+    quarters of the budget. False when it came after the whole budget all the same (a starved
+    worker): the workflow has given up on this execution, and nothing may be sent now (a call
+    that late could reach the provider after the not-found proof counted it absent)."""
     priority = activity.info().priority
+    started, budget = window if window is not None else (0.0, math.inf)
     await pacer.wait(
         priority=_priority_key(),
         tenant=(priority.fairness_key if priority else None) or "",
         weight=(priority.fairness_weight if priority else None) or 1.0,
+        leave_by=started + _PACED_BY * budget if window is not None else None,
     )
+    return time.monotonic() < started + budget
 
 
 class ProviderActivities:
@@ -108,6 +121,7 @@ class ProviderActivities:
         # must be "not sent" (retried by the workflow), not a timeout (an unknown outcome).
         budget = activity.info().start_to_close_timeout
         started = time.monotonic()
+        window = (started, budget.total_seconds()) if budget else None
         ledger_seconds = budget.total_seconds() / 4 if budget else None
         # The recipient's key row is read here, at every submit: a key erased (or replaced, the
         # person erased and back) since any cache is known before anything is opened or sent.
@@ -126,7 +140,7 @@ class ProviderActivities:
             return NotSent(reason=f"ledger unavailable before the provider call ({type(error).__name__})")
         channel = input.message.channel
         if input.resubmission is not None:
-            return await self._resubmit(input, input.resubmission, refused, ledger_seconds)
+            return await self._resubmit(input, input.resubmission, refused, ledger_seconds, window)
         gate = _gate(input, self._keyring)
         # Admitted, the route chooses the provider in the same transaction and the attempt row says
         # which provider and route it was handed to, and why, committed before the call.
@@ -154,8 +168,10 @@ class ProviderActivities:
         except ArtifactMismatch as error:
             # Never other bytes: the attempt ends refused, naming the rule, and nothing is sent.
             return Refused(reason=str(error), provider=provider.name)
-        outcome = await self._send(provider, input, attachments)
-        assert outcome is not None  # no call-by time: always sent
+        outcome = await self._send(provider, input, attachments, window=window)
+        if outcome is None:
+            # The row says handed: a try of the same attempt again finds it so and looks it up.
+            return NotSent(reason="held past the submit's budget before the provider call: nothing sent")
         if outcome.result.kind in _PROVIDER_ANSWERS:
             waited = datetime.now(UTC) - input.policy_at
             record_queue_age(activity.metric_meter(), waited, _priority_key(), provider.name)
@@ -175,13 +191,15 @@ class ProviderActivities:
                       give_up_after_seconds=give_up_after, next_provider=next_provider)  # fmt: skip
 
     async def _send(
-        self, provider: Provider, input: SubmitInput, attachments: list[Attachment], call_by: datetime | None = None
-    ) -> SubmitOutcome | None:
-        """One call of the provider's submit; None, without calling, once `call_by` has passed."""
-        if self._pacer is not None:
-            # Smooths the burst the server's queue limit lets out after a quiet spell, the most
-            # urgent first (herald.providers.pacing).
-            await _paced(self._pacer)
+        self, provider: Provider, input: SubmitInput, attachments: list[Attachment], call_by: datetime | None = None,
+        *, window: tuple[float, float] | None = None,
+    ) -> SubmitOutcome | None:  # fmt: skip
+        """One call of the provider's submit; None, without calling, once `call_by` has passed or
+        the pacer held it past the activity's budget (`window`: its start and budget)."""
+        if self._pacer is not None and not await _paced(self._pacer, window):
+            # The pacer smooths the burst the server's queue limit lets out after a quiet spell,
+            # the most urgent first (herald.providers.pacing).
+            return None
         if call_by is not None and datetime.now(UTC) > call_by:
             return None
         with ProviderCall(activity.metric_meter(), provider.name, "submit") as call:
@@ -199,8 +217,9 @@ class ProviderActivities:
         return outcome
 
     async def _resubmit(
-        self, input: SubmitInput, resubmission: Resubmission, refused: Exception | None, ledger_seconds: float | None
-    ) -> SubmitStep:
+        self, input: SubmitInput, resubmission: Resubmission, refused: Exception | None, ledger_seconds: float | None,
+        window: tuple[float, float] | None = None,
+    ) -> SubmitStep:  # fmt: skip
         """Send an attempt whose answer was lost again, under its own id, to the provider its row
         names, which refuses a repeated id within its grace. No route is asked again, nor the policy's
         windows and cooldown: it is the same attempt, already admitted and handed. Only the recipient's
@@ -238,7 +257,7 @@ class ProviderActivities:
             attachments = await self._attachments(input)
         except ArtifactMismatch as error:
             return Refused(reason=str(error), provider=provider.name)
-        outcome = await self._send(provider, input, attachments, resubmission.call_by)
+        outcome = await self._send(provider, input, attachments, resubmission.call_by, window=window)
         if outcome is None:
             return NotSent(reason=f"past its call-by time {resubmission.call_by.isoformat()}: the grace may be over")
         if outcome.result.kind == "unreachable":

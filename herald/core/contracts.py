@@ -248,8 +248,9 @@ class Refused(Frozen):
 
 
 class NotSent(Frozen):
-    """The ledger could not be written, so the provider was not called: the same attempt may be
-    prepared again, since nothing can have reached the provider."""
+    """The provider was not called (the ledger could not be written, or the submit was held past its
+    budget before the call): the same attempt may be prepared again, since nothing can have reached
+    the provider (an attempt whose row was written is then found handed, and looked up)."""
 
     kind: Literal["not_sent"] = "not_sent"
     reason: str

@@ -13,11 +13,18 @@ too. A slot goes, when it opens, to the waiter with the lowest priority key (Tem
 and within one key to the fairness key (the tenant) whose share is furthest behind its weight
 (stride scheduling: each call a tenant makes costs it 1/weight; the tenant that has spent least
 goes next; a tenant that had nothing waiting starts level with the last one served, so it cannot
-save up a burst), first come first served within one tenant. Without this, an urgent submit
-waited here behind the backlog's submits the server had released just before it (bench/RESULTS.md:
-about half a second at L = 10/s, the server and the pacer running at the same pace, so what the
-server's burst put here stayed). A caller that names no priority waits at the server's default
-key, first come first served with the others that name none.
+save up a burst), first come first served within one tenant. Served first come first served, an
+urgent submit waited here behind the backlog's submits the server had released just before it:
+0.50 s at the median in the bench's backlog pass at L = 10/s (the server and the pacer run at one
+pace, so what a burst puts here stays), 0.05 s served by priority. A caller that names no priority
+waits at the server's default key, first come first served with the others that name none.
+
+Reordering must not make a wait long: a caller may name the time its slot must come by
+(``leave_by``; the submit: three quarters of its activity's budget), and while serving by priority
+could make any waiter miss it, the earliest deadline goes first. First come first served, a wait
+was bounded by the worker's submit slots over the pace; served by priority alone, a backlog
+submit could wait as long as more urgent ones kept coming, past its activity's budget, and its
+late call could reach the provider after the not-found proof counted it absent.
 
 It smooths; it does not bound the whole fleet (each worker paces itself at the same rate). The
 server's limit stays the fleet-wide bound. Waits are short: a task the server released early
@@ -39,6 +46,15 @@ from typing import Any
 
 # Temporal's key for a task without a priority (the middle of the default range 1..5).
 DEFAULT_PRIORITY = 3
+# Idle tenants' shares kept per priority key before those already overtaken are forgotten.
+_AHEAD_KEPT = 64
+
+
+@dataclass(eq=False)
+class _Waiter:
+    arrival: int
+    leave_by: float  # its slot must come by then (inf: no deadline)
+    future: asyncio.Future[None]
 
 
 @dataclass
@@ -47,7 +63,7 @@ class _Tenant:
 
     weight: float
     spent: float  # stride scheduling's pass: each call costs 1/weight
-    waiters: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)  # (arrival, future)
+    waiters: deque[_Waiter] = field(default_factory=deque)  # in arrival order
 
 
 @dataclass
@@ -56,6 +72,9 @@ class _Level:
 
     tenants: dict[str, _Tenant] = field(default_factory=dict)
     served_at: float = 0.0  # the spent share of the tenant served last: where a tenant arriving starts
+    # What tenants with nobody waiting now had spent beyond served_at: one that empties its queue and
+    # comes back at once must not start level again (it would go first every time, the others never).
+    ahead: dict[str, float] = field(default_factory=dict)
 
 
 class Pacer:
@@ -88,16 +107,20 @@ class Pacer:
         """The submit route's pacer: half the pace may go at once (see the module's note)."""
         return cls(per_second, burst=max(1, math.ceil(per_second / 2)), **clock)
 
-    async def wait(self, *, priority: int | None = None, tenant: str = "", weight: float = 1.0) -> float:
+    async def wait(
+        self, *, priority: int | None = None, tenant: str = "", weight: float = 1.0, leave_by: float | None = None
+    ) -> float:
         """Wait for this call's slot; returns the seconds waited. `priority` is the call's Temporal
         priority key (1 goes first; None: the server's default), `tenant` its fairness key and
-        `weight` that key's fairness weight."""
+        `weight` that key's fairness weight; `leave_by` (on the pacer's clock) the time its slot
+        must come by, which goes before priority (see ``_next_waiter``)."""
         now = self._clock()
         if self._waiting == 0 and self._open(now):
             self._take(now)
             return 0.0
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(priority or DEFAULT_PRIORITY, tenant, weight if weight > 0 else 1.0, future)
+        waiter = _Waiter(next(self._arrivals), math.inf if leave_by is None else leave_by, future)
+        self._enqueue(priority or DEFAULT_PRIORITY, tenant, weight if weight > 0 else 1.0, waiter)
         if self._releaser is None or self._releaser.done():
             self._releaser = asyncio.create_task(self._release())
         await future  # cancelled with its caller: the releaser passes over it
@@ -123,35 +146,66 @@ class Pacer:
     def _take(self, now: float) -> None:
         self._next = max(now, self._next) + self._interval
 
-    def _enqueue(self, priority: int, tenant: str, weight: float, future: asyncio.Future[None]) -> None:
+    def _enqueue(self, priority: int, tenant: str, weight: float, waiter: _Waiter) -> None:
         level = self._levels.setdefault(priority, _Level())
         queue = level.tenants.get(tenant)
         if queue is None:
-            # Level with the last tenant served: an idle tenant has saved nothing up.
-            queue = level.tenants[tenant] = _Tenant(weight=weight, spent=level.served_at)
+            # Level with the last tenant served (an idle tenant has saved nothing up), or where it
+            # stood if it has been served past that since.
+            spent = max(level.ahead.pop(tenant, level.served_at), level.served_at)
+            queue = level.tenants[tenant] = _Tenant(weight=weight, spent=spent)
         queue.weight = weight
-        queue.waiters.append((next(self._arrivals), future))
+        queue.waiters.append(waiter)
         self._waiting += 1
 
-    def _next_waiter(self) -> asyncio.Future[None] | None:
-        """Take the waiter whose turn it is off the queue: lowest priority key, then the tenant
-        that has spent least of its share (the earlier arrival on a tie), then arrival."""
-        while self._levels:
+    def _next_waiter(self, now: float) -> asyncio.Future[None] | None:
+        """Take the waiter whose turn it is off the queue: lowest priority key, then the tenant that
+        has spent least of its share (the earlier arrival on a tie), then arrival; unless that order
+        could make a waiter miss its `leave_by`: then the earliest deadline first.
+
+        Reordering by priority must not turn a short wait into a long one: the submit's own budget
+        and the not-found proof (herald.core.delivery_policy's in-flight bound) count on a submit
+        reaching the provider soon after it left the server's queue. Served by deadline, k waiters
+        whose slots come one interval apart all make theirs whenever that can be done at all."""
+        self._drop_gone()
+        if not self._levels:
+            return None
+        waiters = [(w, key, name) for key, level in self._levels.items()
+                   for name, t in level.tenants.items() for w in t.waiters]  # fmt: skip
+        by_deadline = sorted(waiters, key=lambda item: (item[0].leave_by, item[0].arrival))
+        if any(w.leave_by - now < k * self._interval for k, (w, _, _) in enumerate(by_deadline, 1)):
+            waiter, key, name = by_deadline[0]
+        else:
             key = min(self._levels)
-            level = self._levels[key]
-            name, tenant = min(level.tenants.items(), key=lambda item: (item[1].spent, item[1].waiters[0][0]))
-            _, future = tenant.waiters.popleft()
-            self._waiting -= 1
-            if not tenant.waiters:
-                del level.tenants[name]
+            name, tenant = min(self._levels[key].tenants.items(), key=lambda i: (i[1].spent, i[1].waiters[0].arrival))
+            waiter = tenant.waiters[0]
+        level = self._levels[key]
+        tenant = level.tenants[name]
+        tenant.waiters.remove(waiter)
+        self._waiting -= 1
+        level.served_at = tenant.spent
+        tenant.spent += 1.0 / tenant.weight
+        if not tenant.waiters:
+            del level.tenants[name]
+            level.ahead[name] = tenant.spent
+        if len(level.ahead) > _AHEAD_KEPT:
+            level.ahead = {n: spent for n, spent in level.ahead.items() if spent > level.served_at}
+        if not level.tenants:
+            del self._levels[key]
+        return waiter.future
+
+    def _drop_gone(self) -> None:
+        """Forget the waiters whose callers gave up waiting (cancelled): their slots go to the next."""
+        for key, level in list(self._levels.items()):
+            for name, tenant in list(level.tenants.items()):
+                kept = deque(w for w in tenant.waiters if not w.future.done())
+                self._waiting -= len(tenant.waiters) - len(kept)
+                tenant.waiters = kept
+                if not kept:
+                    del level.tenants[name]
+                    level.ahead[name] = tenant.spent
             if not level.tenants:
                 del self._levels[key]
-            if future.done():
-                continue  # its caller gave up waiting: the slot goes to the next
-            level.served_at = tenant.spent
-            tenant.spent += 1.0 / tenant.weight
-            return future
-        return None
 
     async def _release(self) -> None:
         """Hand out slots as they open, each to the waiter whose turn it is then: one that arrived
@@ -162,7 +216,7 @@ class Pacer:
                 # Checked again on waking: hold_for may have moved the next slot meanwhile.
                 await self._sleep(self._next - self._tolerance - now)
                 continue
-            future = self._next_waiter()
+            future = self._next_waiter(now)
             if future is None:
                 return
             self._take(now)

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.common import Priority
 from temporalio.testing import ActivityEnvironment
 
 from activities import provider
+from herald.core.contracts import SubmitInput
+from herald.core.message import Channel, Message
+from herald.core.rows import LedgerBatch
 from herald.providers.pacing import Pacer
 
 
@@ -271,10 +276,10 @@ class RecordingPacer(Pacer):
     [
         (
             Priority(priority_key=1, fairness_key="acme", fairness_weight=3.0),
-            {"priority": 1, "tenant": "acme", "weight": 3.0},
+            {"priority": 1, "tenant": "acme", "weight": 3.0, "leave_by": None},
         ),
         # A task without a priority (a worker of an older build scheduled it): the server's default key, no tenant.
-        (Priority.default, {"priority": 3, "tenant": "", "weight": 1.0}),
+        (Priority.default, {"priority": 3, "tenant": "", "weight": 1.0, "leave_by": None}),
     ],
 )
 async def test_the_submit_waits_at_the_priority_temporal_dispatched_it_with(
@@ -285,5 +290,89 @@ async def test_the_submit_waits_at_the_priority_temporal_dispatched_it_with(
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(environment.info, priority=dispatched)
     pacer = RecordingPacer()
-    await environment.run(provider._paced, pacer)
+    assert await environment.run(provider._paced, pacer, None) is True
     assert pacer.asked == [asked]
+
+
+async def test_the_submit_must_leave_the_pacer_by_three_quarters_of_its_budget() -> None:
+    """However urgent the others, the submit's slot is due by three quarters of its budget, the rest
+    left for the provider call."""
+    pacer = RecordingPacer()
+    assert await ActivityEnvironment().run(provider._paced, pacer, (1000.0, 20.0)) is False  # long past
+    assert pacer.asked[0]["leave_by"] == pytest.approx(1015.0)
+
+
+async def test_a_submit_held_past_its_budget_calls_no_provider() -> None:
+    """A slot that came after the activity's whole budget (the workflow has given up on this
+    execution) sends nothing: a call that late could reach the provider after the not-found proof."""
+    called: list[object] = []
+
+    class Provider:
+        name = "twilio"
+
+        async def submit(self, outbound: object) -> None:
+            called.append(outbound)
+
+    activities = provider.ProviderActivities(
+        {Channel.SMS: Provider()}, "http://127.0.0.1:9", None, pacer=RecordingPacer(), vault=None, keyring=None
+    )  # type: ignore[arg-type, dict-item]
+    message = Message(channel=Channel.SMS, recipient="+15558675310", body="code 482913")
+    input = SubmitInput(attempt_ref="att_0123456789abcdef01234567_1", message=message, workflow_id="k/sms",
+                        policy_at=datetime.now(UTC), validity_seconds=120, ledger=LedgerBatch())  # fmt: skip
+    started = time.monotonic() - 30.0
+    sent = await ActivityEnvironment().run(activities._send, Provider(), input, [], window=(started, 20.0))
+    assert sent is None and called == []
+
+
+async def test_a_waiter_due_soon_goes_before_more_urgent_ones() -> None:
+    """Priority reorders only while every waiter can still leave by its deadline: a marketing submit
+    whose slot is due goes before urgent ones that came later, then they go by priority."""
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    order = Order(fake, pacer)
+    order.arrive("first")  # takes the idle slot
+    order.arrive("marketing due", priority=5, leave_by=100.15)
+    order.arrive("marketing", priority=5)
+    for k in range(3):
+        order.arrive(f"urgent {k}", priority=1, leave_by=110.0)
+    await order.until_all_left()
+    assert order.left == ["first", "marketing due", "urgent 0", "urgent 1", "urgent 2", "marketing"]
+    assert order.at["marketing due"] == pytest.approx(100.1)
+
+
+async def test_deadlines_that_cannot_all_be_met_by_priority_are_met_earliest_first() -> None:
+    """Three low-priority waiters due within three slots leave before an urgent one, earliest deadline
+    first, each by its deadline."""
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    order = Order(fake, pacer)
+    order.arrive("first")
+    order.arrive("late", priority=5, leave_by=100.35)
+    order.arrive("early", priority=5, leave_by=100.15)
+    order.arrive("middle", priority=4, leave_by=100.25)
+    order.arrive("urgent", priority=1)
+    await order.until_all_left()
+    assert order.left == ["first", "early", "middle", "late", "urgent"]
+    assert [order.at[n] for n in ("early", "middle", "late")] == pytest.approx([100.1, 100.2, 100.3])
+
+
+async def test_a_tenant_that_empties_its_queue_and_comes_back_keeps_what_it_spent() -> None:
+    """A tenant with one submit waiting at a time, the next arriving as soon as it left, does not go
+    first every time: it shares the slots with a tenant of the same weight that has several waiting."""
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    order = Order(fake, pacer)
+    order.arrive("first")  # takes the idle slot
+    for k in range(6):
+        order.arrive(f"b{k}", priority=5, tenant="b")
+    await fake.advance(0.1)  # b0 leaves
+    arrived = 0
+    while len(order.left) < 8:
+        if arrived == sum(1 for name in order.left if name.startswith("a")):
+            order.arrive(f"a{arrived}", priority=5, tenant="a")  # a's next, once its last has left
+            arrived += 1
+            await fake.settle()
+        await fake.advance(0.1)
+    assert order.left[:8] == ["first", "b0", "a0", "b1", "a1", "b2", "a2", "b3"]
+    for task in order.tasks:
+        task.cancel()
