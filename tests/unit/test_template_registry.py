@@ -176,6 +176,10 @@ def test_a_hand_edited_record_that_is_not_an_id_and_version_breaks_no_latest(mon
 def test_the_cli_names_a_bad_template_id_by_its_argument_without_echoing_it() -> None:
     """`template publish ../../../x 1 FILE` and `template preview 'promo/vip' latest`: one line naming
     TEMPLATE_ID and the rule, the path never echoed, nothing written."""
+    # Where the path would lead from the checkout: compared before and after (a folder of that name may
+    # already exist there: /tmp/x in a clone under /tmp), never assumed absent.
+    target = REPO.parent / "x"
+    before = target.stat().st_mtime_ns if target.exists() else None
     for argv in (["publish", "../../../x", "1", "README.md"], ["preview", "promo/vip", "latest"]):
         refused = subprocess.run(
             [sys.executable, "starter.py", "template", *argv], cwd=REPO, capture_output=True, text=True, timeout=60
@@ -183,7 +187,7 @@ def test_the_cli_names_a_bad_template_id_by_its_argument_without_echoing_it() ->
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
         assert refused.stderr.count("\n") == 1 and "TEMPLATE_ID: must be lower-case letters" in refused.stderr
         assert argv[1] not in refused.stderr
-    assert not (REPO.parent / "x").exists()
+    assert (target.stat().st_mtime_ns if target.exists() else None) == before
 
 
 def test_the_preview_prints_encoding_and_segments_without_any_service() -> None:
