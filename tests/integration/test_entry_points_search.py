@@ -424,10 +424,13 @@ async def test_the_agent_tool_answers_every_call_and_lives_on(
 
 @pytest.fixture(scope="module")
 def template_root() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp()) / "templates"
+    # Two folders deep in a private one: the test lists the grandparent, where "../../x" would land,
+    # and /tmp itself changes under other processes (a listing of it failed once in CI).
+    private = Path(tempfile.mkdtemp())
+    root = private / "outer" / "inner" / "templates"
     shutil.copytree(REPO / "herald" / "templates", root)
     yield root
-    shutil.rmtree(root.parent)
+    shutil.rmtree(private)
 
 
 # An e-mail version whose HTML part is markup and strange text around its placeholder: refused by a
