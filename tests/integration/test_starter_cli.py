@@ -18,10 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from devstack.processes import free_port
-from herald.cli import main as starter
-from herald.cli.parser import parse_args
-from herald.runtime.process import ProcessRuntime
-from herald.settings import load_settings
 from tests.keys import SESSION_FINGERPRINT_KEYS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -89,12 +85,29 @@ def test_a_command_ending_right_after_a_temporal_call_exits_cleanly_every_time(s
 
 
 def test_closing_the_runtime_releases_the_temporal_runtime(stack: Any) -> None:
-    """After a command that used Temporal, close() finds the runtime gone: its threads stopped before exit."""
-    runtime = ProcessRuntime(lambda: load_settings(stack_env(stack)), own_temporal_runtime=True)
-    code = starter.run(parse_args(["status", f"order_receipt:absent_{uuid.uuid4().hex[:12]}"]), runtime)
-    assert code == 2
-    assert runtime._runtime is not None
-    assert runtime.close() is True
+    """After a command that used Temporal, close() finds the runtime gone: its threads stopped before exit.
+
+    Checked in a process of its own, as the command line runs: inside the suite's process, close()
+    found the runtime still referenced after 15 s in 2 full runs out of about 6, on a loaded machine
+    (suspected, not proven: a record pytest's log capture keeps, whose exception's traceback reaches
+    the client and so the runtime)."""
+    script = (
+        "import sys, uuid\n"
+        "from herald.cli import main as starter\n"
+        "from herald.cli.parser import parse_args\n"
+        "from herald.runtime.process import ProcessRuntime\n"
+        "from herald.settings import load_settings\n"
+        "runtime = ProcessRuntime(load_settings, own_temporal_runtime=True)\n"
+        "code = starter.run(parse_args(['status', f'order_receipt:absent_{uuid.uuid4().hex[:12]}']), runtime)\n"
+        "made = runtime._runtime is not None\n"
+        "print(code, made, runtime.close())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=REPO_ROOT, env={**os.environ, **stack_env(stack)},
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert "Fatal Python error" not in done.stderr, done.stderr
+    assert done.stdout == "2 True True\n", (done.stdout, done.stderr)
 
 
 async def test_send_and_wait_then_status_with_the_ledger(stack: Any, herald: Any) -> None:
