@@ -8,16 +8,15 @@ refuses to start on a login that may write. It names people with the deployment'
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-import uvicorn
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from herald.console.app import build_console
 from herald.metrics.exporter import ledger_pool
 from herald.runtime import exits
+from herald.runtime.http_server import serve_app
 from herald.runtime.process import ProcessRuntime
 from herald.runtime.reach import database_url, reach_database
 from herald.settings import InvalidSetting, load_settings
@@ -78,17 +77,8 @@ async def serve() -> None:
         app = build_console(pool, keyring, console, settings.temporal.namespace,
                             read_backlog=lambda: route_backlog(temporal, task_queue))  # fmt: skip
         # Proxy headers off: the access rules read the TCP peer, which X-Forwarded-For must not replace.
-        config = uvicorn.Config(
-            app, host=console.host, port=console.port, log_level="warning", access_log=False, proxy_headers=False
-        )
-        server = uvicorn.Server(config)
-        serving = asyncio.create_task(server.serve())
-        while not (server.started or serving.done()):
-            await asyncio.sleep(0.05)
-        if server.started:
-            log.info("console serving http://%s:%s/", console.host, console.port)
-        await serving
-
+        await serve_app(app, host=console.host, port=console.port, log=log, what="console",
+                        access_log=False, proxy_headers=False)  # fmt: skip
 
 def main() -> None:
     exits.serve(serve, database=VARIABLE)

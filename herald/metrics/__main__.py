@@ -6,13 +6,11 @@ report them twice. The route's backlog comes from the Temporal server (HERALD_TE
 
 from __future__ import annotations
 
-import asyncio
 import logging
-
-import uvicorn
 
 from herald.metrics.exporter import build_exporter, ledger_pool
 from herald.runtime import exits
+from herald.runtime.http_server import serve_app
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.settings import load_settings
 from herald.temporal.route_backlog import route_backlog
@@ -37,16 +35,8 @@ async def serve() -> None:
             query_timeout=telemetry.metrics_query_timeout,
             read_backlog=lambda: route_backlog(temporal, task_queue),
         )
-        server = uvicorn.Server(
-            uvicorn.Config(app, host=telemetry.metrics_host, port=telemetry.metrics_port, log_level="warning")
-        )
-        serving = asyncio.create_task(server.serve())
-        while not (server.started or serving.done()):
-            await asyncio.sleep(0.05)
-        if server.started:
-            log.info("metrics exporter serving http://%s:%s/metrics", telemetry.metrics_host, telemetry.metrics_port)
-        await serving
-
+        await serve_app(app, host=telemetry.metrics_host, port=telemetry.metrics_port, log=log,
+                        what="metrics exporter", path="/metrics")  # fmt: skip
 
 def main() -> None:
     exits.serve(serve)
