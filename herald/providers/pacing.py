@@ -219,5 +219,7 @@ class Pacer:
             future = self._next_waiter(now)
             if future is None:
                 return
-            self._take(now)
+            # The slot is the schedule's, not the wake's: a releaser woken late (a busy event loop)
+            # must not push every later slot back by its lateness, as the waiters' own sleeps never did.
+            self._take(min(now, self._next))
             future.set_result(None)

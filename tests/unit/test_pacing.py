@@ -92,6 +92,21 @@ async def test_a_burst_released_at_once_leaves_one_interval_apart() -> None:
     assert max(waits) == pytest.approx(1.0)
 
 
+async def test_a_releaser_woken_late_keeps_the_later_slots_on_schedule() -> None:
+    """The releaser wakes 0.25 s after the second slot (a busy event loop): that call goes then, and the
+    third, whose slot (0.2 s) has passed too, goes with it, not 0.1 s after the late one: lateness does
+    not push the schedule back."""
+    fake = FakeTime()
+    pacer = Pacer(10, clock=fake.clock, sleep=fake.sleep)
+    tasks = [asyncio.ensure_future(pacer.wait()) for _ in range(3)]
+    await fake.settle()
+    assert tasks[0].done()
+    await fake.advance(0.35)  # the slots at 0.1 and 0.2 both passed while the loop was busy
+    assert tasks[1].done() and tasks[2].done()
+    waits = [task.result() for task in tasks]
+    assert waits == pytest.approx([0.0, 0.35, 0.35])
+
+
 async def test_a_worker_slower_than_the_pace_never_waits() -> None:
     """Calls further apart than the interval go at once and nothing sleeps."""
     fake = FakeTime()
