@@ -44,9 +44,11 @@ async def reader_pool(reader_url: str) -> AsyncIterator[AsyncConnectionPool]:
 
 def console_client(pool: AsyncConnectionPool, settings: ConsoleSettings | None = None, *,
                    peer: str = "127.0.0.1", base_url: str = CONSOLE, read_backlog: ReadBacklog | None = None,
-                   ) -> httpx.AsyncClient:  # fmt: skip
-    """A client of the console app over `pool`, its requests coming from `peer`."""
-    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog)
+                   opener: AsyncConnectionPool | None = None) -> httpx.AsyncClient:  # fmt: skip
+    """A client of the console app over `pool`, its requests coming from `peer`; with `opener`, a
+    herald_text_opener login's pool, sent texts may be opened."""
+    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog,
+                        opener=opener)  # fmt: skip
     return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(peer, 50_000)), base_url=base_url)
 
 
