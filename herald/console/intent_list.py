@@ -137,8 +137,8 @@ def _person(name: str, value: str) -> tuple[str, ...]:
 def person_query(fingerprints: list[str], now: datetime, limit: int) -> IntentQuery:
     """The first page of a person's notices, found by `fingerprints` (only the keyed ones go in its links)."""
     keyed = [f for f in fingerprints if _KEYED_FINGERPRINT.fullmatch(f)][:PERSON_KEYS_MAX]
-    chosen = IntentFilter(since=now - PERSON_RANGE, until=now + timedelta(minutes=1),
-                          recipient_fingerprints=tuple(fingerprints))  # fmt: skip
+    until = now + timedelta(minutes=1)  # an intent recorded as the page is read, by a clock a little ahead
+    chosen = IntentFilter(since=until - PERSON_RANGE, until=until, recipient_fingerprints=tuple(fingerprints))
     return IntentQuery(chosen=chosen, limit=limit, after=None, given={"person": ",".join(keyed), "limit": str(limit)})
 
 
