@@ -46,7 +46,9 @@ _READS_PEOPLE = (
 # The opener's login may call open_sent_text and nothing around it: no column of intents (the
 # recipient, the text outside the function), no write to text_openings (an opening without its
 # text, or a record rewritten), no data key, no write to the ledger.
-_OPENS = "SELECT coalesce(has_function_privilege(to_regprocedure('open_sent_text(text, text, text)'), 'EXECUTE'), false)"
+_OPENS = (
+    "SELECT coalesce(has_function_privilege(to_regprocedure('open_sent_text(text, text, text)'), 'EXECUTE'), false)"
+)
 _OPENER_BEYOND = (
     "SELECT has_any_column_privilege('intents', 'SELECT, INSERT, UPDATE')"
     " OR has_table_privilege('text_openings', 'INSERT, UPDATE, DELETE, TRUNCATE')"

@@ -185,7 +185,8 @@ class ConsolePages:
                 ),  # fmt: skip
                 intent_table(lines),
                 # Older notices by the keyed fingerprint: the person's number never goes in an address.
-                el("p", el("a", "older →", href=older_href(query, more), rel="next"), class_="pager") if more else None,
+                el("p", el("a", "older →", href=older_href(query, more), rel="next"), class_="pager")
+                if more else None,
             )
         )
 

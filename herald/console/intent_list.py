@@ -94,7 +94,7 @@ def read_query(given_pairs: list[tuple[str, str]], now: datetime) -> IntentQuery
     person = _person("person", given["person"]) if "person" in given else None
     widest = PERSON_RANGE if person else MAX_RANGE
     until = _moment("until", given["until"]) if "until" in given else now
-    since = _moment("since", given["since"]) if "since" in given else until - (PERSON_RANGE if person else DEFAULT_RANGE)
+    since = _moment("since", given["since"]) if "since" in given else until - (widest if person else DEFAULT_RANGE)
     if since >= until:
         raise ParameterRefused("since", "must be before until")
     if until - since > widest:

@@ -110,6 +110,7 @@ def opened_body(sent: SentText, form: OpeningForm, operator: str) -> list[object
         return [head, said, stamp, back]
     parts: list[object] = [head, stamp]
     if sent.channel == "email":
-        parts.append(el("dl", el("dt", "subject"), el("dd", sent.subject or "-", class_="sent-subject"), class_="facts"))
+        subject = el("dd", sent.subject or "-", class_="sent-subject")
+        parts.append(el("dl", el("dt", "subject"), subject, class_="facts"))
     parts += [el("pre", sent.body or "", class_="sent-body"), back]
     return parts

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
 import secrets
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -16,32 +19,17 @@ from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from devstack.stack import LocalStack
-from herald.console.__main__ import opener_pool, require_opener, require_reader
+from devstack.processes import free_port, wait_for_port
+from herald.console.__main__ import opener_pool, require_opener, require_reader, serve
 from herald.console.sent_text import NOT_ENABLED
 from herald.ledger.privacy import erase_recipient
-from herald.ledger.roles import OPENER_LOGIN, OPENER_ROLE, ensure_app_login
 from herald.settings import InvalidSetting
 from tests.console.conftest import console_client
 from tests.console.ledger_rows import Seeded, lost_answer_notice
 from tests.console.test_story import text_of
 from tests.depth import examples
 from tests.intents import fresh_address, fresh_key
-from tests.keys import SESSION_KEYRING
-
-
-@pytest.fixture(scope="session")
-def opener_url(ledger_stack: LocalStack) -> str:
-    """The console's second login on the session's ledger: a member of herald_text_opener (migration 024)."""
-    assert ledger_stack.database_url is not None
-    return ensure_app_login(ledger_stack.database_url, secrets.token_urlsafe(16), OPENER_LOGIN, OPENER_ROLE)
-
-
-@pytest.fixture(scope="session")
-async def opener(opener_url: str) -> AsyncIterator[AsyncConnectionPool]:
-    async with opener_pool(opener_url, 5.0) as pool:
-        await require_opener(pool)
-        yield pool
+from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEYRING
 
 
 @pytest.fixture
@@ -300,3 +288,40 @@ async def test_any_form_body_is_an_answer_or_a_named_refusal(
         refusal = re.search(r'<p class="refusal">([^:<]{1,40}): ', answer.text)
         assert refusal is not None, answer.text
         assert refusal.group(1) in {name[:40] for name, _ in fields} | {"workflow", "reason", "request body"}
+
+
+async def test_python_m_herald_console_refuses_to_start_on_an_opener_login_that_may_do_more(
+    settings: object, reader_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The services' login given as HERALD_CONSOLE_OPENER_DATABASE_URL stops the console at start, in one line naming it."""
+    for name in [name for name in os.environ if name.startswith("HERALD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HERALD_FINGERPRINT_KEY_FILES", str(SESSION_FINGERPRINT_KEYS))
+    monkeypatch.setenv("HERALD_CONSOLE_DATABASE_URL", reader_url)
+    monkeypatch.setenv("HERALD_CONSOLE_OPENER_DATABASE_URL", settings.database_url.get_secret_value())  # type: ignore[attr-defined]
+    with pytest.raises(InvalidSetting) as raised:
+        await serve()
+    assert str(raised.value).startswith("HERALD_CONSOLE_OPENER_DATABASE_URL: must be a login of herald_text_opener")
+
+
+async def test_python_m_herald_console_with_an_opener_login_opens_texts(
+    reader_url: str, opener_url: str, pool: AsyncConnectionPool
+) -> None:
+    """The process given both logins starts, and its story's form opens a text (the wiring of __main__)."""
+    seeded = await lost_answer_notice(pool)
+    port = free_port()
+    env = {**os.environ, "HERALD_FINGERPRINT_KEY_FILES": str(SESSION_FINGERPRINT_KEYS),
+           "HERALD_CONSOLE_DATABASE_URL": reader_url, "HERALD_CONSOLE_OPENER_DATABASE_URL": opener_url,
+           "HERALD_CONSOLE_PORT": str(port)}  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "herald.console", env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await asyncio.to_thread(wait_for_port, "127.0.0.1", port, 30)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            answer = await client.post("/notice/text", data=opening(seeded.sms, "from the process"))
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), 15)
+    assert answer.status_code == 200 and f"secret body for {seeded.phone}" in answer.text
