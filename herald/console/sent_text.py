@@ -10,12 +10,14 @@ the story lists every opening. Why not the recipients' data keys and the key-enc
 ledger's copy is not sealed under them, so such a gate would guard nothing the function does not.
 
 The form is a POST, never a link: a prefetcher, a link checker or a browser's preview never opens
-a text. Its reason is required and bounded; every refusal names the field and the rule. The text
+a text. Its reason is required and bounded, and refused when it looks like a person (an address, a
+number): the record outlives erasure. Every refusal names the field and the rule. The text
 is escaped like everything else (``el``) and never reaches a log line.
 """
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl
 
 from herald.console.markup import Markup, el, fragment
@@ -29,6 +31,9 @@ ACTION = "/notice/text"
 WORKFLOW_MAX = 400
 # Both fields at their longest, every character four UTF-8 bytes percent-encoded (x3), and the names.
 MAX_FORM_BYTES = 16_384
+# What looks like a person in a reason: an e-mail address, or eight digits or more (a phone number,
+# spaced or not). The reason is kept for good, and erasure does not reach it: cite a ticket instead.
+_PERSON_LIKE = re.compile(r"@|\d(?:[\s().\-/]?\d){7,}")
 NOT_ENABLED = (
     "Opening sent text is not enabled on this console (it needs HERALD_CONSOLE_OPENER_DATABASE_URL, "
     "a login of herald_text_opener: migration 024)."
@@ -58,7 +63,12 @@ def read_opening_form(body: bytes) -> OpeningForm:
         raise ParameterRefused(
             "reason", f"required: why this text is opened (a ticket, a dispute), 1 to {REASON_MAX} characters"
         )
-    return OpeningForm(workflow_id=workflow_id, reason=one_line("reason", given["reason"], REASON_MAX))
+    reason = one_line("reason", given["reason"], REASON_MAX)
+    if _PERSON_LIKE.search(reason):
+        raise ParameterRefused(
+            "reason", "must not hold an e-mail address or a phone number (it is kept after an erasure): cite a ticket"
+        )
+    return OpeningForm(workflow_id=workflow_id, reason=reason)
 
 
 def operator_recordable(operator: str) -> str:

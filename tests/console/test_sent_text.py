@@ -178,6 +178,8 @@ async def test_a_get_never_opens_a_text(
         ({"workflow": "x/sms", "reason": "   "}, "reason: required: why this text is opened"),
         ({"workflow": "x/sms", "reason": "r" * 501}, "reason: must be 1 to 500 characters on one line"),
         ({"workflow": "x/sms", "reason": "two\nlines"}, "reason: must be 1 to 500 characters on one line"),
+        ({"workflow": "x/sms", "reason": "customer a.b@example.com"}, "reason: must not hold an e-mail address"),
+        ({"workflow": "x/sms", "reason": "caller +1 555 260 0018"}, "reason: must not hold an e-mail address"),
         ({"reason": "why"}, "workflow: required"),
         ({"workflow": "w" * 401, "reason": "why"}, "workflow: must be 1 to 400 characters on one line"),
         ({"workflow": "x/sms", "reason": "why", "operator": "someone"}, "operator: not a parameter of this page"),
@@ -186,7 +188,7 @@ async def test_a_get_never_opens_a_text(
 async def test_a_form_outside_its_rules_is_refused_by_name(
     console: httpx.AsyncClient, form: dict[str, str], said: str
 ) -> None:
-    """A missing, blank, too long or multi-line reason, a missing workflow, an unknown field: 400 naming it, nothing opened."""
+    """A missing, blank, too long, multi-line or person-naming reason, a missing workflow, an unknown field: 400 naming it."""
     answer = await console.post("/notice/text", data=form)
     assert answer.status_code == 400
     assert said in text_of(answer.text)
