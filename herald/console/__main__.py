@@ -4,10 +4,15 @@ It reads the ledger as a login of herald_reader (HERALD_CONSOLE_DATABASE_URL, mi
 read-only transactions whose statements PostgreSQL cancels after HERALD_CONSOLE_QUERY_TIMEOUT, and
 refuses to start on a login that may write. It names people with the deployment's fingerprint keys
 (HERALD_FINGERPRINT_KEYS): an operator's typed number is looked up by its keyed fingerprint.
+
+With HERALD_CONSOLE_OPENER_DATABASE_URL, a login of herald_text_opener (migration 024), an operator
+may open a notice's sent text, each opening recorded first (herald.console.sent_text); the console
+refuses to start on an opener login that may do more than that one function does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from psycopg.conninfo import make_conninfo
@@ -25,13 +30,31 @@ from herald.temporal.route_backlog import route_backlog
 log = logging.getLogger("herald.console")
 
 VARIABLE = "HERALD_CONSOLE_DATABASE_URL"
+OPENER_VARIABLE = "HERALD_CONSOLE_OPENER_DATABASE_URL"
 # Two pages read at once, a third waits for a connection within the query timeout: an operator's
 # console, not a public site.
 POOL_SIZE = 3
 # Tables whose INSERT or whose personal columns a herald_reader login does not have: one it has is
 # not the console's login (the services' or the owner's, given by mistake).
 _WRITES = "SELECT has_table_privilege('intents', 'INSERT') OR has_table_privilege('transitions', 'INSERT')"
-_READS_PEOPLE = "SELECT has_column_privilege('intents', 'recipient', 'SELECT')"
+# A reader that may also open texts (migration 024's function) is refused too: opening is the
+# opener login's alone, so the pages' login never holds a text.
+_READS_PEOPLE = (
+    "SELECT has_column_privilege('intents', 'recipient', 'SELECT') OR coalesce(has_function_privilege("
+    "to_regprocedure('open_sent_text(text, text, text)'), 'EXECUTE'), false)"
+)
+# The opener's login may call open_sent_text and nothing around it: no column of intents (the
+# recipient, the text outside the function), no write to text_openings (an opening without its
+# text, or a record rewritten), no data key, no write to the ledger.
+_OPENS = (
+    "SELECT coalesce(has_function_privilege(to_regprocedure('open_sent_text(text, text, text)'), 'EXECUTE'), false)"
+)
+_OPENER_BEYOND = (
+    "SELECT has_any_column_privilege('intents', 'SELECT, INSERT, UPDATE')"
+    " OR has_table_privilege('text_openings', 'INSERT, UPDATE, DELETE, TRUNCATE')"
+    " OR has_any_column_privilege('recipient_keys', 'SELECT, INSERT')"
+    " OR has_table_privilege('transitions', 'INSERT')"
+)
 _READS = "SELECT has_table_privilege('attempts', 'SELECT') AND has_column_privilege('intents', 'workflow_id', 'SELECT')"
 
 
@@ -51,11 +74,34 @@ async def require_reader(pool: AsyncConnectionPool) -> None:
     if writes or people:
         raise InvalidSetting(
             VARIABLE,
-            "must be a login of herald_reader (migration 022): this one may write to the ledger or read recipients",
+            "must be a login of herald_reader (migration 022): this one may write to the ledger, read recipients "
+            "or open texts",
         )
     if not reads:
         raise InvalidSetting(
             VARIABLE, "must be a login of herald_reader (migration 022): this one may not read the ledger"
+        )
+
+
+def opener_pool(url: str, query_timeout: float) -> AsyncConnectionPool:
+    """The opener's pool (not yet open): read-write (its one function writes the opening), bounded as the reader's."""
+    return ledger_pool(url, query_timeout)
+
+
+async def require_opener(pool: AsyncConnectionPool) -> None:
+    """Refuse an opener login that cannot call open_sent_text, or that may do anything beside it."""
+    async with pool.connection() as conn:
+        opens = (await (await conn.execute(_OPENS)).fetchone())[0]  # type: ignore[index]
+        beyond = (await (await conn.execute(_OPENER_BEYOND)).fetchone())[0]  # type: ignore[index]
+    if beyond:
+        raise InvalidSetting(
+            OPENER_VARIABLE,
+            "must be a login of herald_text_opener (migration 024): this one may read intents, write the "
+            "ledger or read data keys beside opening texts",
+        )
+    if not opens:
+        raise InvalidSetting(
+            OPENER_VARIABLE, "must be a login of herald_text_opener (migration 024): this one may not open texts"
         )
 
 
@@ -68,14 +114,21 @@ async def serve() -> None:
         raise InvalidSetting(VARIABLE, "required: a login of herald_reader (migration 022); the console never writes")
     url = database_url(VARIABLE, console.database_url.get_secret_value())
     await reach_database(url, VARIABLE)
-    async with console_pool(url, console.query_timeout) as pool:
+    async with contextlib.AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(console_pool(url, console.query_timeout))
         await require_reader(pool)
+        opener = None
+        if console.opener_database_url is not None:
+            opener_url = database_url(OPENER_VARIABLE, console.opener_database_url.get_secret_value())
+            await reach_database(opener_url, OPENER_VARIABLE)
+            opener = await stack.enter_async_context(opener_pool(opener_url, console.query_timeout))
+            await require_opener(opener)
         # The route's backlog is the Temporal server's to count, asked on each routes page; connected on
         # the first (a server that is down costs that one line of the page, not the console).
         temporal = await runtime.temporal(lazy=True)
         task_queue = settings.temporal.task_queue
         app = build_console(pool, keyring, console, settings.temporal.namespace,
-                            read_backlog=lambda: route_backlog(temporal, task_queue))  # fmt: skip
+                            read_backlog=lambda: route_backlog(temporal, task_queue), opener=opener)  # fmt: skip
         # Proxy headers off: the access rules read the TCP peer, which X-Forwarded-For must not replace.
         await serve_app(app, host=console.host, port=console.port, log=log, what="console",
                         access_log=False, proxy_headers=False)  # fmt: skip

@@ -1,8 +1,10 @@
 """The console's HTTP side: its pages as routes, behind the access gate, over a read-only pool.
 
-Every page is a GET (HEAD too) that reads the ledger afresh, except the search box's POST, which
+Every page is a GET (HEAD too) that reads the ledger afresh, except two POSTs. The search box's
 reads too: a number or an address typed there travels in the body, is fingerprinted here with the
-keyed fingerprint and never appears in an address, a log line or a page in clear. Every answer
+keyed fingerprint and never appears in an address, a log line or a page in clear. Opening a sent
+text (herald.console.sent_text) goes through a second pool, the opener's, whose one grant records
+the opening before it returns the text; it is there only when the deployment configured it. Every answer
 carries headers that keep it out of caches, frames and other origins' reach; a ledger that does
 not answer within the query timeout makes one page say so (503), never a traceback.
 """
@@ -27,14 +29,17 @@ from temporalio.service import RPCError
 from herald.console.access import AccessGate, AccessRules
 from herald.console.markup import el
 from herald.console.pages import SEARCH_MAX, STYLE, WebUi, moment, notice_href, page, refusal_page
-from herald.console.intent_list import intent_list_page, read_query
+from herald.console.intent_list import PERSON_RANGE, intent_list_page, older_href, person_query, read_query
 from herald.console.params import ParameterRefused, one_line, only
 from herald.console.routes_page import CHART_BUCKETS, CHART_HOURS, routes_page
+from herald.console.sent_text import MAX_FORM_BYTES as OPENING_FORM_BYTES
+from herald.console.sent_text import NOT_ENABLED, opened_body, operator_recordable, read_opening_form, text_section
 from herald.console.story import story_page
 from herald.core.recipients import RecipientRefused
-from herald.ledger.intent_pages import IntentFilter, IntentLine, intent_page
+from herald.ledger.intent_pages import IntentLine, intent_page
 from herald.ledger.notices import find_business_keys, notice_story
 from herald.ledger.report import ledger_report, queue_age_series
+from herald.ledger.text_openings import OpeningOutcome, open_sent_text, openings_of
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.masked import masked_recipient, short_fingerprint
 from herald.runtime.http_bodies import read_bounded
@@ -45,8 +50,7 @@ log = logging.getLogger("herald.console")
 
 # The search form's body: one field of at most SEARCH_MAX characters, percent-encoded (x3), and its name.
 MAX_FORM_BYTES = 4096
-# A person's notices: the newest, within this far back (the fingerprint's index bounds the read).
-PERSON_RANGE = timedelta(days=366)
+# A person's notices a page: the newest first, older ones by the page's link (herald.console.intent_list).
 PERSON_SHOWN = 50
 # Sent with every answer: no script runs (there is none), nothing loads from elsewhere, no page
 # may frame it, no address leaks to a link's target, nothing is cached.
@@ -76,7 +80,8 @@ ReadBacklog = Callable[[], Awaitable[RouteBacklog]]
 
 
 class ConsolePages:
-    """The handlers, over one read-only pool and the keyring that names a person."""
+    """The handlers, over one read-only pool and the keyring that names a person (and, when
+    configured, the opener's pool: herald_text_opener, migration 024)."""
 
     def __init__(
         self,
@@ -85,8 +90,10 @@ class ConsolePages:
         web_ui: WebUi,
         read_backlog: ReadBacklog | None,
         deadline: float,
+        opener: AsyncConnectionPool | None = None,
     ) -> None:
         self._pool = pool
+        self._opener = opener
         self._keyring = keyring
         self._web_ui = web_ui
         self._read_backlog = read_backlog
@@ -159,12 +166,9 @@ class ConsolePages:
             shown = masked_recipient(typed)
         except RecipientRefused as error:
             return refused(request, ParameterRefused("q", f"not a recipient Herald accepts: {error.rule}"))
-        now = datetime.now(UTC)
-        chosen = IntentFilter(
-            since=now - PERSON_RANGE, until=now + timedelta(minutes=1), recipient_fingerprints=fingerprints
-        )
+        query = person_query(list(fingerprints), datetime.now(UTC), PERSON_SHOWN)
         async with self._pool.connection() as conn:
-            lines, more = await intent_page(conn, chosen, after=None, limit=PERSON_SHOWN)
+            lines, more = await intent_page(conn, query.chosen, after=None, limit=PERSON_SHOWN)
         return html(
             page(
                 "a person's notices",
@@ -180,6 +184,9 @@ class ConsolePages:
                     class_="muted",
                 ),  # fmt: skip
                 intent_table(lines),
+                # Older notices by the keyed fingerprint: the person's number never goes in an address.
+                el("p", el("a", "older →", href=older_href(query, more), rel="next"), class_="pager")
+                if more else None,
             )
         )
 
@@ -191,7 +198,32 @@ class ConsolePages:
         story = await notice_story(self._pool, key)
         if story is None:
             return refused(request, "key: no notice has this business key in the ledger", 404)
-        return html(story_page(story, operator_of(request), self._web_ui))
+        workflows = [c.history.workflow_id for c in story.channels]
+        async with self._pool.connection() as conn:
+            openings = await openings_of(conn, workflows)
+        texts = {w: text_section(w, [o for o in openings if o.workflow_id == w], self._opener is not None)
+                 for w in workflows}  # fmt: skip
+        return html(story_page(story, operator_of(request), self._web_ui, texts))
+
+    async def open_text(self, request: Request) -> Response:
+        """POST only (a link, a prefetch or a checker never opens a text): the opening is recorded
+        first, by the opener's login, and the text shown only once that row is committed."""
+        if self._opener is None:
+            return refused(request, NOT_ENABLED, 403)
+        body = await read_bounded(request, OPENING_FORM_BYTES)
+        if body is None:
+            return refused(request, f"request body: larger than {OPENING_FORM_BYTES} bytes", 413)
+        try:
+            form = read_opening_form(body)
+        except ParameterRefused as error:
+            return refused(request, error)
+        operator = operator_recordable(operator_of(request))
+        sent = await open_sent_text(self._opener, workflow_id=form.workflow_id, operator=operator, reason=form.reason)
+        # Which opening and its outcome: the text, the reason and the operator's words stay out of logs.
+        log.info("text opening %d recorded: %s", sent.opening_id, sent.outcome.value)
+        if sent.outcome is OpeningOutcome.REFUSED:
+            return refused(request, "workflow: no intent has this workflow id (the attempt is recorded)", 404)
+        return html(page("text as sent", operator_of(request), *opened_body(sent, form, operator)))
 
     async def intents(self, request: Request) -> Response:
         """Intents filtered by the page's parameters, a bounded page at a time (herald.console.intent_list)."""
@@ -277,12 +309,14 @@ def build_console(
     namespace: str,
     *,
     read_backlog: ReadBacklog | None = None,
+    opener: AsyncConnectionPool | None = None,
 ) -> ASGIApp:
     """The console over `pool` (a read-only login's, with a statement timeout), naming people with
     `keyring`, linking workflows into the Web UI's `namespace`, let in by `settings`' access rules;
-    with `read_backlog`, the routes page asks the Temporal server for the route's queue too."""
+    with `read_backlog`, the routes page asks the Temporal server for the route's queue too; with
+    `opener` (a herald_text_opener login's pool), an operator may open a notice's sent text."""
     web_ui = WebUi(base_url=settings.temporal_ui_url, namespace=namespace)
-    pages = ConsolePages(pool, keyring, web_ui, read_backlog, settings.query_timeout)
+    pages = ConsolePages(pool, keyring, web_ui, read_backlog, settings.query_timeout, opener)
 
     async def unavailable(request: Request, error: Exception) -> Response:
         # The class only: a database error's text may quote row values.
@@ -294,6 +328,7 @@ def build_console(
             Route("/", pages.home, methods=["GET"]),
             Route("/find", pages.find, methods=["GET", "POST"]),
             Route("/notice", pages.notice, methods=["GET"]),
+            Route("/notice/text", pages.open_text, methods=["POST"]),
             Route("/routes", pages.routes, methods=["GET"]),
             Route("/intents", pages.intents, methods=["GET"]),
             Route("/console.css", pages.style, methods=["GET"]),

@@ -1,9 +1,14 @@
-"""Intents that operators filter: by state, channel, template, tenant, category and time, a page at a time.
+"""Intents that operators filter: by state, channel, template, tenant, category, time and person, a page at a time.
 
 Every parameter is read by one rule and refused by name (400, ``name: rule``), so no address can
 make the ledger run an unbounded query: the time range is at most MAX_RANGE wide (a day back from
 now when not given), a page at most MAX_PAGE rows, and the next page starts after the last row's
 (created_at, workflow id), a keyset the page itself writes into its "older" link, never an OFFSET.
+
+A person is never named in an address: their number or address is typed into the search form
+(POST), and the person's page links its older notices here by keyed fingerprint (``person=``, the
+HMACs under the keys held, never the bare SHA-256 a number could be recovered from), over up to a
+year (PERSON_RANGE), as the fingerprint's index bounds that read.
 """
 
 from __future__ import annotations
@@ -20,17 +25,24 @@ from herald.core.message import Channel
 from herald.core.outcomes import Frozen
 from herald.core.send_policy import TENANT_PATTERN, Category
 from herald.ledger.intent_pages import IntentFilter, IntentLine, Position
+from herald.privacy.masked import short_fingerprint
 
 DEFAULT_RANGE = timedelta(days=1)
 MAX_RANGE = timedelta(days=31)
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
-PARAMETERS = ("state", "channel", "template", "tenant", "category", "since", "until", "limit", "after")
+# A person's notices: this far back (the fingerprint's index bounds the read, not the range).
+PERSON_RANGE = timedelta(days=366)
+# One fingerprint per key held (rotation keeps a few keys, not dozens).
+PERSON_KEYS_MAX = 8
+PARAMETERS = ("state", "channel", "template", "tenant", "category", "since", "until", "limit", "after", "person")
 
 _TEMPLATE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _TENANT = re.compile(TENANT_PATTERN)
 # The keyset an "older" link carries: the last row's creation time, '~', its workflow id.
 _AFTER = re.compile(r"(?P<at>[0-9T:.+\-Z ]{10,40})~(?P<workflow>[^\x00-\x1f\x7f]{1,300})")
+# A keyed fingerprint (herald.privacy.fingerprints): a key id, ':', an HMAC-SHA-256 in hex.
+_KEYED_FINGERPRINT = re.compile(r"[A-Za-z0-9._-]{1,64}:[0-9a-f]{64}")
 
 
 class IntentQuery(Frozen):
@@ -79,12 +91,15 @@ def read_query(given_pairs: list[tuple[str, str]], now: datetime) -> IntentQuery
         raise ParameterRefused(
             "tenant", "must be a tenant id: 1 to 48 of a-z, 0-9, '_', '.', '-', starting with a letter or digit"
         )
+    person = _person("person", given["person"]) if "person" in given else None
+    widest = PERSON_RANGE if person else MAX_RANGE
     until = _moment("until", given["until"]) if "until" in given else now
-    since = _moment("since", given["since"]) if "since" in given else until - DEFAULT_RANGE
+    since = _moment("since", given["since"]) if "since" in given else until - (widest if person else DEFAULT_RANGE)
     if since >= until:
         raise ParameterRefused("since", "must be before until")
-    if until - since > MAX_RANGE:
-        raise ParameterRefused("since", f"the range from since to until may span at most {MAX_RANGE.days} days")
+    if until - since > widest:
+        raise ParameterRefused("since", f"the range from since to until may span at most {widest.days} days"
+                               + ("" if person else f" ({PERSON_RANGE.days} for one person)"))
     limit = DEFAULT_PAGE
     if "limit" in given:
         text = given["limit"]
@@ -104,8 +119,40 @@ def read_query(given_pairs: list[tuple[str, str]], now: datetime) -> IntentQuery
             )
         after = Position(created_at=at, workflow_id=found["workflow"])
     chosen = IntentFilter(since=since, until=until, state=state, channel=channel, template_id=template, tenant=tenant,
-                          category=category)  # fmt: skip
+                          category=category, recipient_fingerprints=person)  # fmt: skip
     return IntentQuery(chosen=chosen, limit=limit, after=after, given=given)
+
+
+def _person(name: str, value: str) -> tuple[str, ...]:
+    """A person's keyed fingerprints, as their page links them: 1 to PERSON_KEYS_MAX, ','-separated."""
+    found = tuple(value.split(","))
+    if not (len(found) <= PERSON_KEYS_MAX and all(_KEYED_FINGERPRINT.fullmatch(f) for f in found)):
+        raise ParameterRefused(
+            name, f"must be the keyed fingerprints a person's page links (a key id, ':', 64 hex digits; "
+                  f"at most {PERSON_KEYS_MAX}, separated by ',')"
+        )  # fmt: skip
+    return found
+
+
+def person_query(fingerprints: list[str], now: datetime, limit: int) -> IntentQuery:
+    """The first page of a person's notices, found by `fingerprints` (only the keyed ones go in its links)."""
+    keyed = [f for f in fingerprints if _KEYED_FINGERPRINT.fullmatch(f)][:PERSON_KEYS_MAX]
+    until = now + timedelta(minutes=1)  # an intent recorded as the page is read, by a clock a little ahead
+    chosen = IntentFilter(since=until - PERSON_RANGE, until=until, recipient_fingerprints=tuple(fingerprints))
+    return IntentQuery(chosen=chosen, limit=limit, after=None, given={"person": ",".join(keyed), "limit": str(limit)})
+
+
+def older_href(query: IntentQuery, next_page: Position) -> str:
+    """The list's next (older) page: the same filters and range, starting after `next_page`."""
+    after = f"{next_page.created_at.isoformat()}~{next_page.workflow_id}"
+    return "/intents?" + urlencode({**_pinned(query), "after": after})
+
+
+def _pinned(query: IntentQuery) -> dict[str, str]:
+    # The range is fixed in the links, so a page reached by "older" lists what the first page's range held.
+    pinned = {**query.given, "since": query.chosen.since.isoformat(), "until": query.chosen.until.isoformat()}
+    pinned.pop("after", None)
+    return pinned
 
 
 def _utc(at: datetime) -> str:
@@ -123,8 +170,10 @@ def _filters(query: IntentQuery) -> Markup:
     def text(name: str, value: str | None, hint: str) -> Markup:
         return el("label", name, el("input", type="text", name=name, value=value, placeholder=hint))
 
+    person = given.get("person")
     return el(
         "form",
+        el("input", type="hidden", name="person", value=person) if person else None,
         choice("state", [s.value for s in IntentState]),
         choice("channel", [c.value for c in Channel]),
         text("template", given.get("template"), "template id"),
@@ -143,14 +192,12 @@ def _filters(query: IntentQuery) -> Markup:
 def intent_list_page(query: IntentQuery, lines: list[IntentLine], next_page: Position | None, operator: str,
                      table: Markup) -> str:  # fmt: skip
     """The filter form, the page of intents (`table`), and links to the first page and the next older one."""
-    # The range is fixed in the links, so a page reached by "older" lists what the first page's range held.
-    pinned = {**query.given, "since": query.chosen.since.isoformat(), "until": query.chosen.until.isoformat()}
-    pinned.pop("after", None)
-    links = [el("a", "newest", href="/intents?" + urlencode(pinned))] if query.after else []
+    links = [el("a", "newest", href="/intents?" + urlencode(_pinned(query)))] if query.after else []
     if next_page is not None:
-        after = f"{next_page.created_at.isoformat()}~{next_page.workflow_id}"
-        links.append(el("a", "older →", href="/intents?" + urlencode({**pinned, "after": after}), rel="next"))
+        links.append(el("a", "older →", href=older_href(query, next_page), rel="next"))
     span = f"created {moment(query.chosen.since)} to {moment(query.chosen.until)}"
+    if query.chosen.recipient_fingerprints:
+        span += f"; one person's, fingerprint {short_fingerprint(query.chosen.recipient_fingerprints[0])}"
     return page(
         "intents",
         operator,

@@ -11,6 +11,8 @@ what ``herald.ledger.notices`` read; nothing is judged again here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from herald.console.markup import Markup, el, fragment
 from herald.console.pages import WebUi, clock, delay, moment, page
 from herald.ledger.history import IntentHistory, RecordedAttempt, RecordedObservation
@@ -21,7 +23,8 @@ from herald.privacy.masked import short_fingerprint
 _LOOKUPS = frozenset({"found", "not_found", "unavailable"})
 
 
-def story_page(story: NoticeStory, operator: str, web_ui: WebUi) -> str:
+def story_page(story: NoticeStory, operator: str, web_ui: WebUi, texts: Mapping[str, Markup] | None = None) -> str:
+    """The page; `texts`, by workflow id: each channel's "text as sent" (herald.console.sent_text)."""
     states = [
         el("span", f"{c.history.channel} ", el("span", c.state, class_=f"state {c.state}")) for c in story.channels
     ]
@@ -30,7 +33,8 @@ def story_page(story: NoticeStory, operator: str, web_ui: WebUi) -> str:
         operator,
         el("h1", "notice ", el("code", story.business_key)),
         el("p", *_between(states, " · "), class_="summary"),
-        el("div", *(_channel(c, web_ui) for c in story.channels), class_="channels"),
+        el("div", *(_channel(c, web_ui, (texts or {}).get(c.history.workflow_id)) for c in story.channels),
+           class_="channels"),
     )
 
 
@@ -41,7 +45,7 @@ def _between(items: list[Markup], separator: str) -> list[object]:
     return joined
 
 
-def _channel(channel: ChannelStory, web_ui: WebUi) -> Markup:
+def _channel(channel: ChannelStory, web_ui: WebUi, text: Markup | None) -> Markup:
     history = channel.history
     return el(
         "section",
@@ -49,6 +53,7 @@ def _channel(channel: ChannelStory, web_ui: WebUi) -> Markup:
         _verdict(channel),
         el("h3", "request"),
         _request(history, web_ui),
+        text,
         el("h3", f"attempts ({len(history.attempts)})"),
         _attempts(history),
         _intent_observations(history),

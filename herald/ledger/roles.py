@@ -17,6 +17,9 @@ LOCAL_LOGIN = "herald_service"
 # The console's role (migration 022): SELECT on what operators read, never a personal column.
 READER_ROLE = "herald_reader"
 CONSOLE_LOGIN = "herald_console"
+# The console's second role (migration 024): EXECUTE on open_sent_text, which records every opening.
+OPENER_ROLE = "herald_text_opener"
+OPENER_LOGIN = "herald_console_opener"
 
 
 def app_database_url(owner_url: str, password: str, login: str = LOCAL_LOGIN) -> str:

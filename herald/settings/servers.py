@@ -204,6 +204,9 @@ class ConsoleSettings(Section):
     port: Port = Field(CONSOLE_PORT, alias="HERALD_CONSOLE_PORT")
     # A login of herald_reader (migration 022): the console refuses to start on one that may write.
     database_url: DatabaseUrl | None = Field(None, alias="HERALD_CONSOLE_DATABASE_URL")
+    # A login of herald_text_opener (migration 024): set, an operator may open a notice's sent text,
+    # each opening recorded first; unset, the story says opening is not enabled on this console.
+    opener_database_url: DatabaseUrl | None = Field(None, alias="HERALD_CONSOLE_OPENER_DATABASE_URL")
     token: Token | None = Field(None, alias="HERALD_CONSOLE_TOKEN")
     # The header an authenticating proxy sets to the operator it signed in; trusted only from
     # HERALD_CONSOLE_TRUSTED_PROXIES (anyone else could set it too).

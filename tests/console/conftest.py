@@ -15,9 +15,9 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from devstack.stack import LocalStack
-from herald.console.__main__ import console_pool, require_reader
+from herald.console.__main__ import console_pool, opener_pool, require_opener, require_reader
 from herald.console.app import ReadBacklog, build_console
-from herald.ledger.roles import CONSOLE_LOGIN, READER_ROLE, ensure_app_login
+from herald.ledger.roles import CONSOLE_LOGIN, OPENER_LOGIN, OPENER_ROLE, READER_ROLE, ensure_app_login
 from herald.settings import ConsoleSettings
 from tests.keys import SESSION_KEYRING
 
@@ -42,11 +42,27 @@ async def reader_pool(reader_url: str) -> AsyncIterator[AsyncConnectionPool]:
         yield pool
 
 
+@pytest.fixture(scope="session")
+def opener_url(ledger_stack: LocalStack) -> str:
+    """The console's second login on the session's ledger: a member of herald_text_opener (migration 024)."""
+    assert ledger_stack.database_url is not None
+    return ensure_app_login(ledger_stack.database_url, secrets.token_urlsafe(16), OPENER_LOGIN, OPENER_ROLE)
+
+
+@pytest.fixture(scope="session")
+async def opener(opener_url: str) -> AsyncIterator[AsyncConnectionPool]:
+    async with opener_pool(opener_url, 5.0) as pool:
+        await require_opener(pool)
+        yield pool
+
+
 def console_client(pool: AsyncConnectionPool, settings: ConsoleSettings | None = None, *,
                    peer: str = "127.0.0.1", base_url: str = CONSOLE, read_backlog: ReadBacklog | None = None,
-                   ) -> httpx.AsyncClient:  # fmt: skip
-    """A client of the console app over `pool`, its requests coming from `peer`."""
-    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog)
+                   opener: AsyncConnectionPool | None = None) -> httpx.AsyncClient:  # fmt: skip
+    """A client of the console app over `pool`, its requests coming from `peer`; with `opener`, a
+    herald_text_opener login's pool, sent texts may be opened."""
+    app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog,
+                        opener=opener)  # fmt: skip
     return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(peer, 50_000)), base_url=base_url)
 
 

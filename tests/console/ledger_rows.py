@@ -156,3 +156,14 @@ async def stopped_marketing_text(pool: AsyncConnectionPool) -> Seeded:
              "to_state": "suppressed", "reason": "send policy: opt_out (keyword STOP)", "source": "policy"},
         ])  # fmt: skip
     return seeded
+
+
+async def one_persons_notices(pool: AsyncConnectionPool, phone: str, times: list[datetime]) -> list[str]:
+    """SMS intents to one person, one created at each of `times` (repeats allowed); their workflow ids."""
+    made = []
+    async with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+        for at in times:
+            workflow_id = f"{fresh_key('console_person')}/sms"
+            await _intent(cursor, workflow_id, "sms", phone, at)
+            made.append(workflow_id)
+    return made

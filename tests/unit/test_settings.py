@@ -170,6 +170,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_CONSOLE_HOST", "console host", "must be a host name or IP address, without scheme or port, e.g. 127.0.0.1"),
     ("HERALD_CONSOLE_PORT", "http", "must be a port number from 1 to 65535"),
     ("HERALD_CONSOLE_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
+    ("HERALD_CONSOLE_OPENER_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_CONSOLE_TOKEN", "token with-space-secret", "must be one token, without spaces or line breaks"),
     ("HERALD_CONSOLE_AUTH_HEADER", "X User", "must be an HTTP header name: 1 to 64 letters, digits or '-', like X-Forwarded-User"),
     ("HERALD_CONSOLE_TRUSTED_PROXIES", "10.0.0.1,proxy.internal", "each entry must be an IP address or network, like 10.0.0.5 or 10.0.0.0/24"),
