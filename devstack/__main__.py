@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
               f"http://{worker_metrics}/metrics (worker: Temporal SDK and herald_* series)")
         stack.start_console()
         console = f"http://{config.console.host}:{config.console.port}"
-        print(f"console           {console}/ (a notice's story, the routes, lists; read-only)")
+        print(f"console           {console}/ (a notice's story, the routes, lists; read-only but for "
+              "opening a sent text, each opening recorded)")
         stack.create_service_database()
         stack.start_outbox_relay()
         print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")
