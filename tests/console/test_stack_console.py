@@ -34,7 +34,7 @@ def stack_console(ledger_stack: LocalStack) -> Iterator[str]:
 async def test_the_stacks_console_opens_a_sent_text_and_records_the_opening(
     stack_console: str, pool: AsyncConnectionPool, reader_pool: AsyncConnectionPool
 ) -> None:
-    """The console process the stack starts offers the form, answers it with the text, and the opening is in text_openings."""
+    """The stack's console process offers the form, answers it with the text, and records the opening."""
     seeded = await lost_answer_notice(pool)
     reason = f"demo ticket {secrets.token_hex(3)}"
     async with httpx.AsyncClient(base_url=stack_console, timeout=20, trust_env=False) as client:

@@ -35,7 +35,7 @@ async def _granted(*_: object, **__: object) -> None:
 async def test_the_stop_reply_goes_to_the_configured_receipt_port(
     tmp_path: Path, port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A config whose receipt server listens on `port` (and a number of its own) has the emulator post STOP to that port's /twilio/inbound."""
+    """With the receipt server configured on `port` (and a number of its own), STOP is posted to that port."""
     stack_file = tmp_path / "stack.yaml"
     stack_file.write_text(f"receipts:\n  port: {port}\nemulator:\n  from_number: '+15005550099'\n")
     inbound = InboundReplies.of(load_stack_config(stack_file))
