@@ -25,7 +25,7 @@ from temporalio.client import Client
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
 from devstack.config import DEFAULT_STACK_FILE, StackConfig, load_stack_config
-from devstack.demo import PacedRoute, play, refused_input_example, summary
+from devstack.demo import InboundReplies, PacedRoute, play, refused_input_example, summary
 from devstack.failover_demo import play_failover
 from devstack.outage_demo import OUTAGE_SECONDS, play_outage
 from devstack.private_files import replace_private
@@ -79,6 +79,7 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
                 outbox_url=config.outbox_database_url(stack.database_url),
                 agent_env=config.service_env(stack.database_url),
                 paced_route=paced_route,
+                inbound=InboundReplies.of(config),
             )
         outage_rows, during_outage = await play_outage(
             herald, stack, pool, f"http://{config.esp.host}:{config.esp.admin_port}", config.demo_policy
@@ -142,7 +143,8 @@ async def _demo_again(config: StackConfig, runtime: ProcessRuntime, emulator_url
         async with runtime.pool(LEDGER, "required", max_size=2) as pool:
             sealing = herald.with_vault(runtime.vault(pool))
             rows = await play(
-                sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool
+                sealing, emulator_url, esp_url=esp_url, artifacts=PostgresArtifactStore(pool), ledger=pool,
+                inbound=InboundReplies.of(config),
             )
             scene = await play_failover(runtime, pool, emulator_url, _infobip_url(config), config.demo_policy)
             failover = f"\n\n{scene.render()}"
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
               f"http://{worker_metrics}/metrics (worker: Temporal SDK and herald_* series)")
         stack.start_console()
         console = f"http://{config.console.host}:{config.console.port}"
-        print(f"console           {console}/ (a notice's story, the routes, lists; read-only)")
+        print(f"console           {console}/ (a notice's story, the routes, lists; read-only but for "
+              "opening a sent text, each opening recorded)")
         stack.create_service_database()
         stack.start_outbox_relay()
         print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")

@@ -169,7 +169,8 @@ class MetricsDev(Frozen):
 
 
 class ConsoleDev(Frozen):
-    """The operator's console (python -m herald.console), read-only over the ledger as herald_reader."""
+    """The operator's console (python -m herald.console), read-only over the ledger as herald_reader; its
+    second login, of herald_text_opener, lets the demo's operator open a notice's sent text (recorded)."""
 
     host: str = LOOPBACK
     port: int = CONSOLE_PORT
@@ -325,6 +326,10 @@ class StackConfig(Frozen):
     def console_login_password(self) -> str:
         """The console's login password (herald_console, a member of herald_reader)."""
         return self._password("console-login-password")
+
+    def console_opener_login_password(self) -> str:
+        """The console's second login's password (herald_console_opener, a member of herald_text_opener)."""
+        return self._password("console-opener-login-password")
 
     def outbox_relay_password(self) -> str:
         """The outbox relay's login password (OUTBOX_RELAY_LOGIN, a member of herald_outbox_relay)."""

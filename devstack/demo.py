@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
@@ -37,6 +37,9 @@ from herald.intake.errors import HeraldError, InvalidIntent
 from herald.intake.requests import parse_request
 from herald.ledger.artifacts import ArtifactStore
 from herald.ledger.policy_store import grant_consent, policy_in_force, publish_policy
+
+if TYPE_CHECKING:
+    from devstack.config import StackConfig
 
 # (fault armed at the emulator or None, parameters, what Herald should do about it)
 SCENARIO: list[tuple[str | None, dict[str, Any], str]] = [
@@ -96,10 +99,12 @@ async def play(
     outbox_url: str | None = None,
     agent_env: dict[str, str] | None = None,
     paced_route: PacedRoute | None = None,
+    inbound: InboundReplies | None = None,
     timeout: float = 120.0,
 ) -> list[DemoRow]:
     """Send the scenario's intents (and, with a relay, its notices and report e-mail; with a ledger
-    and a paced route, the priority scene) concurrently and wait for every one to close."""
+    and a paced route, the priority scene; with a ledger and `inbound`, the STOP scene) concurrently
+    and wait for every one to close."""
     run_tag = datetime.now(UTC).strftime("%H%M%S") + secrets.token_hex(2)
     rows: list[DemoRow] = []
     email_rows: list[DemoRow] = []
@@ -154,7 +159,8 @@ async def play(
                         hashes = [a["sha256"] for message in listed for a in message["attachments"]]
                         row.attachment_verified = bool(hashes) and set(hashes) == {report_sha256}
         policy_rows = await _send_policy_cases(herald, ledger, run_tag) if ledger is not None else []
-        policy_rows += [] if ledger is None else await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag)
+        if ledger is not None and inbound is not None:
+            policy_rows += await a_stop_reply_suppresses_marketing(herald, admin, ledger, run_tag, inbound)
         if esp_url is not None and ledger is not None:  # e-mail rows: counted at the ESP, by the scene
             email_rows += await a_one_click_unsubscribe_stops_marketing_email(herald, esp_url, ledger, run_tag)
         rows += policy_rows
@@ -423,29 +429,38 @@ def summary(rows: list[DemoRow]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class InboundReplies:
+    """Where a member's reply goes: the receipt server the stack started (its /twilio/inbound), and our
+    number the reply is addressed to."""
+
+    receipts_url: str
+    our_number: str
+
+    @classmethod
+    def of(cls, config: StackConfig) -> InboundReplies:
+        """The stack's own, from the config it was started with (a moved receipt port moves the reply too)."""
+        return cls(f"http://{config.receipts.host}:{config.receipts.port}", config.emulator.from_number)
+
+    @property
+    def webhook_url(self) -> str:
+        return f"{self.receipts_url}/twilio/inbound"
+
+
 async def a_stop_reply_suppresses_marketing(
     herald: HeraldClient,
     admin: httpx.AsyncClient,
     ledger: AsyncConnectionPool,
     run_tag: str,
-    *,
-    receipts_url: str | None = None,
-    our_number: str | None = None,
+    inbound: InboundReplies,
 ) -> list[DemoRow]:
     """A member who agreed to marketing texts STOP to our number; the emulator posts the reply, signed,
     to the receipt server's /twilio/inbound as Twilio would, and the next promotion to them is
-    suppressed by the policy with nothing sent (issue 24). The stack's receipt server and number
-    come from temporal-dev.yaml unless given."""
-    if receipts_url is None or our_number is None:
-        from devstack.config import load_stack_config
-
-        stack = load_stack_config()
-        receipts_url = receipts_url or f"http://{stack.receipts.host}:{stack.receipts.port}"
-        our_number = our_number or stack.emulator.from_number
+    suppressed by the policy with nothing sent (issue 24)."""
     member = phone()
     await grant_consent(ledger, fingerprint=herald.keyring.recipient(member), category=Category.MARKETING,
                         source="demo: signup form", granted_at=datetime.now(UTC))  # fmt: skip
-    reply = {"from": member, "to": our_number, "body": "STOP", "url": f"{receipts_url}/twilio/inbound"}
+    reply = {"from": member, "to": inbound.our_number, "body": "STOP", "url": inbound.webhook_url}
     stop = await admin.post("/_emulator/inbound", json=reply)
     stop.raise_for_status()
     webhook = stop.json()["webhook"]

@@ -16,7 +16,7 @@ from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
 from devstack.embedded_postgres import start_embedded_postgres
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
 from herald.ledger.migrate import apply_migrations
-from herald.ledger.roles import CONSOLE_LOGIN, READER_ROLE, ensure_app_login
+from herald.ledger.roles import CONSOLE_LOGIN, OPENER_LOGIN, OPENER_ROLE, READER_ROLE, ensure_app_login
 from herald.outbox import schema_sql
 from herald.temporal.workflow_api import SEARCH_ATTRIBUTES
 
@@ -174,13 +174,18 @@ class LocalStack:
         return process
 
     def start_console(self) -> ManagedProcess:
-        """The operator's console, as its own login (a member of herald_reader: reads, never writes)."""
+        """The operator's console, as its own login (a member of herald_reader: reads, never writes), and
+        with a second (a member of herald_text_opener: may only call open_sent_text, which records each
+        opening), so the demo's operator can open a notice's sent text."""
         assert self.database_url is not None
         c, t = self.config.console, self.config.temporal
         env = {
             "HERALD_CONSOLE_HOST": c.host, "HERALD_CONSOLE_PORT": str(c.port),
             "HERALD_CONSOLE_DATABASE_URL": ensure_app_login(
                 self.database_url, self.config.console_login_password(), CONSOLE_LOGIN, READER_ROLE
+            ),
+            "HERALD_CONSOLE_OPENER_DATABASE_URL": ensure_app_login(
+                self.database_url, self.config.console_opener_login_password(), OPENER_LOGIN, OPENER_ROLE
             ),
             "HERALD_CONSOLE_TEMPORAL_UI_URL": f"http://{t.host}:{t.ui_port}",
         }  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from psycopg_pool import AsyncConnectionPool
 
-from devstack.demo import a_stop_reply_suppresses_marketing, settle
+from devstack.demo import InboundReplies, a_stop_reply_suppresses_marketing, settle
 from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
 from tests.stack import Emulator
@@ -22,9 +22,8 @@ async def test_the_demo_s_stop_reply_suppresses_the_next_promotion(
     """The scene's row ends suppressed by the opt-out, with no message at the emulator and no note of a failed post."""
     async with httpx.AsyncClient(base_url=emulator.base_url, timeout=20, trust_env=False) as admin:
         [row] = await a_stop_reply_suppresses_marketing(
-            herald, admin, pool, secrets.token_hex(3), receipts_url=receipt_server,
-            our_number=settings.twilio.from_number,
-        )  # fmt: skip
+            herald, admin, pool, secrets.token_hex(3), InboundReplies(receipt_server, settings.twilio.from_number)
+        )
         await asyncio.wait_for(settle(herald, [row], 60), 70)
     assert row.state is IntentState.SUPPRESSED and row.note == ""
     assert await emulator.messages(row.recipient) == []
