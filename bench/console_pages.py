@@ -5,6 +5,9 @@ with a month of intents shaped like the demo's (SMS and e-mail, 20 tenants, 20,0
 attempt, three transitions, three observations and a stored report each, a retry on one in ten,
 `unknown` on one in fifty), then each page asked through the console app as the console's login
 (herald_reader, read-only, the 5 s statement timeout), ROUNDS times: the median and the slowest.
+
+`--ledger DIR` keeps the filled server's data in DIR and reuses it on the next run (the fill takes
+minutes at 100,000 intents; a kept ledger's intents age with it, so its last hour thins out).
 """
 
 from __future__ import annotations
@@ -105,17 +108,32 @@ async def _time(
     return status, times
 
 
-async def measure(n: int) -> str:
-    folder = Path(tempfile.mkdtemp(prefix="herald-console-bench-"))
+# The people's fingerprint key: fixed, so a kept ledger (--ledger) is found by the same numbers again.
+_KEY = hashlib.sha256(b"herald console bench").digest()
+
+
+async def _filled_with(owner_url: str) -> int | None:
+    """The intents a kept ledger was filled with, or None when it is new."""
+    async with open_pool(owner_url, max_size=1) as pool, pool.connection() as conn:
+        cursor = await conn.execute("SELECT count(*) FROM intents WHERE business_key LIKE 'bench:k%%'")
+        (count,) = await cursor.fetchone()  # type: ignore[misc]
+    return count or None
+
+
+async def measure(n: int, ledger: Path | None = None) -> str:
+    folder = ledger or Path(tempfile.mkdtemp(prefix="herald-console-bench-"))
     server = start_embedded_postgres(folder / "pgdata")
     try:
         owner = server.get_uri()
         await apply_migrations(owner)
         reader = ensure_app_login(owner, secrets.token_urlsafe(12), CONSOLE_LOGIN, READER_ROLE)
-        keyring = Keyring.configured({"bench": secrets.token_bytes(32)}, None)
+        keyring = Keyring.configured({"bench": _KEY}, None)
         assert keyring is not None
         numbers, fingerprints = _people(keyring)
-        filled = await _fill(owner, n, fingerprints)
+        kept = await _filled_with(owner)
+        if kept is not None and kept != n:
+            raise SystemExit(f"--ledger {folder}: holds {kept:,} intents, not --intents {n:,}")
+        filled = 0.0 if kept else await _fill(owner, n, fingerprints)
         middle = n // 2
         day_ago = (datetime.now(UTC) - timedelta(days=1)).isoformat()
         month = {"since": (datetime.now(UTC) - timedelta(days=30)).isoformat()}
@@ -138,7 +156,8 @@ async def measure(n: int) -> str:
             app = build_console(pool, keyring, ConsoleSettings(), "default")
             transport = httpx.ASGITransport(app, client=("127.0.0.1", 50_000))
             async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8240") as client:
-                lines = [f"console page times at {n:,} intents (filled in {filled:.0f} s); {ROUNDS} rounds each, "
+                source = f"filled in {filled:.0f} s" if filled else "a kept ledger"
+                lines = [f"console page times at {n:,} intents ({source}); {ROUNDS} rounds each, "
                          "in ms: median, slowest", ""]  # fmt: skip
                 lines.append("| page | status | median ms | slowest ms |\n|---|--:|--:|--:|")
                 for label, method, url, data in pages:
@@ -160,7 +179,9 @@ def _q(text: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.console_pages", description=__doc__.splitlines()[0])
     parser.add_argument("--intents", type=int, default=100_000)
-    print(asyncio.run(measure(parser.parse_args().intents)))
+    parser.add_argument("--ledger", type=Path, help="keep the filled ledger in this folder and reuse it")
+    args = parser.parse_args()
+    print(asyncio.run(measure(args.intents, args.ledger)))
 
 
 if __name__ == "__main__":
