@@ -339,6 +339,44 @@ async def queue_age_series(pool: AsyncConnectionPool, *, window: timedelta, buck
         ]
 
 
+class ExpiredInQueue(Frozen):
+    """An intent that expired while its submit was still queued on the route: nothing was sent."""
+
+    at: datetime  # when it expired
+    business_key: str
+    workflow_id: str
+    channel: str
+    template_id: str
+    template_version: int
+    tenant: str
+
+
+# The newest first, within the range: a backward walk of transitions_expired_by_at (migration 025)
+# from now to the range's start, stopped after `limit` rows; never the whole table.
+_RECENT_EXPIRED_IN_QUEUE_SQL = """
+SELECT t.at, i.business_key, i.workflow_id, i.channel, i.template_id, i.template_version, i.tenant
+  FROM transitions t JOIN intents i ON i.workflow_id = t.workflow_id
+ WHERE t.to_state = 'expired' AND t.at > now() - %(within)s AND t.reason LIKE %(expired_in_queue)s
+ ORDER BY t.at DESC
+ LIMIT %(limit)s
+"""
+
+
+async def recent_expired_in_queue(pool: AsyncConnectionPool, *, within: timedelta, limit: int) -> list[ExpiredInQueue]:
+    """The newest `limit` intents that expired in the route queue within the last `within`, newest
+    first (those the report's queue ages count, one by one)."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            _RECENT_EXPIRED_IN_QUEUE_SQL,
+            {"within": within, "limit": limit, "expired_in_queue": f"%{EXPIRED_IN_QUEUE_MARK}%"},
+        )
+        return [
+            ExpiredInQueue(at=at, business_key=key, workflow_id=wf, channel=ch, template_id=tid, template_version=tv,
+                           tenant=tenant)
+            for at, key, wf, ch, tid, tv, tenant in await cursor.fetchall()
+        ]  # fmt: skip
+
+
 _OUTAGES_SQL = """
 WITH open_intents AS (
     SELECT workflow_id FROM intent_current_state WHERE state NOT IN (SELECT state FROM terminal_states)),
