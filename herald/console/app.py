@@ -37,10 +37,10 @@ from herald.core.recipients import RecipientRefused
 from herald.ledger.intent_pages import IntentFilter, IntentLine, intent_page
 from herald.ledger.notices import find_business_keys, notice_story
 from herald.ledger.report import LedgerReport, ledger_report, queue_age_series, recent_expired_in_queue
+from herald.outbox.relay import describe
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.masked import masked_recipient, short_fingerprint
 from herald.runtime.http_bodies import read_bounded
-from herald.outbox.relay import describe
 from herald.settings import ConsoleSettings, InvalidSetting
 from herald.temporal.route_backlog import RouteBacklog
 

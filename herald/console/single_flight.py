@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -51,6 +51,7 @@ class SingleFlight(Generic[T]):
             return self._last
         if self._running is None:
             self._running = asyncio.ensure_future(self._run())
+            self._running.add_done_callback(_retrieved)
         # Shielded: a reader that goes away (a closed tab) does not cancel the others' computation.
         return await asyncio.shield(self._running)
 
@@ -64,3 +65,10 @@ class SingleFlight(Generic[T]):
         self._last = Computed(value=value, at=began, seconds=finished - started)
         self._finished_at = finished
         return self._last
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    # Every reader may have gone before a computation failed: its error is read here, so asyncio does
+    # not log it as never retrieved (the readers that stayed got it as their 503).
+    if not done.cancelled():
+        done.exception()
