@@ -188,6 +188,8 @@ class LocalStack:
                 self.database_url, self.config.console_opener_login_password(), OPENER_LOGIN, OPENER_ROLE
             ),
             "HERALD_CONSOLE_TEMPORAL_UI_URL": f"http://{t.host}:{t.ui_port}",
+            # The routes page reads the paced scene's submit queue beside the stack's own route's.
+            "HERALD_CONSOLE_ROUTES": self.config.paced_route.task_queue,
         }  # fmt: skip
         process = self._spawn("console", [sys.executable, "-m", "herald.console"], service=True, extra_env=env)
         wait_for_port(c.host, c.port, START_TIMEOUT_SECONDS, process.process)

@@ -3,7 +3,10 @@
 It reads the ledger as a login of herald_reader (HERALD_CONSOLE_DATABASE_URL, migration 022), in
 read-only transactions whose statements PostgreSQL cancels after HERALD_CONSOLE_QUERY_TIMEOUT, and
 refuses to start on a login that may write. It names people with the deployment's fingerprint keys
-(HERALD_FINGERPRINT_KEYS): an operator's typed number is looked up by its keyed fingerprint.
+(HERALD_FINGERPRINT_KEYS): an operator's typed number is looked up by its keyed fingerprint. With
+HERALD_CONSOLE_OUTBOX_DATABASE_URL it reads the outbox's backlog too, as a login that may not read a
+notice (herald.console.outbox_backlog); HERALD_CONSOLE_ROUTES names the routes' task queues beyond
+HERALD_TASK_QUEUE whose submit queues the routes page reads.
 
 With HERALD_CONSOLE_OPENER_DATABASE_URL, a login of herald_text_opener (migration 024), an operator
 may open a notice's sent text, each opening recorded first (herald.console.sent_text); the console
@@ -12,18 +15,22 @@ refuses to start on an opener login that may do more than that one function does
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
+from contextlib import AsyncExitStack
 
+from psycopg import Error as DatabaseError
 from psycopg.conninfo import make_conninfo
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from herald.console.app import build_console
+from herald.console.outbox_backlog import VARIABLE as OUTBOX_VARIABLE
+from herald.console.outbox_backlog import OutboxBacklog
 from herald.metrics.exporter import ledger_pool
 from herald.runtime import exits
 from herald.runtime.http_server import serve_app
 from herald.runtime.process import ProcessRuntime
-from herald.runtime.reach import database_url, reach_database
+from herald.runtime.reach import ServiceUnreachable, database_url, reach_database
 from herald.settings import InvalidSetting, load_settings
 from herald.temporal.route_backlog import route_backlog
 
@@ -114,24 +121,40 @@ async def serve() -> None:
         raise InvalidSetting(VARIABLE, "required: a login of herald_reader (migration 022); the console never writes")
     url = database_url(VARIABLE, console.database_url.get_secret_value())
     await reach_database(url, VARIABLE)
-    async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(console_pool(url, console.query_timeout))
+    async with AsyncExitStack() as opened:
+        pool = await opened.enter_async_context(console_pool(url, console.query_timeout))
         await require_reader(pool)
         opener = None
         if console.opener_database_url is not None:
             opener_url = database_url(OPENER_VARIABLE, console.opener_database_url.get_secret_value())
             await reach_database(opener_url, OPENER_VARIABLE)
-            opener = await stack.enter_async_context(opener_pool(opener_url, console.query_timeout))
+            opener = await opened.enter_async_context(opener_pool(opener_url, console.query_timeout))
             await require_opener(opener)
-        # The route's backlog is the Temporal server's to count, asked on each routes page; connected on
-        # the first (a server that is down costs that one line of the page, not the console).
+        outbox = None
+        if console.outbox_database_url is not None:
+            outbox_url = database_url(OUTBOX_VARIABLE, console.outbox_database_url.get_secret_value())
+            outbox = OutboxBacklog(await opened.enter_async_context(console_pool(outbox_url, console.query_timeout)))
+            await _check_outbox(outbox, outbox_url, console.query_timeout)
+        # Each route's backlog is the Temporal server's to count, asked on each routes page; connected on
+        # the first (a server that is down costs those lines of the page, not the console).
         temporal = await runtime.temporal(lazy=True)
-        task_queue = settings.temporal.task_queue
-        app = build_console(pool, keyring, console, settings.temporal.namespace,
-                            read_backlog=lambda: route_backlog(temporal, task_queue), opener=opener)  # fmt: skip
+        routes = tuple(dict.fromkeys((settings.temporal.task_queue, *console.routes)))
+        app = build_console(pool, keyring, console, settings.temporal.namespace, routes=routes, outbox=outbox,
+                            read_backlog=lambda task_queue: route_backlog(temporal, task_queue), opener=opener)  # fmt: skip
         # Proxy headers off: the access rules read the TCP peer, which X-Forwarded-For must not replace.
         await serve_app(app, host=console.host, port=console.port, log=log, what="console",
                         access_log=False, proxy_headers=False)  # fmt: skip
+
+
+async def _check_outbox(outbox: OutboxBacklog, url: str, timeout: float) -> None:
+    """Refuse a login that may read a notice now, when the services' database answers; one that does
+    not answer at start is checked on the first routes page (until then the page says unknown)."""
+    try:
+        await reach_database(url, OUTBOX_VARIABLE)
+        await asyncio.wait_for(outbox.check(), timeout)
+    except (ServiceUnreachable, DatabaseError, PoolTimeout, TimeoutError) as error:
+        log.warning("the outbox database did not answer at start (%s); checked when first read", type(error).__name__)
+
 
 def main() -> None:
     exits.serve(serve, database=VARIABLE)

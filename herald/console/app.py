@@ -31,19 +31,22 @@ from herald.console.markup import el
 from herald.console.pages import SEARCH_MAX, STYLE, WebUi, moment, notice_href, page, refusal_page
 from herald.console.intent_list import PERSON_RANGE, intent_list_page, older_href, person_query, read_query
 from herald.console.params import ParameterRefused, one_line, only
-from herald.console.routes_page import CHART_BUCKETS, CHART_HOURS, routes_page
 from herald.console.sent_text import MAX_FORM_BYTES as OPENING_FORM_BYTES
 from herald.console.sent_text import NOT_ENABLED, opened_body, operator_recordable, read_opening_form, text_section
+from herald.console.outbox_backlog import OutboxBacklog
+from herald.console.routes_page import CHART_BUCKETS, CHART_HOURS, RouteQueue, routes_page
+from herald.console.single_flight import FRESH_FOR, SingleFlight
 from herald.console.story import story_page
 from herald.core.recipients import RecipientRefused
 from herald.ledger.intent_pages import IntentLine, intent_page
 from herald.ledger.notices import find_business_keys, notice_story
-from herald.ledger.report import ledger_report, queue_age_series
 from herald.ledger.text_openings import OpeningOutcome, open_sent_text, openings_of
+from herald.ledger.report import LedgerReport, ledger_report, queue_age_series, recent_expired_in_queue
+from herald.outbox.relay import describe
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.masked import masked_recipient, short_fingerprint
 from herald.runtime.http_bodies import read_bounded
-from herald.settings import ConsoleSettings
+from herald.settings import ConsoleSettings, InvalidSetting
 from herald.temporal.route_backlog import RouteBacklog
 
 log = logging.getLogger("herald.console")
@@ -52,6 +55,9 @@ log = logging.getLogger("herald.console")
 MAX_FORM_BYTES = 4096
 # A person's notices a page: the newest first, older ones by the page's link (herald.console.intent_list).
 PERSON_SHOWN = 50
+# The routes page's recent intents expired in the route queue: the newest this many, of this far back.
+EXPIRED_SHOWN = 20
+EXPIRED_RANGE = timedelta(hours=24)
 # Sent with every answer: no script runs (there is none), nothing loads from elsewhere, no page
 # may frame it, no address leaks to a link's target, nothing is cached.
 SECURITY_HEADERS = [
@@ -76,7 +82,8 @@ def refused(request: Request, error: ParameterRefused | str, status: int = 400) 
     return html(refusal_page(operator_of(request), status, str(error)), status)
 
 
-ReadBacklog = Callable[[], Awaitable[RouteBacklog]]
+# A route's backlog, by the route's workflow task queue (its submits wait on that queue's submit queue).
+ReadBacklog = Callable[[str], Awaitable[RouteBacklog]]
 
 
 class ConsolePages:
@@ -91,6 +98,10 @@ class ConsolePages:
         read_backlog: ReadBacklog | None,
         deadline: float,
         opener: AsyncConnectionPool | None = None,
+        *,
+        routes: tuple[str, ...] = (),
+        outbox: OutboxBacklog | None = None,
+        report_fresh_for: float = FRESH_FOR,
     ) -> None:
         self._pool = pool
         self._opener = opener
@@ -98,6 +109,10 @@ class ConsolePages:
         self._web_ui = web_ui
         self._read_backlog = read_backlog
         self._deadline = deadline
+        self._routes = routes
+        self._outbox = outbox
+        # The whole-ledger report, computed once for every reader within report_fresh_for seconds.
+        self._report: SingleFlight[LedgerReport] = SingleFlight(lambda: ledger_report(self._pool), report_fresh_for)
 
     async def home(self, request: Request) -> Response:
         try:
@@ -185,8 +200,7 @@ class ConsolePages:
                 ),  # fmt: skip
                 intent_table(lines),
                 # Older notices by the keyed fingerprint: the person's number never goes in an address.
-                el("p", el("a", "older →", href=older_href(query, more), rel="next"), class_="pager")
-                if more else None,
+                el("p", el("a", "older →", href=older_href(query, more), rel="next"), class_="pager") if more else None,
             )
         )
 
@@ -244,22 +258,42 @@ class ConsolePages:
         except ParameterRefused as error:
             return refused(request, error)
         hours = int(hours_given)
-        report = await ledger_report(self._pool)
+        report = await self._report.get()
         window = timedelta(hours=hours)
         points = await queue_age_series(self._pool, window=window, bucket=window / CHART_BUCKETS)
-        body = routes_page(report, points, hours=hours, backlog=await self._backlog(), operator=operator_of(request),
+        expired = await recent_expired_in_queue(self._pool, within=EXPIRED_RANGE, limit=EXPIRED_SHOWN)
+        backlogs, outbox = await asyncio.gather(self._backlogs(), self._outbox_line())
+        body = routes_page(report, points, hours=hours, backlogs=backlogs, outbox=outbox, expired=expired,
+                           expired_within=f"{EXPIRED_RANGE.total_seconds() / 3600:g} h", operator=operator_of(request),
                            now=datetime.now(UTC))  # fmt: skip
         return html(body)
 
-    async def _backlog(self) -> str:
-        """The route's queue now, from the Temporal server, as starter.py report prints it; unknown,
-        not fatal, when the server does not answer within the page's deadline."""
+    async def _backlogs(self) -> list[RouteQueue] | None:
+        """Each route's submit queue now, from the Temporal server, asked at once; a queue the server
+        does not answer for within the page's deadline is unknown, not fatal."""
         if self._read_backlog is None:
-            return "route backlog: not read (the console has no Temporal connection)"
+            return None  # no Temporal connection: the page says so
+        read = self._read_backlog
+
+        async def one(route: str) -> RouteQueue:
+            try:
+                return RouteQueue(route=route, backlog=await asyncio.wait_for(read(route), self._deadline))
+            except (RPCError, RuntimeError, TimeoutError) as error:  # RuntimeError: the lazy client's failed connect
+                return RouteQueue(route=route, unknown=f"the Temporal server did not answer: {type(error).__name__}")
+
+        return list(await asyncio.gather(*(one(route) for route in self._routes)))
+
+    async def _outbox_line(self) -> str:
+        """The outbox relay's backlog as starter.py report prints it; unknown, not fatal, when the
+        services' database does not answer within the page's deadline."""
+        if self._outbox is None:
+            return "outbox: not configured (HERALD_CONSOLE_OUTBOX_DATABASE_URL unset)"
         try:
-            return (await asyncio.wait_for(self._read_backlog(), self._deadline)).render()
-        except (RPCError, RuntimeError, TimeoutError) as error:  # RuntimeError: the lazy client's failed connect
-            return f"route backlog: unknown (the Temporal server did not answer: {type(error).__name__})"
+            return describe(await asyncio.wait_for(self._outbox.read(), self._deadline))
+        except InvalidSetting as error:
+            return f"outbox: not read ({error})"
+        except (DatabaseError, PoolTimeout, OSError, TimeoutError) as error:
+            return f"outbox backlog: unknown ({type(error).__name__}: the outbox database did not answer)"
 
     async def style(self, request: Request) -> Response:
         return Response(STYLE, media_type="text/css")
@@ -310,13 +344,19 @@ def build_console(
     *,
     read_backlog: ReadBacklog | None = None,
     opener: AsyncConnectionPool | None = None,
+    routes: tuple[str, ...] = (),
+    outbox: OutboxBacklog | None = None,
+    report_fresh_for: float = FRESH_FOR,
 ) -> ASGIApp:
     """The console over `pool` (a read-only login's, with a statement timeout), naming people with
     `keyring`, linking workflows into the Web UI's `namespace`, let in by `settings`' access rules;
-    with `read_backlog`, the routes page asks the Temporal server for the route's queue too; with
-    `opener` (a herald_text_opener login's pool), an operator may open a notice's sent text."""
+    with `read_backlog`, the routes page asks the Temporal server for each of `routes`' submit queue
+    (the routes' workflow task queues); with `outbox`, it reads the outbox's backlog; with `opener`
+    (a herald_text_opener login's pool), an operator may open a notice's sent text. The report is
+    computed at most once per `report_fresh_for` seconds, whoever asks."""
     web_ui = WebUi(base_url=settings.temporal_ui_url, namespace=namespace)
-    pages = ConsolePages(pool, keyring, web_ui, read_backlog, settings.query_timeout, opener)
+    pages = ConsolePages(pool, keyring, web_ui, read_backlog, settings.query_timeout, opener, routes=routes,
+                         outbox=outbox, report_fresh_for=report_fresh_for)  # fmt: skip
 
     async def unavailable(request: Request, error: Exception) -> Response:
         # The class only: a database error's text may quote row values.

@@ -98,8 +98,11 @@ def read_query(given_pairs: list[tuple[str, str]], now: datetime) -> IntentQuery
     if since >= until:
         raise ParameterRefused("since", "must be before until")
     if until - since > widest:
-        raise ParameterRefused("since", f"the range from since to until may span at most {widest.days} days"
-                               + ("" if person else f" ({PERSON_RANGE.days} for one person)"))
+        raise ParameterRefused(
+            "since",
+            f"the range from since to until may span at most {widest.days} days"
+            + ("" if person else f" ({PERSON_RANGE.days} for one person)"),
+        )
     limit = DEFAULT_PAGE
     if "limit" in given:
         text = given["limit"]

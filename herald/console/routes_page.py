@@ -5,7 +5,10 @@ providers the route rule skips (in outage since when, whether a probe is due) an
 waiting on an unreachable one; each event stream's last post and the e-mails waiting on its
 silence; queue age by priority and by tenant, as figures over the report's window and as charts
 over time; the recipients' requests. The report's own text is on the page too, so the two can be
-held side by side: they are one reading (``herald.ledger.report.ledger_report``).
+held side by side: they are one reading (``herald.ledger.report.ledger_report``), computed at most
+once per few seconds for every reader (``herald.console.single_flight``: the page says when, and in
+how long). Read afresh on every load: each route's submit queue from the Temporal server, the
+outbox's backlog from the services' database, the newest intents that expired in the route queue.
 """
 
 from __future__ import annotations
@@ -14,14 +17,26 @@ from datetime import datetime, timedelta
 
 from herald.console.chart import Point, Series, line_chart
 from herald.console.markup import Markup, el, fragment
-from herald.console.pages import delay, moment, page
-from herald.ledger.report import QUEUE_WINDOW, TENANTS_SHOWN, LedgerReport, QueueAgePoint
+from herald.console.pages import delay, moment, notice_href, page
+from herald.console.single_flight import Computed
+from herald.core.outcomes import Frozen
+from herald.ledger.report import QUEUE_WINDOW, TENANTS_SHOWN, ExpiredInQueue, LedgerReport, QueueAgePoint
+from herald.temporal.route_backlog import RouteBacklog
+from herald.temporal.task_queues import submit_task_queue
 
 # The windows the chart may span, in hours: each drawn in CHART_BUCKETS buckets.
 CHART_HOURS = (1, 6, 24)
 CHART_BUCKETS = 60
 # Tenants drawn: the report's longest waits first; more lines than this is a tangle.
 TENANTS_DRAWN = 5
+
+
+class RouteQueue(Frozen):
+    """One route's submit queue as the Temporal server counted it now, or why it is unknown."""
+
+    route: str  # the route's workflow task queue
+    backlog: RouteBacklog | None = None
+    unknown: str = ""
 
 
 def _ms(value: float | None) -> str:
@@ -197,22 +212,81 @@ def _consent(report: LedgerReport) -> Markup:
     return _table(("request", "by", "channel", "count", "last"), rows, "none")
 
 
+def _backlogs(queues: list[RouteQueue] | None) -> Markup:
+    """One line per route: its submit queue's tasks and the oldest's wait, by priority key."""
+    if queues is None:
+        return el("p", "route backlog: not read (the console has no Temporal connection)", class_="backlog muted")
+    rows = []
+    for queue in queues:
+        backlog = queue.backlog
+        if backlog is None:
+            cells = [el("td", el("span", "unknown", class_="state unknown")), el("td", "-"), el("td", queue.unknown)]
+        else:
+            levels = [level for level in backlog.by_priority if level.tasks or level.added_per_second]
+            oldest = max((level.oldest_seconds for level in backlog.by_priority), default=0.0)
+            by_priority = "   ".join(
+                f"priority {level.priority}: {level.tasks} queued, oldest {level.oldest_seconds:,.1f} s" for level in levels
+            )  # fmt: skip
+            cells = [el("td", f"{backlog.tasks:,}"), el("td", f"{oldest:,.1f} s"), el("td", by_priority or "empty")]
+        rows.append(el("tr", el("td", submit_task_queue(queue.route), class_="mono"), *cells, data_route=queue.route))
+    return fragment(
+        el("p", "each route's submit queue now, as the Temporal server counts it (approximate)", class_="muted"),
+        _table(("submit queue", "queued", "oldest", "by priority"), rows, "no route configured"),
+    )
+
+
+def _expired(expired: list[ExpiredInQueue], within: str) -> Markup:
+    rows = [
+        el(
+            "tr",
+            el("td", moment(e.at), class_="mono"),
+            el("td", el("a", e.business_key, href=notice_href(e.business_key))),
+            el("td", e.channel),
+            el("td", f"{e.template_id} v{e.template_version}"),
+            el("td", e.tenant),
+            data_workflow=e.workflow_id,
+        )  # fmt: skip
+        for e in expired
+    ]
+    return _table(("expired", "notice", "channel", "template", "tenant"), rows, f"none in the last {within}")
+
+
 def routes_page(
-    report: LedgerReport, points: list[QueueAgePoint], *, hours: int, backlog: str, operator: str, now: datetime
+    reading: Computed[LedgerReport],
+    points: list[QueueAgePoint],
+    *,
+    hours: int,
+    backlogs: list[RouteQueue] | None,
+    outbox: str,
+    expired: list[ExpiredInQueue],
+    operator: str,
+    now: datetime,
+    expired_within: str = "24 h",
 ) -> str:
+    report = reading.value
     return page(
         "routes",
         operator,
         el("h1", "Routes"),
-        el("p", f"read {moment(now)}; the numbers of starter.py report, from the same queries", class_="muted"),
+        el(
+            "p",
+            f"as of {reading.at:%H:%M:%S} UTC, computed in {reading.seconds:,.1f} s (shared by every reader for a few "
+            "seconds): the numbers of starter.py report, from the same queries",
+            class_="muted as-of",
+        ),  # fmt: skip
         _cards(report),
         el("h2", "providers"),
         _providers(report, now),
-        el("p", backlog, class_="backlog muted"),
+        el("h2", "route backlog"),
+        _backlogs(backlogs),
+        el("h2", "outbox"),
+        el("p", outbox, class_="outbox"),
         el("h2", "queue age over time"),
         _charts(report, points, hours, now),
         el("h2", "queue age by priority and tenant"),
         _queue_ages(report),
+        el("h3", f"expired in the route queue, the newest of the last {expired_within}"),
+        _expired(expired, expired_within),
         el("p", el("a", "intents that expired", href="/intents?state=expired"), ": the list, newest first."),
         el("h2", "event streams"),
         _streams(report),

@@ -52,9 +52,7 @@ def read_opening_form(body: bytes) -> OpeningForm:
     try:
         fields = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=4)
     except (UnicodeDecodeError, ValueError):
-        raise ParameterRefused(
-            "request body", "must be a form (application/x-www-form-urlencoded, UTF-8)"
-        ) from None
+        raise ParameterRefused("request body", "must be a form (application/x-www-form-urlencoded, UTF-8)") from None
     given = only(fields, ("workflow", "reason"))
     if "workflow" not in given:
         raise ParameterRefused("workflow", "required: the workflow whose text is opened")
@@ -82,8 +80,19 @@ def text_section(workflow_id: str, openings: list[RecordedOpening], enabled: boo
         opener: Markup = el(
             "form",
             el("input", type="hidden", name="workflow", value=workflow_id),
-            el("label", "reason ", el("input", type="text", name="reason", required=True, maxlength=REASON_MAX,
-                                      placeholder="why: a ticket, a dispute", autocomplete="off")),  # fmt: skip
+            el(
+                "label",
+                "reason ",
+                el(
+                    "input",
+                    type="text",
+                    name="reason",
+                    required=True,
+                    maxlength=REASON_MAX,
+                    placeholder="why: a ticket, a dispute",
+                    autocomplete="off",
+                ),
+            ),  # fmt: skip
             el("button", "Open the text as sent", type="submit"),
             el("span", " (recorded in the ledger: who, when, why)", class_="muted"),
             method="post",
@@ -100,8 +109,14 @@ def openings_table(openings: list[RecordedOpening]) -> Markup:
         return el("p", "never opened", class_="muted")
     head = el("tr", *(el("th", h) for h in ("opened", "by", "reason", "outcome")))
     rows = [
-        el("tr", el("td", moment(o.opened_at), class_="mono"), el("td", o.operator), el("td", o.reason),
-           el("td", o.outcome.value), class_="opening")  # fmt: skip
+        el(
+            "tr",
+            el("td", moment(o.opened_at), class_="mono"),
+            el("td", o.operator),
+            el("td", o.reason),
+            el("td", o.outcome.value),
+            class_="opening",
+        )  # fmt: skip
         for o in openings
     ]
     return el("table", el("thead", head), el("tbody", *rows), class_="openings")

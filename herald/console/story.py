@@ -33,8 +33,11 @@ def story_page(story: NoticeStory, operator: str, web_ui: WebUi, texts: Mapping[
         operator,
         el("h1", "notice ", el("code", story.business_key)),
         el("p", *_between(states, " · "), class_="summary"),
-        el("div", *(_channel(c, web_ui, (texts or {}).get(c.history.workflow_id)) for c in story.channels),
-           class_="channels"),
+        el(
+            "div",
+            *(_channel(c, web_ui, (texts or {}).get(c.history.workflow_id)) for c in story.channels),
+            class_="channels",
+        ),
     )
 
 

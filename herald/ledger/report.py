@@ -195,8 +195,15 @@ def _render_queue_ages(ages: list[QueueAge], tenants_not_shown: int) -> list[str
     return lines
 
 
+# One statement, each table read once where the numbers share it: the intents' current states (the
+# view's per-intent look-up of the newest transition, the report's costliest read) feed every count
+# and the oldest unresolved age (unresolved_intents is those same intents, now() - created_at), each
+# pair of percentiles is one sort, and observations and the undecided reports one scan each. Before
+# (bench/RESULTS-console.md) the states were read twice and each figure scanned on its own.
 _SQL = """
-WITH states AS (SELECT * FROM intent_current_state),
+WITH states AS (
+    SELECT s.state, s.state_since, s.created_at, s.workflow_id, s.state IN (SELECT state FROM terminal_states) AS terminal
+      FROM intent_current_state s),
 accepted AS (  -- the first observation that proved each attempt accepted
     SELECT o.workflow_id, o.attempt_number, min(o.observed_at) AS accepted_at
       FROM observations o WHERE o.provider_id IS NOT NULL AND o.applied
@@ -210,26 +217,28 @@ last_accepted AS (  -- each intent's latest accepted attempt: grouped once, join
 terminal_latency AS (
     SELECT extract(epoch FROM s.state_since - ac.accepted_at) * 1000 AS ms
       FROM states s JOIN last_accepted ac ON ac.workflow_id = s.workflow_id
-     WHERE s.state IN (SELECT state FROM terminal_states))
-SELECT
-    (SELECT count(*) FROM states),
-    (SELECT count(*) FROM states WHERE state IN (SELECT state FROM terminal_states) AND state <> 'unknown'),
-    (SELECT count(*) FROM states WHERE state = 'delivered'),
-    (SELECT count(*) FROM states WHERE state = 'unknown'),
-    (SELECT count(*) FROM states WHERE state NOT IN (SELECT state FROM terminal_states)),
-    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM submit_latency),
-    (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FROM submit_latency),
-    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM terminal_latency),
-    (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FROM terminal_latency),
-    (SELECT count(*) FROM observations WHERE source = 'poll'),
-    (SELECT count(*) FROM states WHERE state IN (SELECT state FROM terminal_states)),
-    (SELECT count(*) FROM observations WHERE kind = 'key_conflict')
-      + (SELECT count(*) FROM transitions WHERE to_state = 'suppressed' AND reason LIKE 'key reused%%'),
-    (SELECT count(*) FROM receipt_inbox),
-    (SELECT count(*) FROM undecided_reports),
-    (SELECT max(age) FROM undecided_reports),
-    (SELECT max(age) FROM unresolved_intents),
-    (SELECT count(*) FROM presumed_not_accepted_then_seen)
+     WHERE s.terminal),
+counts AS (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE terminal AND state <> 'unknown') AS known,
+           count(*) FILTER (WHERE state = 'delivered') AS delivered,
+           count(*) FILTER (WHERE state = 'unknown') AS unknown,
+           count(*) FILTER (WHERE NOT terminal) AS open,
+           count(*) FILTER (WHERE terminal) AS finished,
+           now() - min(created_at) FILTER (WHERE NOT terminal) AS oldest_unresolved
+      FROM states),
+submit_p AS (SELECT percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY ms) AS p FROM submit_latency),
+terminal_p AS (SELECT percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY ms) AS p FROM terminal_latency),
+observed AS (
+    SELECT count(*) FILTER (WHERE source = 'poll') AS polls, count(*) FILTER (WHERE kind = 'key_conflict') AS conflicts
+      FROM observations),
+undecided AS (SELECT count(*) AS reports, max(age) AS oldest FROM undecided_reports)
+SELECT c.total, c.known, c.delivered, c.unknown, c.open, sp.p[1], sp.p[2], tp.p[1], tp.p[2], o.polls, c.finished,
+       o.conflicts + (SELECT count(*) FROM transitions WHERE to_state = 'suppressed' AND reason LIKE 'key reused%%'),
+       (SELECT count(*) FROM receipt_inbox),
+       u.reports, u.oldest, c.oldest_unresolved,
+       (SELECT count(*) FROM presumed_not_accepted_then_seen)
+  FROM counts c, submit_p sp, terminal_p tp, observed o, undecided u
 """
 
 _QUEUE_SQL = """
@@ -328,6 +337,44 @@ async def queue_age_series(pool: AsyncConnectionPool, *, window: timedelta, buck
             QueueAgePoint(by=by, key=key, bucket_start=start, attempts=n, p95_ms=p95)
             for by, key, start, n, p95 in await cursor.fetchall()
         ]
+
+
+class ExpiredInQueue(Frozen):
+    """An intent that expired while its submit was still queued on the route: nothing was sent."""
+
+    at: datetime  # when it expired
+    business_key: str
+    workflow_id: str
+    channel: str
+    template_id: str
+    template_version: int
+    tenant: str
+
+
+# The newest first, within the range: a backward walk of transitions_expired_by_at (migration 025)
+# from now to the range's start, stopped after `limit` rows; never the whole table.
+_RECENT_EXPIRED_IN_QUEUE_SQL = """
+SELECT t.at, i.business_key, i.workflow_id, i.channel, i.template_id, i.template_version, i.tenant
+  FROM transitions t JOIN intents i ON i.workflow_id = t.workflow_id
+ WHERE t.to_state = 'expired' AND t.at > now() - %(within)s AND t.reason LIKE %(expired_in_queue)s
+ ORDER BY t.at DESC
+ LIMIT %(limit)s
+"""
+
+
+async def recent_expired_in_queue(pool: AsyncConnectionPool, *, within: timedelta, limit: int) -> list[ExpiredInQueue]:
+    """The newest `limit` intents that expired in the route queue within the last `within`, newest
+    first (those the report's queue ages count, one by one)."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            _RECENT_EXPIRED_IN_QUEUE_SQL,
+            {"within": within, "limit": limit, "expired_in_queue": f"%{EXPIRED_IN_QUEUE_MARK}%"},
+        )
+        return [
+            ExpiredInQueue(at=at, business_key=key, workflow_id=wf, channel=ch, template_id=tid, template_version=tv,
+                           tenant=tenant)
+            for at, key, wf, ch, tid, tv, tenant in await cursor.fetchall()
+        ]  # fmt: skip
 
 
 _OUTAGES_SQL = """

@@ -184,6 +184,18 @@ def _proxies(value: Any) -> Any:
     return tuple(str(network) for network in networks)
 
 
+_ROUTES_RULE = "each entry must be a task queue name: 1 to 1000 characters, none of them whitespace"
+
+
+def _task_queues(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    names = tuple(items(value))
+    if any(len(name) > 1000 or re.search(r"\s", name) for name in names):
+        raise ValueError("not a task queue")
+    return names
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -224,6 +236,15 @@ class ConsoleSettings(Section):
     # Where an operator's browser reaches the Temporal Web UI: each story links its workflows there.
     temporal_ui_url: Annotated[Url("https://temporal.example.com"), AfterValidator(no_trailing_slash)] = Field(  # type: ignore[valid-type]
         f"http://{LOOPBACK}:{TEMPORAL_UI_PORT}", alias="HERALD_CONSOLE_TEMPORAL_UI_URL"
+    )
+    # The routes page's outbox backlog: a login to the services' database holding herald_outbox
+    # (HERALD_OUTBOX_DATABASE_URL's) with SELECT on its state and created_at columns only, never
+    # the notice (a person's number and data). Unset: the page says the outbox is not configured.
+    outbox_database_url: DatabaseUrl | None = Field(None, alias="HERALD_CONSOLE_OUTBOX_DATABASE_URL")
+    # The routes page reads the submit queue of HERALD_TASK_QUEUE's route and of these too: the
+    # workflow task queues of the deployment's other routes (a paced route's), comma-separated.
+    routes: Annotated[tuple[str, ...], BeforeValidator(_task_queues), Rule(_ROUTES_RULE)] = Field(
+        (), alias="HERALD_CONSOLE_ROUTES"
     )
     # Every page's queries are cancelled by PostgreSQL after this: a page is slow once, never a
     # pile of queries behind each other.

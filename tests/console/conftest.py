@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -58,11 +59,11 @@ async def opener(opener_url: str) -> AsyncIterator[AsyncConnectionPool]:
 
 def console_client(pool: AsyncConnectionPool, settings: ConsoleSettings | None = None, *,
                    peer: str = "127.0.0.1", base_url: str = CONSOLE, read_backlog: ReadBacklog | None = None,
-                   opener: AsyncConnectionPool | None = None) -> httpx.AsyncClient:  # fmt: skip
-    """A client of the console app over `pool`, its requests coming from `peer`; with `opener`, a
-    herald_text_opener login's pool, sent texts may be opened."""
+                   **console: Any) -> httpx.AsyncClient:  # fmt: skip
+    """A client of the console app over `pool`, its requests coming from `peer`; `console`: more of
+    build_console's options (opener, routes, outbox, report_fresh_for)."""
     app = build_console(pool, SESSION_KEYRING, settings or ConsoleSettings(), "default", read_backlog=read_backlog,
-                        opener=opener)  # fmt: skip
+                        **console)  # fmt: skip
     return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(peer, 50_000)), base_url=base_url)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import secrets
 from datetime import UTC, datetime, timedelta
@@ -13,12 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import AsyncConnectionPool
-from temporalio.service import RPCError, RPCStatusCode
 
 from herald.ledger.report import ledger_report
-from herald.settings import ConsoleSettings
-from herald.temporal.route_backlog import PriorityBacklog, RouteBacklog
-from tests.console.conftest import console_client
 from tests.console.ledger_rows import lost_answer_notice
 from tests.console.test_story import text_of
 from tests.depth import examples
@@ -85,31 +80,6 @@ async def test_the_charts_window_is_one_of_three(console: httpx.AsyncClient, hou
     assert answer.status_code == status
     if status == 400:
         assert "hours: must be one of 1, 6, 24" in answer.text
-
-
-async def test_the_routes_backlog_comes_from_the_temporal_server_or_says_it_did_not(
-    reader_pool: AsyncConnectionPool,
-) -> None:
-    """The route's backlog as the server counts it; a server that fails or hangs costs one line, not the page."""
-    counted = RouteBacklog(route="herald-notifications-submit", by_priority=[
-        PriorityBacklog(priority=5, tasks=40, oldest_seconds=12.5, added_per_second=4, dispatched_per_second=4)])  # fmt: skip
-
-    async def read() -> RouteBacklog:
-        return counted
-
-    async def fail() -> RouteBacklog:
-        raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
-
-    async def hang() -> RouteBacklog:
-        await asyncio.sleep(60)
-        raise AssertionError("not reached")
-
-    settings_ = ConsoleSettings(query_timeout=0.2)
-    for reader, said in ((read, counted.render()), (fail, "route backlog: unknown (the Temporal server did not answer: RPCError)"),
-                         (hang, "route backlog: unknown (the Temporal server did not answer: TimeoutError)")):  # fmt: skip
-        async with console_client(reader_pool, settings_, read_backlog=reader) as client:
-            answer = await client.get("/routes")
-        assert answer.status_code == 200 and re.sub(r"\s+", " ", said) in text_of(answer.text)
 
 
 # ---- lists ------------------------------------------------------------------------------------------

@@ -260,7 +260,9 @@ async def test_the_console_refuses_an_opener_login_that_may_do_more(
     assert str(raised.value).startswith("HERALD_CONSOLE_DATABASE_URL: must be a login of herald_reader")
 
 
-async def test_opening_is_append_only(owner_pool: AsyncConnectionPool, console: httpx.AsyncClient, seeded: Seeded) -> None:
+async def test_opening_is_append_only(
+    owner_pool: AsyncConnectionPool, console: httpx.AsyncClient, seeded: Seeded
+) -> None:
     """Even the ledger's owner cannot rewrite or delete an opening."""
     assert (await console.post("/notice/text", data=opening(seeded.sms, "for the record"))).status_code == 200
     async with owner_pool.connection() as conn:

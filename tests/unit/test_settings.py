@@ -177,6 +177,8 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_CONSOLE_ALLOWED_HOSTS", "https://console.example.com", "each entry must be host or host:port, no scheme, path or wildcard, like codec.example.com or 127.0.0.1:8238"),
     ("HERALD_CONSOLE_TEMPORAL_UI_URL", "temporal.internal:8233", "must be an http:// or https:// URL with a host, e.g. https://temporal.example.com"),
     ("HERALD_CONSOLE_QUERY_TIMEOUT", "600", "must be a number of seconds from 0 to 60"),
+    ("HERALD_CONSOLE_OUTBOX_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
+    ("HERALD_CONSOLE_ROUTES", "herald-paced,herald fast", "each entry must be a task queue name: 1 to 1000 characters, none of them whitespace"),
     ("DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_OUTBOX_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
     ("HERALD_MIGRATION_DATABASE_URL", "host=db password=hunter2 nonsense", "must be a PostgreSQL connection string, e.g. postgresql://user:password@host:5432/dbname"),
