@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         NotificationInput,
         ReportBatch,
     )
+    from herald.core.lifecycle import IntentState
     from herald.core.machine import IntentMachine
     from herald.core.machine.commands import (
         AwaitHandlers,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         KeyConflictArrived,
         PatchChecked,
         ReportsArrived,
+        Shown,
         Started,
         WaitEnded,
     )
@@ -68,7 +70,7 @@ class NotificationWorkflow:
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
-        event: Event = Started()
+        event: Event = Started(shown=_shown())
         while True:
             for command in self._machine.step(event):
                 match command:
@@ -126,3 +128,13 @@ class NotificationWorkflow:
     @workflow.query(name=QUERY_STATUS)
     def status(self) -> IntentStatus:
         return self._machine.status()
+
+
+def _shown() -> Shown | None:
+    """What this run's search attributes say at its start (None: no state), as its first event
+    recorded them: the client's start request, or what a continued run carried over."""
+    attributes = workflow.info().typed_search_attributes
+    state = attributes.get(STATE_KEY)
+    if state is None:
+        return None
+    return Shown(state=IntentState(state), attempts=attributes.get(ATTEMPTS_KEY) or 0)

@@ -41,6 +41,7 @@ from herald.settings.defaults import (
     REPO_ROOT,
     TEMPORAL_PORT,
     TEMPORAL_UI_PORT,
+    WORKFLOW_TASK_SLOTS,
 )
 from herald.settings.keys import (
     _UNSUBSCRIBE_FALLBACK_RULE,
@@ -57,7 +58,7 @@ from herald.settings.providers import (
     SendGridActivitySettings,
     TwilioSettings,
 )
-from herald.settings.rules import DatabaseUrl, DirectoryPath, refusal
+from herald.settings.rules import Count, DatabaseUrl, DirectoryPath, refusal
 from herald.settings.servers import (
     OUTBOX_LEASE_SECONDS,
     CodecServerSettings,
@@ -118,6 +119,11 @@ class Settings(BaseSettings):
     state_dir: DirectoryPath = Field(REPO_ROOT / ".state", alias="HERALD_STATE_DIR")
     # None: unversioned workers, as before Worker Versioning.
     worker_version: WorkerVersionSettings | None = None
+    # Workflow tasks one worker runs at once. The server hands out workflow tasks by the start's
+    # priority, but a worker slot is taken before the poll and carries none: with many slots an
+    # urgent intent's task, once polled, shares the CPU with every backlog task polled beside it;
+    # with few, the rest wait in the server's queue, in priority order (bench/RESULTS.md, backlog).
+    workflow_task_slots: Count(1000) = Field(WORKFLOW_TASK_SLOTS, alias="HERALD_WORKFLOW_TASK_SLOTS")  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _unsubscribe_links_over_https(self) -> Settings:

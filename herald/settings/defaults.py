@@ -19,6 +19,8 @@ CODEC_SERVER_PORT = 8238
 # The operator's console (herald/console): beside the emulators' 8234, 8237 and 8239 of the local stack.
 CONSOLE_PORT = 8240
 LEDGER_METRICS_PORT = 9465
+# The SDK's own default; see Settings.workflow_task_slots.
+WORKFLOW_TASK_SLOTS = 100
 
 
 def no_trailing_slash(value: str) -> str:

@@ -12,28 +12,35 @@ from herald.client import HeraldClient
 from herald.core.lifecycle import IntentState
 from herald.intake.errors import IntentConflict
 from herald.ledger.report import ledger_report
-from herald.temporal.workflow_api import not_delivered_query
+from herald.temporal.workflow_api import delivered_quietly_query, not_delivered_query
 from tests import reads
 from tests.intents import fresh_key, fresh_recipient, receipt_request
 from tests.stack import Emulator
 
 
-async def test_search_attributes_list_intents_by_state_template_and_attempts(herald: HeraldClient) -> None:
-    """The Web UI's filters work: a delivered intent is listed by state, channel, template and attempt count."""
+async def test_search_attributes_list_intents_by_state_template_and_attempts(herald: HeraldClient, emulator: Emulator) -> None:
+    """The Web UI's filters work: a straight delivery is listed as closed with no state shown (by
+    channel and template), an intent that ended otherwise by its state and attempt count."""
     key, to = fresh_key(), fresh_recipient()
+    failed_key, failed_to = fresh_key(), fresh_recipient()
+    await emulator.arm(failed_to, "undelivered")
     receipt = await herald.send(receipt_request(key, to))
-    assert (await asyncio.wait_for(herald.wait(key), 60)).state is IntentState.DELIVERED
-    query = (
-        f'WorkflowId = "{receipt.workflow_id}" AND HeraldState = "delivered" AND HeraldChannel = "sms" '
-        'AND HeraldTemplate = "order_receipt.v1" AND HeraldAttempts = 1'
-    )
-    found: list[str] = []
-    for _ in range(50):  # visibility is eventually consistent
-        found = [w.id async for w in herald.temporal.list_workflows(query)]
-        if found:
-            break
-        await asyncio.sleep(0.2)
-    assert found == [receipt.workflow_id]
+    failed = await herald.send(receipt_request(failed_key, failed_to))
+    finals = await asyncio.wait_for(asyncio.gather(herald.wait(key), herald.wait(failed_key)), 60)
+    assert [f.state for f in finals] == [IntentState.DELIVERED, IntentState.UNDELIVERED]
+    both = f'WorkflowId IN ("{receipt.workflow_id}", "{failed.workflow_id}") AND HeraldChannel = "sms" AND HeraldTemplate = "order_receipt.v1"'
+    queries = {
+        receipt.workflow_id: f"{both} AND ({delivered_quietly_query()})",
+        failed.workflow_id: f'{both} AND HeraldState = "undelivered" AND HeraldAttempts = 1',
+    }
+    for expected, query in queries.items():
+        found: list[str] = []
+        for _ in range(50):  # visibility is eventually consistent
+            found = [w.id async for w in herald.temporal.list_workflows(query)]
+            if found:
+                break
+            await asyncio.sleep(0.2)
+        assert found == [expected], query
 
 
 async def test_reconciliation_views_name_the_awkward_cases(herald: HeraldClient, emulator: Emulator, pool) -> None:

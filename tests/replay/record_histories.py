@@ -47,6 +47,10 @@ _HORIZON_BEFORE_ANY_POLL = {
 # name -> (fault, fault parameters, policy changes)
 SCENARIOS: dict[str, tuple[str | None, dict, dict]] = {
     "delivered_by_report": (None, {}, {}),
+    # Started with no state shown (the client since the quiet close): a straight delivery upserts
+    # nothing; a lost answer's checkpointed wait shows `submitting`, then `delivered` at the close.
+    "delivered_straight_no_state_shown": (None, {}, {}),
+    "found_by_reference_state_shown": ("accept_then_hang", {"hang_seconds": 3, "callbacks": False}, {}),
     "unknown_submit_resolved_by_report": ("accept_then_hang", {"hang_seconds": 3}, {}),
     "unknown_submit_found_by_reference": ("accept_then_hang", {"hang_seconds": 3, "callbacks": False}, {}),
     "retry_after_proven_absence": ("error_500", {}, {}),

@@ -54,7 +54,28 @@ def test_there_is_a_history_for_every_path() -> None:
         "email_unknown_at_horizon_without_events",
         "email_report_with_attachment",
         "email_relayed_without_events",
+        # Started with no state shown: the straight delivery that upserts nothing, and one that shows its state.
+        "delivered_straight_no_state_shown",
+        "found_by_reference_state_shown",
     } <= names
+
+
+def test_a_straight_delivery_started_without_a_state_upserts_nothing() -> None:
+    """The history a straight delivery writes since the start request sets no state has no
+    search-attribute upsert and no HeraldState at its start; one whose answer was lost upserts
+    before its checkpointed wait and at its close, so a closed run with no state shown is a delivered one."""
+
+    def events(name: str) -> list[dict]:
+        return json.loads((Path(__file__).parent / "histories" / f"{name}.json").read_text())["events"]
+
+    def upserts(name: str) -> int:
+        return sum(e["eventType"] == "EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" for e in events(name))
+
+    straight = events("delivered_straight_no_state_shown")
+    started = straight[0]["workflowExecutionStartedEventAttributes"]
+    assert "HeraldState" not in started.get("searchAttributes", {}).get("indexedFields", {})
+    assert upserts("delivered_straight_no_state_shown") == 0
+    assert upserts("found_by_reference_state_shown") >= 2  # submitting before the lookup's wait, delivered at the close
 
 
 def test_no_history_carries_a_patch_marker() -> None:

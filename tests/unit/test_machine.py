@@ -20,6 +20,7 @@ from herald.core.machine import IntentMachine
 from herald.core.machine.attempt import AttemptRecord
 from herald.core.machine.commands import ContinueAsNew, ReadOrder, Submit
 from herald.core.machine.events import (
+    Started,
     HistoryChecked,
     KeyConflictArrived,
     OrderRead,
@@ -323,6 +324,47 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_path_steps_as_its_table(case: Case) -> None:
     """Stepped with the case's events, the machine answers with the case's commands, row by row."""
+    play(case)
+
+
+# A run started with no state shown (today's client): it shows one only when it has something to
+# say that the close would not (herald.temporal.workflow_api.initial_search_attributes).
+QUIET = Started(shown=None)
+QUIET_CASES = [
+    Case("a straight delivery shows no state: the close writes and finishes, no upsert", [
+        (0, QUIET, ["read order"]),
+        (0, ORDER_READ, ["submit attempt 1: intent, attempt 1, t1 submitting"]),
+        (0, accepted(), ["check history"]),
+        (0, SHORT, ["wait 30s"]),
+        (3, report(7, DELIVERED), ["(woken)"]),
+        (0, ENDED, ["write t2 accepted, t3 delivered, o1 accepted, o2 status, inbox 7 applied"]),
+        (0, WRITTEN, ["await handlers"]),
+        (0, DONE, ["finish delivered"]),
+    ]),
+    Case("a delivery after a checkpointed wait shows delivered over the state it showed", [
+        (0, QUIET, ["read order"]),
+        (0, ORDER_READ, ["submit attempt 1: intent, attempt 1, t1 submitting"]),
+        (0, LOST, ["check history"]),
+        (0, SHORT, ["write intent, attempt 1, t1 submitting, o1 unknown"]),
+        (0, WRITTEN, ["publish submitting/1", "wait 5s"]),
+        (5, ENDED, ["look attempt 1 by reference"]),
+        (0, found(DELIVERED), ["write t2 delivered, o2 found"]),
+        *CLOSE_DELIVERED,
+    ]),
+    Case("a close that is not a delivery always shows its state", [
+        (0, QUIET, ["read order"]),
+        (0, ORDER_READ, ["submit attempt 1: intent, attempt 1, t1 submitting"]),
+        (0, refused(ERASED), ["write t2 permanent_failure, o1 rejected"]),
+        (0, WRITTEN, ["publish permanent_failure/1", "await handlers"]),
+        (0, DONE, ["finish permanent_failure"]),
+    ]),
+]
+
+
+@pytest.mark.parametrize("case", QUIET_CASES, ids=[case.name for case in QUIET_CASES])
+def test_a_run_started_with_no_state_shows_one_unless_it_is_a_straight_delivery(case: Case) -> None:
+    """Started with nothing shown, the machine upserts before a checkpointed wait and at every close
+    but a straight delivery's, so a closed run with no state is a delivered one and nothing else."""
     play(case)
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 from temporalio import workflow
 
 from herald.temporal.workflow_api import (
+    ATTEMPTS_KEY,
     QUERY_STATUS,
     SEARCH_ATTRIBUTES,
     SIGNAL_DELIVERY_REPORTS,
     SIGNAL_KEY_CONFLICT,
+    STATE_KEY,
     UPDATE_CANCEL,
     WORKFLOW_TYPE,
     initial_search_attributes,
@@ -30,10 +32,13 @@ def test_the_workflow_declares_the_api_names() -> None:
     assert set(definition.updates) == {UPDATE_CANCEL}
 
 
-def test_initial_search_attributes_are_the_registered_ones() -> None:
-    """A start request sets every registered search attribute, with the registered type, and nothing else."""
+def test_initial_search_attributes_are_registered_and_leave_the_state_unsaid() -> None:
+    """A start request sets registered search attributes only, with their registered types, and no
+    state or attempt count: the workflow shows those when it has something to say (a straight
+    delivery never does, and saves its billed upsert)."""
     pairs = initial_search_attributes("order_receipt.v1", "sms").search_attributes
-    assert {pair.key.name for pair in pairs} == set(SEARCH_ATTRIBUTES)
+    assert {pair.key.name for pair in pairs} == set(SEARCH_ATTRIBUTES) - {STATE_KEY.name, ATTEMPTS_KEY.name}
+    assert all(SEARCH_ATTRIBUTES[pair.key.name] == "Keyword" for pair in pairs)
 
 
 def test_herald_never_imports_workflow_code() -> None:

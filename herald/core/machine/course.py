@@ -28,7 +28,6 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from herald.core.contracts import (
-    CarriedState,
     DispatchQuery,
     Held,
     LookupInput,
@@ -64,6 +63,7 @@ from herald.core.machine.events import (
     OrderRead,
     ProviderCancelAnswered,
     RowsWritten,
+    Shown,
     StreamRead,
     SubmitAnswered,
     SubmitFailed,
@@ -85,14 +85,14 @@ Steps = Generator[Command, Answer | None, T]
 
 
 class Course:
-    def __init__(self, rules: IntentRules, carried: CarriedState | None) -> None:
+    def __init__(self, rules: IntentRules) -> None:
         self._rules = rules
-        # What the Web UI's search attributes say now: set by the client's start request, or
-        # carried over by continue-as-new (search attributes carry over with the run).
-        self._published = (carried.state, len(carried.attempts)) if carried else (IntentState.PENDING, 0)
+        # What the Web UI's search attributes say now (None: nothing), as the run started with them.
+        self._published: tuple[IntentState, int] | None = None
 
-    def run(self) -> Steps[None]:
+    def run(self, shown: Shown | None) -> Steps[None]:
         rules = self._rules
+        self._published = (shown.state, shown.attempts) if shown is not None else None
         while not rules.state.is_terminal:
             if rules.state is IntentState.PENDING:
                 yield from self._dispatch()
@@ -340,9 +340,16 @@ class Course:
         return rules.clock.now() >= until
 
     def _checkpoint(self) -> Steps[None]:
-        """Write the decided rows, then tell the Web UI the state if it changed (one upsert)."""
+        """Write the decided rows, then tell the Web UI the state if it changed (one upsert).
+
+        A run that has shown no state and closes delivered says nothing: the upsert is a billed
+        action on every notice and buys no guarantee (the ledger holds the outcome), and a closed
+        run with no state is delivered by this rule alone, since every other close, and every wait
+        long enough to checkpoint, shows its state (``herald.temporal.workflow_api``)."""
         yield from self._write_rows()
         published = (self._rules.state, len(self._rules.attempts))
+        if self._published is None and self._rules.state is IntentState.DELIVERED:
+            return
         if published != self._published:
             yield Publish(state=published[0], attempts=published[1])
             self._published = published

@@ -9,6 +9,7 @@ a run's first task before its main loop): reports, a refused key reuse, a cancel
 from __future__ import annotations
 
 from herald.core.contracts import CancelRequest, KeyConflict, ReportBatch, SubmitStep
+from herald.core.lifecycle import IntentState
 from herald.core.outcomes import Frozen, LookupOutcome
 from herald.core.rows import IntentRecorded
 from herald.core.send_policy import DispatchOrder
@@ -26,8 +27,22 @@ class Told(Frozen):
         return "".join(f"_{letter.lower()}" if letter.isupper() else letter for letter in name).lstrip("_")
 
 
+class Shown(Frozen):
+    """What the run's search attributes say for the Web UI: the state and the attempt count."""
+
+    state: IntentState
+    attempts: int
+
+
 class Started(Told):
-    """The run began: the machine starts (or, after continue-as-new, resumes) its course."""
+    """The run began: the machine starts (or, after continue-as-new, resumes) its course.
+
+    ``shown`` is what the run's search attributes say at its start: what a continued run carried
+    over, the client's `pending` for a run started before the start request stopped setting it,
+    None for a run started without a state (then a straight delivery closes without saying one).
+    """
+
+    shown: Shown | None = Shown(state=IntentState.PENDING, attempts=0)
 
 
 class OrderRead(Told):

@@ -27,7 +27,7 @@ from herald.core.machine.rules import IntentRules
 class IntentMachine:
     def __init__(self, input: NotificationInput, clock: Clock, run_id: str) -> None:
         self._rules = IntentRules(input, clock, run_id)
-        self._course = Course(self._rules, input.carried)
+        self._course = Course(self._rules)
         self._steps: Steps[None] | None = None  # the course, once started
         self._awaiting: Command | None = None  # the command whose answer the course waits for
 
@@ -49,7 +49,7 @@ class IntentMachine:
         if isinstance(event, Started):
             if self._steps is not None:
                 raise ValueError("started: the machine has started already")
-            self._steps = self._course.run()
+            self._steps = self._course.run(event.shown)
             return self._resume(None)
         awaiting = self._awaiting
         if awaiting is None or not isinstance(event, ANSWERED_BY[type(awaiting)]):
