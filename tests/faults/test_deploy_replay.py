@@ -57,7 +57,7 @@ class UnpatchedDeploy(NotificationWorkflow):
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
-        self._machine._course = PausingCourse(self._machine._rules, input.carried)  # the release's change
+        self._machine._course = PausingCourse(self._machine._rules)  # the release's change
         return await super().run(input)
 
 
@@ -67,7 +67,7 @@ class PatchedDeploy(NotificationWorkflow):
 
     @workflow.run
     async def run(self, input: NotificationInput) -> IntentStatus:
-        self._machine._course = GatedCourse(self._machine._rules, input.carried)  # the release's change
+        self._machine._course = GatedCourse(self._machine._rules)  # the release's change
         return await super().run(input)
 
 
