@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -116,6 +117,10 @@ class ClassFigures:
         return sum(n for state, n in self.states.items() if IntentState(state).is_terminal)
 
 
+# The utilisation span cut into slices this long, to see where it loses pace.
+SLICE_SECONDS = 10.0
+
+
 @dataclass
 class BacklogArm:
     name: str
@@ -129,6 +134,9 @@ class BacklogArm:
     utilisation_span: float = 0.0  # s, first acceptance -> tenant A's last
     accepted_in_span: int = 0
     longest_gap: float | None = None  # s, between two acceptances in that span
+    # Acceptances in each SLICE_SECONDS of the span, from its start (the last slice may be short):
+    # where the span loses pace, the workflows' start or the route's steady state.
+    slice_counts: list[int] = field(default_factory=list)
     resent_accepted: int = 0  # acceptances of resends after an unanswered submit (outside the span)
     # Submits the server let out per second while its submit queue held one waiting (dispatches, histories).
     backlogged_pace: float | None = None
@@ -324,6 +332,10 @@ def _utilisation(figures: BacklogArm, listed: list[dict], tenant_a: set[str], re
     figures.utilisation_span = a_last - in_span[0]
     figures.accepted_in_span = len(in_span)
     figures.longest_gap = max((b - a for a, b in itertools.pairwise(in_span)), default=None)
+    counts = [0] * max(1, math.ceil(figures.utilisation_span / SLICE_SECONDS))
+    for at in in_span:
+        counts[min(len(counts) - 1, int((at - in_span[0]) // SLICE_SECONDS))] += 1
+    figures.slice_counts = counts
 
 
 def _attempt_ref(callback_url: str | None) -> str | None:

@@ -7,6 +7,7 @@ from bench.backlog import (
     CLASSES,
     FLAT_PRIORITY,
     SHARE_429_TARGET,
+    SLICE_SECONDS,
     STAGES,
     START_STAGES,
     TEMPLATES,
@@ -152,6 +153,16 @@ def _backlog_class_table(r: BacklogResult) -> str:
     return "\n".join(lines)
 
 
+def _slices(counts: list[int], limit: float) -> str:
+    """The span's pace slice by slice (the last, partial slice left out): the start, then the steady state."""
+    whole = [c / (limit * SLICE_SECONDS) for c in counts[:-1]]
+    if not whole:
+        return "-"
+    rest = sorted(whole[6:])
+    tail = f"; rest {rest[len(rest) // 2]:.2f} ({len(rest)} slices)" if rest else ""
+    return " ".join(f"{w:.2f}" for w in whole[:6]) + tail
+
+
 def _backlog_route_table(r: BacklogResult) -> str:
     arms = [arm for arm in ARMS if arm in r.arms]
     lines = ["| route | " + " | ".join(arms) + " |", "|---|" + "--:|" * len(arms)]
@@ -168,6 +179,10 @@ def _backlog_route_table(r: BacklogResult) -> str:
             f"{_num(a.utilisation_rate, 2)}/s = {_ratio(a.utilisation_rate, r.limit)} L"
             f" ({a.accepted_in_span} over {a.utilisation_span:.1f} s)"
         ),
+    )
+    row(
+        f"acceptances per {SLICE_SECONDS:g} s of that span ÷ L·{SLICE_SECONDS:g} s, first six, then the rest's median",
+        lambda a: _slices(a.slice_counts, r.limit),
     )
     row(
         "the route's pace while its submit queue held a waiting submit (server dispatches)",
