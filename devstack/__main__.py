@@ -221,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         stack.start_metrics()
         print(f"metrics           http://{config.metrics.host}:{config.metrics.port}/metrics (ledger), "
               f"http://{worker_metrics}/metrics (worker: Temporal SDK and herald_* series)")
+        # Before the console: it reads the outbox's backlog as a login this makes on that database.
+        stack.create_service_database()
         stack.start_console()
         console = f"http://{config.console.host}:{config.console.port}"
         print(f"console           {console}/ (a notice's story, the routes, lists; read-only but for "
               "opening a sent text, each opening recorded)")
-        stack.create_service_database()
         stack.start_outbox_relay()
         print(f"outbox relay      herald_outbox in database {config.outbox.service_database} (the demo service's)")
         print(f"worker            task queue {config.temporal.task_queue}; logs in {stack.log_dir}")

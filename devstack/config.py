@@ -53,6 +53,9 @@ DEFAULT_STACK_FILE = REPO_ROOT / "temporal-dev.yaml"
 # The outbox relay's login on the demo service's database; its grants come from its group role,
 # herald_outbox_relay (herald/outbox/schema.sql).
 OUTBOX_RELAY_LOGIN = "herald_outbox_relay_login"
+# The console's login on the same database, for the routes page's outbox backlog; its one grant,
+# SELECT (state, created_at) on herald_outbox, comes from its group role, herald_outbox_reader.
+CONSOLE_OUTBOX_LOGIN = "herald_console_outbox"
 # Under state_dir: the stack's fingerprint key, `id:base64key` (0600, created on first use).
 FINGERPRINT_KEY_FILE = "fingerprint-keys"
 # Under state_dir: the key that signs marketing e-mail's one-click unsubscribe links (0600, first use).
@@ -331,6 +334,10 @@ class StackConfig(Frozen):
         """The console's second login's password (herald_console_opener, a member of herald_text_opener)."""
         return self._password("console-opener-login-password")
 
+    def console_outbox_login_password(self) -> str:
+        """The console's outbox login's password (CONSOLE_OUTBOX_LOGIN, a member of herald_outbox_reader)."""
+        return self._password("console-outbox-login-password")
+
     def outbox_relay_password(self) -> str:
         """The outbox relay's login password (OUTBOX_RELAY_LOGIN, a member of herald_outbox_relay)."""
         return self._password("outbox-relay-password")
@@ -345,6 +352,15 @@ class StackConfig(Frozen):
         herald_outbox and update the relay's columns and nothing else (herald/outbox/schema.sql)."""
         return make_conninfo(
             self.outbox_database_url(database_url), user=OUTBOX_RELAY_LOGIN, password=self.outbox_relay_password()
+        )
+
+    def console_outbox_database_url(self, database_url: str) -> str:
+        """The demo service's database as the console connects for the outbox backlog: its own login,
+        which may read herald_outbox's state and created_at and nothing else (herald/outbox/schema.sql)."""
+        return make_conninfo(
+            self.outbox_database_url(database_url),
+            user=CONSOLE_OUTBOX_LOGIN,
+            password=self.console_outbox_login_password(),
         )
 
     def paced_route_env(self, database_url: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from devstack.config import OUTBOX_RELAY_LOGIN, StackConfig
+from devstack.config import CONSOLE_OUTBOX_LOGIN, OUTBOX_RELAY_LOGIN, StackConfig
 from devstack.embedded_postgres import start_embedded_postgres
 from devstack.processes import BIN_DIR, ManagedProcess, require_free, wait_for_port, wait_for_temporal_health
 from herald.ledger.migrate import apply_migrations
@@ -25,6 +25,8 @@ log = logging.getLogger("devstack")
 START_TIMEOUT_SECONDS = 60.0
 # The group role herald/outbox/schema.sql creates and grants; the relay's login is a member.
 OUTBOX_RELAY_ROLE = "herald_outbox_relay"
+# Likewise the console's outbox role (SELECT (state, created_at) on herald_outbox); its login is a member.
+OUTBOX_READER_ROLE = "herald_outbox_reader"
 
 
 def _ensure_login(conn: psycopg.Connection, login: str, password: str, role: str) -> None:
@@ -176,7 +178,9 @@ class LocalStack:
     def start_console(self) -> ManagedProcess:
         """The operator's console, as its own login (a member of herald_reader: reads, never writes), and
         with a second (a member of herald_text_opener: may only call open_sent_text, which records each
-        opening), so the demo's operator can open a notice's sent text."""
+        opening), so the demo's operator can open a notice's sent text; and with a third on the demo
+        service's database (a member of herald_outbox_reader: two columns of herald_outbox), made by
+        create_service_database, which runs first, so the routes page shows the outbox's backlog."""
         assert self.database_url is not None
         c, t = self.config.console, self.config.temporal
         env = {
@@ -187,6 +191,7 @@ class LocalStack:
             "HERALD_CONSOLE_OPENER_DATABASE_URL": ensure_app_login(
                 self.database_url, self.config.console_opener_login_password(), OPENER_LOGIN, OPENER_ROLE
             ),
+            "HERALD_CONSOLE_OUTBOX_DATABASE_URL": self.config.console_outbox_database_url(self.database_url),
             "HERALD_CONSOLE_TEMPORAL_UI_URL": f"http://{t.host}:{t.ui_port}",
             # The routes page reads the paced scene's submit queue beside the stack's own route's.
             "HERALD_CONSOLE_ROUTES": self.config.paced_route.task_queue,
@@ -196,8 +201,9 @@ class LocalStack:
         return process
 
     def create_service_database(self) -> str:
-        """The demo service's database with its business table and herald_outbox, and the relay's
-        login (a member of herald_outbox_relay, which the schema grants); the service's URL."""
+        """The demo service's database with its business table and herald_outbox, the relay's login (a
+        member of herald_outbox_relay, which the schema grants) and the console's (of herald_outbox_reader,
+        likewise); the service's URL."""
         assert self.database_url is not None
         url = self.config.outbox_database_url(self.database_url)
         name = self.config.outbox.service_database
@@ -211,6 +217,7 @@ class LocalStack:
             # would let the relay's login create tables of its own.
             conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             _ensure_login(conn, OUTBOX_RELAY_LOGIN, self.config.outbox_relay_password(), OUTBOX_RELAY_ROLE)
+            _ensure_login(conn, CONSOLE_OUTBOX_LOGIN, self.config.console_outbox_login_password(), OUTBOX_READER_ROLE)
         return url
 
     def start_outbox_relay(self) -> ManagedProcess:

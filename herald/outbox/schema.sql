@@ -126,3 +126,30 @@ BEGIN
     GRANT EXECUTE ON FUNCTION herald_outbox_erase(text[]) TO herald_outbox_relay;
 END;
 $$;
+
+-- The console's role: the routes page's outbox backlog (herald/console/outbox_backlog.py), which is
+-- starter.py report's count of rows by state and the oldest unrelayed's age, and nothing more.
+--   SELECT (state, created_at) on herald_outbox ... all the backlog's query reads
+-- Not `notice` (each person's number or address and render data, in clear), not business_key, no
+-- write, no other table: the console refuses a login that may read a notice or write here.
+-- Logins are members: `CREATE ROLE <login> LOGIN PASSWORD '...' IN ROLE herald_outbox_reader`
+-- (the local stack's is herald_console_outbox). Created, or left to an administrator, as the relay's.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'herald_outbox_reader') THEN
+        BEGIN
+            CREATE ROLE herald_outbox_reader NOLOGIN;
+        EXCEPTION
+            WHEN insufficient_privilege THEN
+                RAISE NOTICE 'role herald_outbox_reader does not exist and % may not create it: console grant skipped '
+                    '(as an administrator, run CREATE ROLE herald_outbox_reader NOLOGIN, then apply this schema again)', current_user;
+                RETURN;
+            WHEN duplicate_object OR unique_violation THEN
+                NULL;
+        END;
+    END IF;
+    -- REVOKE ALL on the table revokes its column grants too: exactly these two columns after every apply.
+    REVOKE ALL ON herald_outbox FROM herald_outbox_reader;
+    GRANT SELECT (state, created_at) ON herald_outbox TO herald_outbox_reader;
+END;
+$$;

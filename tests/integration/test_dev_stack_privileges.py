@@ -34,7 +34,8 @@ from tests.intents import fresh_key, fresh_recipient
 OWNER_URL = "postgresql://owner:owner-password@127.0.0.1:5432/herald"
 SECRET_FILES = (
     "stack.env", "app-login-password", "outbox-relay-password", "codec-keys", "fingerprint-keys", "esp-signing-key.pem",
-    "unsubscribe-keys", "key-encryption-keys", "infobip-webhook-keys",
+    "unsubscribe-keys", "key-encryption-keys", "infobip-webhook-keys", "console-login-password",
+    "console-opener-login-password", "console-outbox-login-password",
 )
 
 
@@ -56,6 +57,9 @@ def _make_every_secret(config: StackConfig) -> None:
     """What a run of the launcher writes into the state folder."""
     config.app_login_password()
     config.outbox_relay_password()
+    config.console_login_password()
+    config.console_opener_login_password()
+    config.console_outbox_login_password()
     config.codec_key_file()
     config.fingerprint_key_file()
     config.key_encryption_key_file()
@@ -67,7 +71,7 @@ def _make_every_secret(config: StackConfig) -> None:
 
 
 def test_every_secret_in_the_state_folder_is_created_0600(tmp_path: Path, open_umask: None) -> None:
-    """stack.env, both login passwords, the codec key and the ESP signing key are 0600 under a umask of 0."""
+    """stack.env, every login password, every key file and the ESP signing key are 0600 under a umask of 0."""
     _make_every_secret(StackConfig(state_dir=tmp_path))
     assert {name: oct(_mode(tmp_path / name)) for name in SECRET_FILES} == {name: "0o600" for name in SECRET_FILES}
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []  # no temporary left behind
