@@ -128,6 +128,21 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
     )
 
 
+def polled_workers(
+    client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities
+) -> list[Worker]:
+    """The workers this process runs, as HERALD_WORKER_QUEUES says: the workflow worker, the
+    submit worker, or both (the default). Split, each queue gets a process of its own: a burst of
+    workflow tasks then shares the machine with a route's submits, not their event loop."""
+    chosen = settings.worker_queues
+    workers = []
+    if chosen in ("all", "workflows"):
+        workers.append(build_worker(client, settings, ledger, provider))
+    if chosen in ("all", "submits"):
+        workers.append(build_submit_worker(client, settings, provider))
+    return workers
+
+
 def submit_pacer(settings: Settings) -> Pacer | None:
     """The submit activity's own pacing: the server's queue limit, smoothed (None when unlimited)."""
     pace = settings.twilio.submit_rate_limit
@@ -173,22 +188,23 @@ async def run_worker(opened: ProcessRuntime, stop: asyncio.Event, providers: Pro
             vault=vault,
             keyring=keyring,
         )
-        worker = build_worker(client, settings, LedgerActivities(pool, vault), provider)
-        submit_worker = build_submit_worker(client, settings, provider)
-        async with worker, submit_worker:
-            if settings.worker_version is not None:
-                log.info(
-                    "worker versioning on: deployment %s, build %s (auto-upgrade)",
-                    settings.worker_version.deployment_name,
-                    settings.worker_version.build_id,
-                )
+        workers = polled_workers(client, settings, LedgerActivities(pool, vault), provider)
+        for worker in workers:
+            await stack.enter_async_context(worker)
+        if settings.worker_version is not None:
             log.info(
-                "worker polling task queues %s and %s (submits, %s)",
-                settings.temporal.task_queue,
-                submit_worker.task_queue,
-                f"at most {settings.twilio.submit_rate_limit:g}/s" if settings.twilio.submit_rate_limit else "unlimited",
+                "worker versioning on: deployment %s, build %s (auto-upgrade)",
+                settings.worker_version.deployment_name,
+                settings.worker_version.build_id,
             )
-            await stop.wait()
+        pace = settings.twilio.submit_rate_limit
+        log.info(
+            "worker polling task queue%s %s%s",
+            "s" if len(workers) > 1 else "",
+            " and ".join(worker.task_queue for worker in workers),
+            f" (submits at most {pace:g}/s)" if pace and settings.worker_queues != "workflows" else "",
+        )
+        await stop.wait()
 
 
 async def _connect_patiently(

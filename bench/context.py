@@ -83,6 +83,8 @@ class Bench:
         self.settings: Settings = self.runtime.settings()
         self.keyring = self.runtime.keyring()
         self.meter = CpuMeter(stack.pids)
+        # A rate-limited route's worker as two processes, workflows and submits (HERALD_WORKER_QUEUES).
+        self.split_worker = False
 
     async def open(self) -> None:
         # Herald's client exactly as a service builds it (pydantic converter, production policy).

@@ -437,10 +437,13 @@ async def limited_route(
     """A route of its own: an emulator limited to `limit` messages/s per sender and a worker on
     `task_queue` sending to it, its submit queue limited by the Temporal server to `submit_rate`
     (HERALD_SUBMIT_RATE_LIMIT; None: no server-side limit). Yields the emulator's URL once the
-    worker polls both queues; stops both processes (`emulator_<name>`, `worker_<name>`) on exit."""
+    worker polls both queues; stops its processes (`emulator_<name>`, `worker_<name>`, and
+    `worker_<name>_submits` when the worker is split) on exit."""
     stack = bench.stack
     e = stack.config.emulator
     port = free_port()
+    # One process polling both queues, or (bench.split_worker) one each: `worker_<name>` runs the workflows.
+    workers = [(f"worker_{name}", "workflows"), (f"worker_{name}_submits", "submits")] if bench.split_worker else [(f"worker_{name}", "all")]  # fmt: skip
     emulator = stack.spawn(f"emulator_{name}", [
         sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
         "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(limit),
@@ -448,19 +451,18 @@ async def limited_route(
     ])  # fmt: skip
     try:
         wait_for_port("127.0.0.1", port, 60, emulator.process)
-        stack.spawn(
-            f"worker_{name}",
-            [sys.executable, "worker.py"],
-            extra_env={
-                "HERALD_TWILIO_API_BASE": f"http://127.0.0.1:{port}",
-                "HERALD_TASK_QUEUE": task_queue,
-                "HERALD_SUBMIT_RATE_LIMIT": str(submit_rate or 0),
-            },
-        )
+        route_env = {
+            "HERALD_TWILIO_API_BASE": f"http://127.0.0.1:{port}",
+            "HERALD_TASK_QUEUE": task_queue,
+            "HERALD_SUBMIT_RATE_LIMIT": str(submit_rate or 0),
+        }
+        for worker, queues in workers:
+            stack.spawn(worker, [sys.executable, "worker.py"], extra_env={**route_env, "HERALD_WORKER_QUEUES": queues})
         await _wait_for_pollers(bench.herald_temporal, task_queue, timeout=60)
         yield f"http://127.0.0.1:{port}"
     finally:
-        stack.stop_process(f"worker_{name}")
+        for worker, _ in workers:
+            stack.stop_process(worker)
         stack.stop_process(f"emulator_{name}")
 
 

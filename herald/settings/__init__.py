@@ -28,7 +28,7 @@ named here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -58,7 +58,7 @@ from herald.settings.providers import (
     SendGridActivitySettings,
     TwilioSettings,
 )
-from herald.settings.rules import Count, DatabaseUrl, DirectoryPath, refusal
+from herald.settings.rules import Count, DatabaseUrl, DirectoryPath, Rule, refusal
 from herald.settings.servers import (
     OUTBOX_LEASE_SECONDS,
     CodecServerSettings,
@@ -124,6 +124,13 @@ class Settings(BaseSettings):
     # urgent intent's task, once polled, shares the CPU with every backlog task polled beside it;
     # with few, the rest wait in the server's queue, in priority order (bench/RESULTS.md, backlog).
     workflow_task_slots: Count(1000) = Field(WORKFLOW_TASK_SLOTS, alias="HERALD_WORKFLOW_TASK_SLOTS")  # type: ignore[valid-type]
+    # What this worker process polls: both queues (one process does everything, as `make run`),
+    # or one of them, so the submits of a route have a process (an event loop, a core) of their own
+    # and a burst of workflow starts cannot slow them (bench/RESULTS.md, backlog: the first 20 s).
+    worker_queues: Annotated[
+        Literal["all", "workflows", "submits"],
+        Rule("must be all, workflows or submits"),
+    ] = Field("all", alias="HERALD_WORKER_QUEUES")
 
     @model_validator(mode="after")
     def _unsubscribe_links_over_https(self) -> Settings:

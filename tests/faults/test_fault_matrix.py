@@ -28,6 +28,7 @@ from herald.intake.errors import IntentConflict
 from herald.providers.twilio_signature import compute_signature
 from herald.settings import load_settings
 from herald.temporal.client import connect
+from herald.temporal.task_queues import submit_task_queue
 from tests import reads
 from tests.faults.invariants import check_invariants
 from tests.faults.workers import crashed, worker
@@ -75,6 +76,33 @@ async def test_worker_killed_before_the_provider_call_sends_once(fault_stack, fa
     assert [a.submit_result for a in final.attempts] == ["not_accepted", "accepted"]
     assert len(await fault_emulator.messages(to)) == 1
     await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
+
+
+async def test_a_worker_split_by_queue_sends_only_from_its_submit_process(
+    fault_stack, fault_herald, fault_emulator, fault_pool
+) -> None:
+    """HERALD_WORKER_QUEUES: with only the workflows process up, the attempt is prepared and its submit
+    waits in Temporal's queue, nothing sent; the submits process started, it is sent once and delivered."""
+    key, to = fresh_key(), fresh_recipient()
+    with worker(fault_stack, "worker-workflows", HERALD_WORKER_QUEUES="workflows"):
+        receipt = await fault_herald.send(receipt_request(key, to))
+        await reads.eventually(lambda: _submit_scheduled(fault_herald, key), "the submit scheduled", 15)
+        await asyncio.sleep(1.0)  # time enough for a wrongly polled submit to reach the emulator
+        assert await fault_emulator.messages(to) == []
+        with worker(fault_stack, "worker-submits", HERALD_WORKER_QUEUES="submits") as submits:
+            final = await reads.final(fault_herald, key)
+        log = (fault_stack.log_dir / f"{submits.name}.log").read_text()
+    assert final.state is IntentState.DELIVERED
+    assert len(await fault_emulator.messages(to)) == 1
+    # The submits process polled the submit queue alone.
+    assert f"worker polling task queue {submit_task_queue(fault_stack.config.temporal.task_queue)}" in log
+    await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
+
+
+async def _submit_scheduled(herald: HeraldClient, key: str) -> bool:
+    """The intent's workflow has scheduled an activity that no worker has started: its submit, queued."""
+    description = await herald.handle(key).describe()
+    return any(a.activity_type.name == "submit_attempt" for a in description.raw_description.pending_activities)
 
 
 async def test_refusals_and_ambiguous_errors(fault_stack, fault_herald, fault_emulator, fault_pool) -> None:

@@ -123,6 +123,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_TWILIO_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
     ("HERALD_SUBMIT_RATE_LIMIT", "ten", "must be a number of messages per second, at least 0 (0 or unset: unlimited)"),
     ("HERALD_WORKFLOW_TASK_SLOTS", "many", "must be a whole number from 1 to 1000"),
+    ("HERALD_WORKER_QUEUES", "both", "must be all, workflows or submits"),
     ("HERALD_SMTP_HOST", "smtp://relay.example", "must be a host name or IP address, without scheme or port, e.g. 127.0.0.1"),
     ("HERALD_SMTP_PORT", "99999", "must be a port number from 1 to 65535"),
     ("HERALD_SMTP_SECURITY", "ssl", "must be one of starttls, tls, none"),
