@@ -1,7 +1,7 @@
 """The backlog pass: priority and tenants on one rate-limited route, on and off, side by side.
 
 One route limited to L messages/s (the emulator's per-sender limit; the worker's submit queue
-limited by the Temporal server to 0.97 L, as in the rate-limit pass). Tenant A starts a batch of
+limited by the Temporal server to L by default, as in the rate-limit pass). Tenant A starts a batch of
 marketing intents (priority 5) at once; during the next `seconds` seconds one urgent intent
 (account category, priority 1, tenant A too: the priority lifts it, not its tenant) and one of
 tenant B's transactional intents (priority 2) arrive every second. Two arms, each on a fresh
