@@ -119,6 +119,7 @@ class ClassFigures:
 
 # The utilisation span cut into slices this long, to see where it loses pace.
 SLICE_SECONDS = 10.0
+SLICES_WITH_CPU = 6
 
 
 @dataclass
@@ -137,6 +138,8 @@ class BacklogArm:
     # Acceptances in each SLICE_SECONDS of the span, from its start (the last slice may be short):
     # where the span loses pace, the workflows' start or the route's steady state.
     slice_counts: list[int] = field(default_factory=list)
+    # CPU in cores per process group over each of the first SLICES_WITH_CPU slices from the batch's start.
+    slice_cores: list[dict[str, float]] = field(default_factory=list)
     resent_accepted: int = 0  # acceptances of resends after an unanswered submit (outside the span)
     # Submits the server let out per second while its submit queue held one waiting (dispatches, histories).
     backlogged_pace: float | None = None
@@ -272,12 +275,14 @@ async def _run_arm(
         meter = CpuMeter(bench.stack.pids)
         before = meter.snapshot()
         began = time.time()
+        sampler = asyncio.create_task(_cores_per_slice(meter, before, figures.slice_cores))
         await asyncio.gather(offer(backlog, None, starter(TENANT_A)), trickle(URGENT), trickle(TENANT_B))
         started = sum(c.started for c in figures.classes.values())
         figures.timed_out = not await wait_until(
             lambda: workflows_closed(bench.herald_temporal, prefix, started), timeout - (time.time() - began), 1.0
         )
         figures.seconds = time.time() - began
+        sampler.cancel()
         # Before the arm's emulator and worker stop, or their CPU would count as another job's.
         delta = CpuMeter.delta(before, meter.snapshot())
         figures.foreign_cores = CpuMeter.foreign(delta) / figures.seconds
@@ -289,6 +294,17 @@ async def _run_arm(
     resent = await _ledger_figures(bench, figures, prefix, starts, class_of, listed)
     _utilisation(figures, listed, {to for w, to in to_of.items() if class_of[w] == TENANT_A}, resent)
     return figures
+
+
+async def _cores_per_slice(meter: CpuMeter, before: dict[str, float], into: list[dict[str, float]]) -> None:
+    """Each process group's CPU, in cores, over each SLICE_SECONDS from the batch's start (the first
+    SLICES_WITH_CPU of them): what the machine was busy with while the route ran below its pace."""
+    last = before
+    while len(into) < SLICES_WITH_CPU:
+        await asyncio.sleep(SLICE_SECONDS)
+        now = meter.snapshot()
+        into.append({name: seconds / SLICE_SECONDS for name, seconds in CpuMeter.delta(last, now).items()})
+        last = now
 
 
 def _provider_figures(

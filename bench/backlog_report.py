@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.measure import MACHINE
 from bench.backlog import (
     ARMS,
     CLASSES,
@@ -163,6 +164,23 @@ def _slices(counts: list[int], limit: float) -> str:
     return " ".join(f"{w:.2f}" for w in whole[:6]) + tail
 
 
+def _slice_cores(slices: list[dict[str, float]]) -> str:
+    """Each slice's CPU as "Temporal/workers/PostgreSQL/driver/machine" cores."""
+
+    def one(cores: dict[str, float]) -> str:
+        workers = sum(v for k, v in cores.items() if k.startswith("worker"))
+        parts = (
+            cores.get("temporal", 0.0),
+            workers,
+            cores.get("postgres", 0.0),
+            cores.get("driver", 0.0),
+            cores.get(MACHINE, 0.0),
+        )
+        return "/".join(f"{v:.2f}" for v in parts)
+
+    return "; ".join(one(c) for c in slices) or "-"
+
+
 def _backlog_route_table(r: BacklogResult) -> str:
     arms = [arm for arm in ARMS if arm in r.arms]
     lines = ["| route | " + " | ".join(arms) + " |", "|---|" + "--:|" * len(arms)]
@@ -183,6 +201,10 @@ def _backlog_route_table(r: BacklogResult) -> str:
     row(
         f"acceptances per {SLICE_SECONDS:g} s of that span ÷ L·{SLICE_SECONDS:g} s, first six, then the rest's median",
         lambda a: _slices(a.slice_counts, r.limit),
+    )
+    row(
+        f"CPU in cores per {SLICE_SECONDS:g} s from the batch's start, first six: Temporal / workers / PostgreSQL / driver / machine",
+        lambda a: _slice_cores(a.slice_cores),
     )
     row(
         "the route's pace while its submit queue held a waiting submit (server dispatches)",
