@@ -12,6 +12,7 @@ what ``herald.ledger.notices`` read; nothing is judged again here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from herald.console.markup import Markup, el, fragment
 from herald.console.pages import WebUi, clock, delay, moment, page
@@ -161,8 +162,8 @@ def _observations(own: list[RecordedObservation], attempt: RecordedAttempt | Non
         report = "-"
         if o.report_received_at is not None:
             report = f"stored {clock(o.report_received_at)}"
-            if o.report_event_at is not None:  # the provider's clock, to its own resolution
-                report += f"; the provider's event {clock(o.report_event_at)}, {delay(o.report_received_at - o.report_event_at)} before"
+            if o.report_event_at is not None:
+                report += "; " + provider_event(o.report_received_at, o.report_event_at)
         rows.append(
             el(
                 "tr",
@@ -243,3 +244,12 @@ def _consent(channel: ChannelStory) -> Markup:
         for s in channel.suppressions
     ]
     return el("ul", *items)
+
+
+def provider_event(stored: datetime, event: datetime) -> str:
+    """The provider's own time of a report, to its resolution: Twilio's carrier date gives minutes
+    (RawDlrDoneDate, YYMMDDhhmm), so a time on the minute is shown as its minute, not as a delay
+    that would be up to 59 s too long."""
+    if event.second == 0 and event.microsecond == 0:
+        return f"the provider's event in the minute {event:%H:%M} (its clock gives minutes)"
+    return f"the provider's event {clock(event)}, {delay(stored - event)} before"

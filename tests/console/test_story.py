@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from herald.console.story import provider_event
 from tests.console.ledger_rows import Seeded, lost_answer_notice, stopped_marketing_text
 
 
@@ -164,3 +166,13 @@ async def test_a_search_body_is_read_only_up_to_its_bound(console: httpx.AsyncCl
         "/find", content=b"q=\xff\xfe", headers={"content-type": "application/x-www-form-urlencoded"}
     )
     assert answer.status_code == 400 and "request body: must be a form" in answer.text
+
+
+def test_a_provider_time_on_the_minute_is_shown_as_its_minute_not_as_a_delay() -> None:
+    """Twilio's carrier date gives minutes: a report stored 54.2 s into the minute is not "54.2 s" late;
+    a provider time with seconds keeps its delay."""
+    stored = datetime(2026, 12, 6, 15, 55, 54, 200_000, tzinfo=UTC)
+    assert provider_event(stored, datetime(2026, 12, 6, 15, 55, tzinfo=UTC)) == (
+        "the provider's event in the minute 15:55 (its clock gives minutes)"
+    )
+    assert provider_event(stored, stored - timedelta(seconds=1.5)).endswith(", 1.5 s before")
