@@ -136,7 +136,8 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-
 .channels { display: grid; gap: 1rem; grid-template-columns: repeat(auto-fit, minmax(30rem, 1fr)); align-items: start; }
 /* A grid item is as wide as its widest cell unless told otherwise: long provider ids wrap inside the card. */
 .channel { min-width: 0; }
-table.events td, table.transitions td { overflow-wrap: anywhere; }
+table.events td.id { overflow-wrap: anywhere; }
+table.events td.mono, table.transitions td.mono { white-space: nowrap; }
 .channel { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: .9rem 1rem; }
 .state { display: inline-block; padding: .05rem .45rem; border-radius: 3px; font-size: .85rem; background: #eef1f4; }
 .state.delivered, .state.relayed { background: #e3f3e8; color: var(--good); }

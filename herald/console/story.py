@@ -171,7 +171,7 @@ def _observations(own: list[RecordedObservation], attempt: RecordedAttempt | Non
                 el("td", f"+{delay(o.observed_at - attempt.prepared_at)}" if attempt else "-", class_="mono"),
                 el("td", o.source),
                 el("td", el("strong", o.kind), " ", status, el("div", o.reason, class_="muted")),
-                el("td", el("code", o.provider_id) if o.provider_id else "-"),
+                el("td", el("code", o.provider_id) if o.provider_id else "-", class_="id"),
                 el("td", report),
                 el("td", "applied" if o.applied else "ignored"),
                 class_=None if o.applied else "ignored",
