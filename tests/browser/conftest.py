@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import uvicorn
 from playwright.async_api import BrowserContext, async_playwright
 from psycopg_pool import AsyncConnectionPool
+from starlette.types import ASGIApp
 
 from devstack.processes import free_port
 from devstack.stack import LocalStack
@@ -71,7 +73,13 @@ async def console_url(stack: LocalStack, reader_pool: AsyncConnectionPool) -> As
     port = free_port()
     t = stack.config.temporal
     settings = ConsoleSettings(port=port, temporal_ui_url=f"http://{t.host}:{t.ui_port}")
-    app = build_console(reader_pool, SESSION_KEYRING, settings, t.namespace)
+    async with served(build_console(reader_pool, SESSION_KEYRING, settings, t.namespace), port) as url:
+        yield url
+
+
+@asynccontextmanager
+async def served(app: ASGIApp, port: int) -> AsyncIterator[str]:
+    """`app` under uvicorn on 127.0.0.1:`port`, its base URL once it listens; stopped on exit."""
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, proxy_headers=False)
     )

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 from playwright.async_api import BrowserContext, expect
 from psycopg_pool import AsyncConnectionPool
 
 from devstack.processes import free_port
 from herald.console.app import build_console
 from herald.settings import ConsoleSettings
-from tests.browser.conftest import screenshot_path
+from tests.browser.conftest import screenshot_path, served
 from tests.console.ledger_rows import lost_answer_notice
 from tests.console.conftest import opener, opener_url  # noqa: F401 (the console tier's opener login, shared)
 from tests.keys import SESSION_KEYRING
@@ -27,19 +25,8 @@ async def opening_console(
     """The console with opening enabled, served by uvicorn on a free loopback port (no Temporal needed)."""
     port = free_port()
     app = build_console(reader_pool, SESSION_KEYRING, ConsoleSettings(port=port), "default", opener=opener)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, proxy_headers=False)
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, timeout=10)
+    async with served(app, port) as url:
+        yield url
 
 
 async def test_an_operator_opens_the_text_as_sent_with_a_reason(

@@ -165,7 +165,7 @@ async def test_a_parameter_given_twice_is_refused(console: httpx.AsyncClient) ->
 
 
 NAMES = st.sampled_from(
-    ["state", "channel", "template", "tenant", "category", "since", "until", "limit", "after", "q", "x"]
+    ["state", "channel", "template", "tenant", "category", "since", "until", "limit", "after", "person", "q", "x"]
 )
 VALUES = st.one_of(
     st.text(max_size=60),
@@ -175,6 +175,12 @@ VALUES = st.one_of(
         lambda d, w: f"{d.isoformat()}~{w}", st.datetimes(timezones=st.just(UTC)), st.text(min_size=1, max_size=20)
     ),
     st.integers(min_value=-(10**6), max_value=10**6).map(str),
+    # person=: keyed fingerprints as a person's page links them, well formed or nearly.
+    st.lists(
+        st.builds(lambda k, h: f"{k}:{h}", st.from_regex(r"[a-z0-9.]{0,8}", fullmatch=True),
+                  st.from_regex(r"[0-9a-fA-F]{63,65}", fullmatch=True)),
+        min_size=0, max_size=10,
+    ).map(",".join),  # fmt: skip
 )
 
 
