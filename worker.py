@@ -42,7 +42,7 @@ from herald.runtime import exits
 from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.runtime.reach import ServiceUnreachable
 from herald.settings import Settings, load_settings
-from herald.temporal.task_queues import submit_task_queue
+from herald.temporal.task_queues import submit_task_queue, urgent_task_queue
 from herald.temporal.tracing import tracer_provider, tracing_interceptors
 from workflows.notification import NotificationWorkflow
 
@@ -88,11 +88,15 @@ def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
     )
 
 
-def build_worker(client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities) -> Worker:
-    """The workflow worker: NotificationWorkflow, the ledger's local activities, lookups and cancels."""
+def build_worker(
+    client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities, *, urgent: bool = False
+) -> Worker:
+    """The workflow worker: NotificationWorkflow, the ledger's local activities, lookups and cancels,
+    on the route's standard queue or (`urgent`) its urgent lane, each with slots and pollers of its own."""
+    base = settings.temporal.task_queue
     return Worker(
         client,
-        task_queue=settings.temporal.task_queue,
+        task_queue=urgent_task_queue(base) if urgent else base,
         workflows=[NotificationWorkflow],
         workflow_runner=WORKFLOW_RUNNER,
         activities=[
@@ -128,17 +132,30 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
     )
 
 
+def workflow_workers(
+    client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities
+) -> list[Worker]:
+    """The workflow workers of a route: its standard queue's and its urgent lane's (every workflow task)."""
+    return [
+        build_worker(client, settings, ledger, provider),
+        build_worker(client, settings, ledger, provider, urgent=True),
+    ]
+
+
 def polled_workers(
     client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities
 ) -> list[Worker]:
-    """The workers this process runs, as HERALD_WORKER_QUEUES says: the workflow worker, the
-    submit worker, or both (the default). Split, each queue gets a process of its own: a burst of
-    workflow tasks then shares the machine with a route's submits, not their event loop."""
+    """The workers this process runs, as HERALD_WORKER_QUEUES says: the standard workflow queue's,
+    the urgent lane's, the submits' (by default all three). Split, each queue gets a process of its
+    own: a burst of workflow tasks then shares the machine with the urgent lane and the route's
+    submits, not their event loop."""
     chosen = settings.worker_queues
     workers = []
-    if chosen in ("all", "workflows"):
+    if "standard" in chosen:
         workers.append(build_worker(client, settings, ledger, provider))
-    if chosen in ("all", "submits"):
+    if "urgent" in chosen:
+        workers.append(build_worker(client, settings, ledger, provider, urgent=True))
+    if "submits" in chosen:
         workers.append(build_submit_worker(client, settings, provider))
     return workers
 
@@ -201,8 +218,8 @@ async def run_worker(opened: ProcessRuntime, stop: asyncio.Event, providers: Pro
         log.info(
             "worker polling task queue%s %s%s",
             "s" if len(workers) > 1 else "",
-            " and ".join(worker.task_queue for worker in workers),
-            f" (submits at most {pace:g}/s)" if pace and settings.worker_queues != "workflows" else "",
+            ", ".join(worker.task_queue for worker in workers),
+            f" (submits at most {pace:g}/s)" if pace and "submits" in settings.worker_queues else "",
         )
         await stop.wait()
 

@@ -103,6 +103,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--split-worker", action="store_true",
                         help="a rate-limited route's worker as two processes, one polling the workflow queue and"
                              " one the submit queue (HERALD_WORKER_QUEUES), in the rate-limit and backlog passes")  # fmt: skip
+    parser.add_argument("--urgent-worker", action="store_true",
+                        help="a rate-limited route's urgent lane (herald/temporal/task_queues.py) polled by a process"
+                             " of its own, in the rate-limit and backlog passes")  # fmt: skip
     parser.add_argument("--step-ms", type=int, default=20,
                         help="emulator lifecycle step: `delivered` is reported 3 steps after acceptance (default 20)")  # fmt: skip
     parser.add_argument("--wait-for-load", type=float, default=0,
@@ -173,6 +176,7 @@ async def measure_scale_out(args: argparse.Namespace, stack: BenchStack) -> Scal
 async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
     bench = Bench(stack)
     bench.split_worker = args.split_worker
+    bench.urgent_worker = args.urgent_worker
     await bench.open()
     timeout = 120 + args.intents / 2
     out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None,

@@ -40,7 +40,7 @@ import httpx
 
 from bench.common import fresh_recipient, new_tag, offer, wait_until, workflows_closed
 from bench.context import Bench
-from bench.herald_run import limited_route
+from bench.herald_run import limited_route, route_workers
 from bench.measure import CpuMeter
 from herald.core.contracts import attempt_ref
 from herald.core.delivery_policy import DeliveryPolicy
@@ -171,6 +171,8 @@ class BacklogResult:
     seconds: int
     limit: float
     submit_rate: float | None
+    # The route's worker processes, each (name, HERALD_WORKER_QUEUES): bench/herald_run.py route_workers.
+    workers: list[tuple[str, str]] = field(default_factory=list)
     arms: dict[str, BacklogArm] = field(default_factory=dict)
 
 
@@ -202,7 +204,8 @@ async def run_backlog(
     bench: Bench, backlog: int, seconds: int, limit: float, submit_rate: float | None,
     arms: tuple[str, ...] = ARMS,
 ) -> BacklogResult:  # fmt: skip
-    result = BacklogResult(backlog, seconds, limit, submit_rate)
+    workers = route_workers("route", split=bench.split_worker, urgent=bench.urgent_worker)
+    result = BacklogResult(backlog, seconds, limit, submit_rate, workers)
     tag = new_tag()
     # The route drained at half its pace, plus one unknown submit's proof of absence (the production
     # policy's in-flight bound and provider queue validity, then its resend): an attempt lost to an

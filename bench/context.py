@@ -85,6 +85,8 @@ class Bench:
         self.meter = CpuMeter(stack.pids)
         # A rate-limited route's worker as two processes, workflows and submits (HERALD_WORKER_QUEUES).
         self.split_worker = False
+        # The route's urgent lane polled by a process of its own (HERALD_WORKER_QUEUES=urgent).
+        self.urgent_worker = False
 
     async def open(self) -> None:
         # Herald's client exactly as a service builds it (pydantic converter, production policy).

@@ -47,7 +47,7 @@ from herald.client import HeraldClient
 from herald.core.delivery_policy import DeliveryPolicy
 from herald.core.intent import workflow_id_for
 from herald.providers.twilio_signature import compute_signature
-from herald.temporal.task_queues import submit_task_queue
+from herald.temporal.task_queues import submit_task_queue, urgent_task_queue
 
 # Parked and report-path intents wait for a report with their first status poll an hour away,
 # so the figures isolate what they measure (memory of open intents; the report path) from
@@ -411,9 +411,10 @@ class RateLimitResult:
 
 
 async def _wait_for_pollers(client: Client, task_queue: str, *, timeout: float) -> None:
-    """Until a worker polls both the workflow queue and its submit queue."""
+    """Until a worker polls the route's every queue: both workflow queues and the submits."""
     queues = [
         (task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+        (urgent_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
         (submit_task_queue(task_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
     ]
 
@@ -430,6 +431,19 @@ async def _wait_for_pollers(client: Client, task_queue: str, *, timeout: float) 
         raise RuntimeError(f"no worker polls {task_queue} after {timeout:g} s")
 
 
+def route_workers(name: str, *, split: bool, urgent: bool) -> list[tuple[str, str]]:
+    """The route's worker processes, each (process name, HERALD_WORKER_QUEUES): one polling every
+    queue; or (`split`) the workflows and the submits apart; and (`urgent`) the urgent lane in a
+    process of its own. `worker_<name>` always runs the standard queue's workflows."""
+    if split and urgent:
+        return [(f"worker_{name}", "standard"), (f"worker_{name}_urgent", "urgent"), (f"worker_{name}_submits", "submits")]  # fmt: skip
+    if split:
+        return [(f"worker_{name}", "workflows"), (f"worker_{name}_submits", "submits")]
+    if urgent:
+        return [(f"worker_{name}", "standard,submits"), (f"worker_{name}_urgent", "urgent")]
+    return [(f"worker_{name}", "all")]
+
+
 @asynccontextmanager
 async def limited_route(
     bench: Bench, name: str, limit: float, submit_rate: float | None, task_queue: str
@@ -442,8 +456,7 @@ async def limited_route(
     stack = bench.stack
     e = stack.config.emulator
     port = free_port()
-    # One process polling both queues, or (bench.split_worker) one each: `worker_<name>` runs the workflows.
-    workers = [(f"worker_{name}", "workflows"), (f"worker_{name}_submits", "submits")] if bench.split_worker else [(f"worker_{name}", "all")]  # fmt: skip
+    workers = route_workers(name, split=bench.split_worker, urgent=bench.urgent_worker)
     emulator = stack.spawn(f"emulator_{name}", [
         sys.executable, "-m", "emulator", "--host", "127.0.0.1", "--port", str(port), "--account-sid", e.account_sid,
         "--auth-token", e.auth_token, "--step-ms", str(e.step_ms), "--rate-limit-per-sender", str(limit),

@@ -43,7 +43,7 @@ from herald.runtime.process import LEDGER, ProcessRuntime
 from herald.settings import load_settings
 from herald.settings.variables import environment
 from herald.temporal.workflow_api import not_delivered_query
-from worker import build_providers, build_submit_worker, build_worker, submit_pacer
+from worker import build_providers, build_submit_worker, submit_pacer, workflow_workers
 
 # How often the launcher looks for a child that died (and restarts it).
 SUPERVISE_EVERY_SECONDS = 1.0
@@ -102,9 +102,9 @@ async def _demo(config: StackConfig, stack: LocalStack) -> str:
 
 @asynccontextmanager
 async def _paced_route(client: Client, route: ProcessRuntime, config: StackConfig) -> AsyncIterator[PacedRoute]:
-    """The priority scene's route, in this process: worker.py's two workers on the paced route's
-    task queue (config.paced_route), built as worker.py builds them. The workflow worker polls at
-    once; the submit worker, on `release()`."""
+    """The priority scene's route, in this process: worker.py's workers on the paced route's
+    task queues (config.paced_route), built as worker.py builds them. The workflow workers (its
+    standard queue and urgent lane) poll at once; the submit worker, on `release()`."""
     settings, keyring = route.settings(), route.keyring()
     async with AsyncExitStack() as stack:
         pool = await stack.enter_async_context(route.pool(LEDGER, "required", max_size=8))
@@ -116,7 +116,8 @@ async def _paced_route(client: Client, route: ProcessRuntime, config: StackConfi
             adapters, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
             pacer=submit_pacer(settings), vault=vault, keyring=keyring,
         )  # fmt: skip
-        await stack.enter_async_context(build_worker(client, settings, LedgerActivities(pool, vault), provider))
+        for polling in workflow_workers(client, settings, LedgerActivities(pool, vault), provider):
+            await stack.enter_async_context(polling)
 
         async def release() -> None:
             await stack.enter_async_context(build_submit_worker(client, settings, provider))

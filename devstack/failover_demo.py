@@ -46,7 +46,7 @@ from herald.ledger.artifacts import PostgresArtifactStore
 from herald.ledger.policy_store import policy_in_force, publish_policy
 from herald.ledger.provider_marks import provider_states
 from herald.runtime.process import LEDGER, ProcessRuntime
-from worker import build_providers, build_submit_worker, build_worker
+from worker import build_providers, build_submit_worker, workflow_workers
 
 ROUTE = ["twilio", "infobip"]
 # The first wave makes the outage (three Unreachable: herald.core.routes.OUTAGE_AFTER), the second
@@ -87,7 +87,8 @@ async def failover_route(
             adapters, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool), vault=vault,
             keyring=keyring,
         )  # fmt: skip
-        await stack.enter_async_context(build_worker(client, settings, LedgerActivities(pool, vault), provider))
+        for polling in workflow_workers(client, settings, LedgerActivities(pool, vault), provider):
+            await stack.enter_async_context(polling)
         await stack.enter_async_context(build_submit_worker(client, settings, provider))
         yield HeraldClient(client, queue, keyring=keyring, policy=policy, vault=vault), gate
 

@@ -32,6 +32,7 @@ from herald.intake.requests import IntentRequest, build_intent, parse_request, s
 from herald.ledger.policy_store import orders_at_start
 from herald.privacy.fingerprints import Keyring
 from herald.privacy.recipient_vault import RecipientVault
+from herald.temporal.task_queues import workflow_task_queue
 from herald.temporal.workflow_api import (
     QUERY_STATUS,
     SIGNAL_KEY_CONFLICT,
@@ -109,6 +110,7 @@ class HeraldClient:
     async def _start(
         self, intent: Intent, policy: DeliveryPolicy, order: DispatchOrder | None = None, read_at: datetime | None = None
     ) -> SendReceipt:
+        priority = start_priority(intent, order)
         try:
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
@@ -120,7 +122,10 @@ class HeraldClient:
                 ),
                 result_type=IntentStatus,
                 id=intent.workflow_id,
-                task_queue=self._task_queue,
+                # The urgent lane for the first priority key, so its workflow tasks never wait for a
+                # worker slot behind a backlog's (herald/temporal/task_queues.py); its submits still
+                # join the route's one paced submit queue.
+                task_queue=workflow_task_queue(self._task_queue, priority.priority_key),
                 # A running intent for this key is the intent: attach to it instead of failing...
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 # ...and a closed one is never run again: one business event, one intent.
@@ -129,7 +134,7 @@ class HeraldClient:
                 search_attributes=initial_search_attributes(
                     f"{intent.template_id}.v{intent.template_version}", intent.message.channel.value
                 ),
-                priority=start_priority(intent, order),
+                priority=priority,
             )
         except WorkflowAlreadyStartedError:
             handle = self._client.get_workflow_handle(intent.workflow_id, result_type=IntentStatus)

@@ -20,7 +20,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
@@ -31,6 +31,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from activities.ledger import LedgerActivities
 from activities.provider import ProviderActivities
@@ -62,7 +63,7 @@ from herald.receipts.drainer import run_drainer
 from herald.settings import load_settings
 from herald.temporal.client import connect
 from tests.keys import SESSION_FINGERPRINT_KEYS, SESSION_KEKS, SESSION_KEY_ENCRYPTION_KEYS, SESSION_KEYRING
-from worker import build_providers, build_submit_worker, build_worker
+from worker import build_providers, polled_workers
 
 # Short clocks so lifecycle tests finish in seconds; production defaults are minutes and hours.
 TEST_POLICY = DeliveryPolicy(
@@ -303,11 +304,20 @@ async def worker(
     vault = RecipientVault(pool, keks)
     provider = ProviderActivities(providers, settings.receipts.public_url, pool, artifacts=PostgresArtifactStore(pool),
                                   vault=vault, keyring=keyring)  # fmt: skip
-    running = build_worker(temporal, settings, LedgerActivities(pool, vault), provider)
-    async with running, build_submit_worker(temporal, settings, provider):
+    async with polling(polled_workers(temporal, settings, LedgerActivities(pool, vault), provider)):
         yield
     for adapter in providers.values():
         await adapter.aclose()
+
+
+@asynccontextmanager
+async def polling(workers: list[Worker]) -> AsyncIterator[None]:
+    """Every queue of a route (worker.py polled_workers: the standard queue, the urgent lane, the
+    submits), polled as one worker.py process polls them, until the block ends."""
+    async with AsyncExitStack() as running:
+        for each in workers:
+            await running.enter_async_context(each)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -383,7 +393,7 @@ async def plain_relay(temporal: Any, settings: Any, pool: Any) -> AsyncIterator[
     provider = ProviderActivities({Channel.EMAIL: SmtpAdapter(config, keyring=SESSION_KEYRING)},
                                   settings.receipts.public_url, pool, vault=vault, keyring=SESSION_KEYRING)  # fmt: skip
     ledger = LedgerActivities(pool, vault)
-    async with build_worker(temporal, plain, ledger, provider), build_submit_worker(temporal, plain, provider):
+    async with polling(polled_workers(temporal, plain, ledger, provider)):
         yield HeraldClient(temporal, task_queue, keyring=SESSION_KEYRING, policy=TEST_POLICY)
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from herald.settings.defaults import (
@@ -70,7 +70,7 @@ from herald.settings.servers import (
 )
 from herald.settings.temporal import TemporalSettings, TemporalVariables, _temporal
 from herald.settings.temporal_profile import load_profile
-from herald.settings.variables import InvalidSetting, Section, given_variables, read_section, rules_of
+from herald.settings.variables import InvalidSetting, Section, given_variables, items, read_section, rules_of
 
 __all__ = [
     "CODEC_SERVER_PORT", "LEDGER_METRICS_PORT", "LOOPBACK", "OUTBOX_LEASE_SECONDS", "RECEIPT_PORT", "REPO_ROOT",
@@ -83,6 +83,25 @@ __all__ = [
 
 
 # ---- the whole -----------------------------------------------------------------------------------
+
+
+# The queues a worker process may poll: its route's standard workflow queue, its urgent lane, its submits.
+WorkerQueue = Literal["standard", "urgent", "submits"]
+WORKER_QUEUES: tuple[WorkerQueue, ...] = ("standard", "urgent", "submits")
+# Names for several: `workflows` is every workflow task (so a split into workflows and submits
+# leaves no lane unpolled), `all` every queue.
+_WORKER_QUEUE_GROUPS: dict[str, tuple[WorkerQueue, ...]] = {"workflows": ("standard", "urgent"), "all": WORKER_QUEUES}
+_WORKER_QUEUES_RULE = "must be all, workflows, or a comma-separated list of standard, urgent and submits"
+
+
+def _worker_queues(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    names = items(value)
+    chosen = {queue for name in names for queue in _WORKER_QUEUE_GROUPS.get(name, (name,))}
+    if not names or not chosen <= set(WORKER_QUEUES):
+        raise ValueError("not a set of queues")
+    return frozenset(chosen)
 
 
 class Settings(BaseSettings):
@@ -124,13 +143,13 @@ class Settings(BaseSettings):
     # urgent intent's task, once polled, shares the CPU with every backlog task polled beside it;
     # with few, the rest wait in the server's queue, in priority order (bench/RESULTS.md, backlog).
     workflow_task_slots: Count(1000) = Field(WORKFLOW_TASK_SLOTS, alias="HERALD_WORKFLOW_TASK_SLOTS")  # type: ignore[valid-type]
-    # What this worker process polls: both queues (one process does everything, as `make run`),
-    # or one of them, so the submits of a route have a process (an event loop, a core) of their own
-    # and a burst of workflow starts cannot slow them (bench/RESULTS.md, backlog: the first 20 s).
+    # What this worker process polls (herald/temporal/task_queues.py): every queue of its route (one
+    # process does everything, as `make run`), or some of them, so the submits of a route, or its
+    # urgent lane, have a process (an event loop, a core) of their own and a burst of workflow starts
+    # cannot slow them (bench/RESULTS.md, the backlog pass). `workflows` is both workflow queues.
     worker_queues: Annotated[
-        Literal["all", "workflows", "submits"],
-        Rule("must be all, workflows or submits"),
-    ] = Field("all", alias="HERALD_WORKER_QUEUES")
+        frozenset[WorkerQueue], BeforeValidator(_worker_queues), Rule(_WORKER_QUEUES_RULE)
+    ] = Field(frozenset(WORKER_QUEUES), alias="HERALD_WORKER_QUEUES")
 
     @model_validator(mode="after")
     def _unsubscribe_links_over_https(self) -> Settings:

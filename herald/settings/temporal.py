@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     SecretBytes,
@@ -57,6 +58,18 @@ def _grpc_meta(value: Any) -> Any:
     return value
 
 
+_TASK_QUEUE_RULE = "must be 1 to 990 characters, none of them whitespace, not ending in -urgent or -submit"
+# The suffixes herald/temporal/task_queues.py names a route's urgent lane and its submit queue with
+# (spelled here, not imported: herald.temporal's client imports the settings; a unit test ties the two).
+LANE_SUFFIXES = ("-urgent", "-submit")
+
+
+def _base_task_queue(value: str) -> str:
+    if value.endswith(LANE_SUFFIXES):
+        raise ValueError("a lane's name, not a route's")
+    return value
+
+
 class TemporalVariables(Section):
     """The variables Temporal's connection is read from: Herald's own names, each of which, when set,
     wins over Temporal's, and Temporal's, handed to temporalio.envconfig by herald/settings/temporal_profile.py
@@ -64,8 +77,10 @@ class TemporalVariables(Section):
 
     herald_temporal_address: TemporalAddress | None = Field(None, alias="HERALD_TEMPORAL_ADDRESS")
     herald_temporal_namespace: TemporalNamespace | None = Field(None, alias="HERALD_TEMPORAL_NAMESPACE")
+    # A route's base queue: its urgent lane and its submits are named from it (herald/temporal/task_queues.py),
+    # so it may not itself end the way they do, and leaves room for their suffix.
     herald_task_queue: Annotated[
-        str, Field(pattern=r"^\S{1,1000}$"), Rule("must be 1 to 1000 characters, none of them whitespace")
+        str, Field(pattern=r"^\S{1,990}$"), AfterValidator(_base_task_queue), Rule(_TASK_QUEUE_RULE)
     ] | None = Field(None, alias="HERALD_TASK_QUEUE")
     herald_temporal_tls: Flag | None = Field(None, alias="HERALD_TEMPORAL_TLS")
     herald_temporal_tls_ca: ReadableFile | None = Field(None, alias="HERALD_TEMPORAL_TLS_CA")

@@ -99,6 +99,46 @@ async def test_a_worker_split_by_queue_sends_only_from_its_submit_process(
     await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
 
 
+async def test_an_urgent_intent_runs_on_its_lane_and_submits_through_the_route_queue(
+    fault_stack, fault_herald, fault_emulator, fault_pool
+) -> None:
+    """The urgent lane: an account notice (priority 1) runs on `<queue>-urgent`. With only a process
+    polling the standard queue and the submits up, a receipt beside it is delivered and the notice is
+    not touched (no attempt, nothing sent); once a process polling the lane alone starts, the notice
+    is delivered once, its submit scheduled on the route's one paced submit queue and sent by the
+    submits process (the lane's process polls no submits)."""
+    base = fault_stack.config.temporal.task_queue
+    code_key, code_to = fresh_key("signin"), fresh_recipient()
+    receipt_key, receipt_to = fresh_key(), fresh_recipient()
+    code = receipt_request(code_key, code_to, template_id="class_reminder", template_version=1,
+                           render_data={"class_name": "Spin", "starts_at": "Mon 18:00"})  # fmt: skip
+    with worker(fault_stack, "worker-standard", HERALD_WORKER_QUEUES="standard,submits"):
+        await fault_herald.send(code)
+        await fault_herald.send(receipt_request(receipt_key, receipt_to))
+        assert (await reads.final(fault_herald, receipt_key)).state is IntentState.DELIVERED
+        description = await fault_herald.handle(code_key).describe()
+        assert description.task_queue == f"{base}-urgent"
+        async with fault_pool.connection() as conn:
+            rows = await (await conn.execute("SELECT count(*) FROM attempts WHERE workflow_id = %s",
+                                             (workflow_id_for(code_key, "sms"),))).fetchone()  # fmt: skip
+        assert rows == (0,) and await fault_emulator.messages(code_to) == []
+        with worker(fault_stack, "worker-urgent", HERALD_WORKER_QUEUES="urgent") as lane:
+            final = await reads.final(fault_herald, code_key)
+        log = (fault_stack.log_dir / f"{lane.name}.log").read_text()
+    assert final.state is IntentState.DELIVERED
+    assert len(await fault_emulator.messages(code_to)) == 1
+    assert f"worker polling task queue {base}-urgent\n" in log  # the lane alone: no submit sent from here
+    history = await fault_herald.handle(code_key).fetch_history()
+    submit_queues = {
+        event.activity_task_scheduled_event_attributes.task_queue.name
+        for event in history.events
+        if event.activity_task_scheduled_event_attributes.activity_type.name == "submit_attempt"
+    }
+    assert submit_queues == {submit_task_queue(base)} == {f"{base}-submit"}
+    await check_invariants(fault_pool, fault_emulator, {
+        workflow_id_for(code_key, "sms"): code_to, workflow_id_for(receipt_key, "sms"): receipt_to})  # fmt: skip
+
+
 async def _submit_scheduled(herald: HeraldClient, key: str) -> bool:
     """The intent's workflow has scheduled an activity that no worker has started: its submit, queued."""
     description = await herald.handle(key).describe()

@@ -19,7 +19,7 @@ from herald.privacy.recipient_vault import RecipientVault
 from herald.providers.twilio import TwilioAdapter
 from tests.keys import SESSION_KEKS, SESSION_KEYRING
 from tests.stack import TEST_POLICY
-from worker import build_submit_worker, build_worker, submit_pacer
+from worker import build_submit_worker, submit_pacer, workflow_workers
 
 LIMIT = 10.0  # the emulator's messages/s per sender (Herald has one sender)
 
@@ -56,9 +56,8 @@ async def route_paced_at(
     )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(adapter.aclose)
-        await stack.enter_async_context(
-            build_worker(temporal, limited, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider)
-        )
+        for polling in workflow_workers(temporal, limited, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider):  # fmt: skip
+            await stack.enter_async_context(polling)
 
         async def release() -> None:
             await stack.enter_async_context(build_submit_worker(temporal, limited, provider))

@@ -96,6 +96,9 @@ async def test_quiet_hours_defer_a_non_urgent_intent_to_the_window_end_and_never
     try:
         async with (
             build_worker(skipping.client, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider),
+            # The reminder is an account notice: priority 1, on the route's urgent lane.
+            build_worker(skipping.client, local, LedgerActivities(pool, RecipientVault(pool, SESSION_KEKS)), provider,
+                         urgent=True),
             build_submit_worker(skipping.client, local, provider),
         ):
             await herald.send(receipt_request(reminder, to_reminder, template_id="class_reminder", template_version=1,

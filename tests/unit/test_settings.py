@@ -72,6 +72,8 @@ def test_tls_accepts_the_usual_spellings() -> None:
 # ---- every variable: one line naming it and its rule, never its value ----------------------------
 
 HERE = Path(__file__).resolve()
+WORKER_QUEUES_RULE = "must be all, workflows, or a comma-separated list of standard, urgent and submits"
+TASK_QUEUE_RULE = "must be 1 to 990 characters, none of them whitespace, not ending in -urgent or -submit"
 KEY_LINE_SECRET = "c2VjcmV0LWtleS1tYXRlcmlhbA=="  # base64 of 19 bytes: not an AES-256 key
 NOT_A_FILE = "/nonexistent/herald-settings-test.pem"
 
@@ -80,7 +82,11 @@ NOT_A_FILE = "/nonexistent/herald-settings-test.pem"
 BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_TEMPORAL_ADDRESS", "temporal-no-port", "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:7233"),
     ("HERALD_TEMPORAL_NAMESPACE", "name space!", "must be a namespace name: 1 to 255 letters, digits, '.', '-' or '_'"),
-    ("HERALD_TASK_QUEUE", "queue with spaces", "must be 1 to 1000 characters, none of them whitespace"),
+    ("HERALD_TASK_QUEUE", "queue with spaces", TASK_QUEUE_RULE),
+    # A base queue may not be named like a lane of another's: its submits would be that one's.
+    ("HERALD_TASK_QUEUE", "herald-notifications-urgent", TASK_QUEUE_RULE),
+    ("HERALD_TASK_QUEUE", "herald-notifications-submit", TASK_QUEUE_RULE),
+    ("HERALD_TASK_QUEUE", "q" * 991, TASK_QUEUE_RULE),
     ("HERALD_TEMPORAL_TLS", "ture", "must be one of 1, true, yes, on, 0, false, no, off"),
     ("HERALD_TEMPORAL_TLS_CA", NOT_A_FILE, "no such file"),
     ("HERALD_TEMPORAL_TLS_CERT", NOT_A_FILE, "no such file"),
@@ -123,7 +129,9 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_TWILIO_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
     ("HERALD_SUBMIT_RATE_LIMIT", "ten", "must be a number of messages per second, at least 0 (0 or unset: unlimited)"),
     ("HERALD_WORKFLOW_TASK_SLOTS", "many", "must be a whole number from 1 to 1000"),
-    ("HERALD_WORKER_QUEUES", "both", "must be all, workflows or submits"),
+    ("HERALD_WORKER_QUEUES", "both", WORKER_QUEUES_RULE),
+    ("HERALD_WORKER_QUEUES", "standard,backlog", WORKER_QUEUES_RULE),
+    ("HERALD_WORKER_QUEUES", " ;; ", WORKER_QUEUES_RULE),
     ("HERALD_SMTP_HOST", "smtp://relay.example", "must be a host name or IP address, without scheme or port, e.g. 127.0.0.1"),
     ("HERALD_SMTP_PORT", "99999", "must be a port number from 1 to 65535"),
     ("HERALD_SMTP_SECURITY", "ssl", "must be one of starttls, tls, none"),
