@@ -109,6 +109,7 @@ def build_worker(
         # Bounded like the adapter's connection pool, so activities queue in Temporal, not in httpx.
         max_concurrent_activities=settings.twilio.max_in_flight * 2,
         max_concurrent_workflow_tasks=settings.workflow_task_slots,
+        max_cached_workflows=settings.workflow_cache,
         deployment_config=deployment_config(settings),
     )
 

@@ -41,6 +41,7 @@ from herald.settings.defaults import (
     REPO_ROOT,
     TEMPORAL_PORT,
     TEMPORAL_UI_PORT,
+    WORKFLOW_CACHE,
     WORKFLOW_TASK_SLOTS,
 )
 from herald.settings.keys import (
@@ -143,6 +144,10 @@ class Settings(BaseSettings):
     # urgent intent's task, once polled, shares the CPU with every backlog task polled beside it;
     # with few, the rest wait in the server's queue, in priority order (bench/RESULTS.md, backlog).
     workflow_task_slots: Count(1000) = Field(WORKFLOW_TASK_SLOTS, alias="HERALD_WORKFLOW_TASK_SLOTS")  # type: ignore[valid-type]
+    # Open workflows one worker keeps in memory between their tasks. One evicted (the least recently
+    # used, once more are open) replays its whole history at its next task: CPU on the worker and
+    # the server, and a slower task.
+    workflow_cache: Count(100_000) = Field(WORKFLOW_CACHE, alias="HERALD_WORKFLOW_CACHE")  # type: ignore[valid-type]
     # What this worker process polls (herald/temporal/task_queues.py): every queue of its route (one
     # process does everything, as `make run`), or some of them, so the submits of a route, or its
     # urgent lane, have a process (an event loop, a core) of their own and a burst of workflow starts

@@ -21,6 +21,8 @@ CONSOLE_PORT = 8240
 LEDGER_METRICS_PORT = 9465
 # The SDK's own default; see Settings.workflow_task_slots.
 WORKFLOW_TASK_SLOTS = 100
+# The SDK's own default; see Settings.workflow_cache.
+WORKFLOW_CACHE = 1000
 
 
 def no_trailing_slash(value: str) -> str:

@@ -129,6 +129,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_TWILIO_MAX_IN_FLIGHT", "many", "must be a whole number from 1 to 1024"),
     ("HERALD_SUBMIT_RATE_LIMIT", "ten", "must be a number of messages per second, at least 0 (0 or unset: unlimited)"),
     ("HERALD_WORKFLOW_TASK_SLOTS", "many", "must be a whole number from 1 to 1000"),
+    ("HERALD_WORKFLOW_CACHE", "lots", "must be a whole number from 1 to 100000"),
     ("HERALD_WORKER_QUEUES", "both", WORKER_QUEUES_RULE),
     ("HERALD_WORKER_QUEUES", "standard,backlog", WORKER_QUEUES_RULE),
     ("HERALD_WORKER_QUEUES", " ;; ", WORKER_QUEUES_RULE),
