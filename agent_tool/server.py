@@ -68,7 +68,8 @@ async def _agent_tools() -> AgentTools:
             pool = open_pool(url, max_size=2)
             await pool.open()  # lives as long as the tool server
             vault = runtime.vault(pool)
-        herald = HeraldClient(client, settings.temporal.task_queue, keyring=runtime.keyring(), vault=vault)
+        herald = HeraldClient(client, settings.temporal.task_queue, keyring=runtime.keyring(), vault=vault,
+                              urgent_lane=settings.temporal.urgent_lane)  # fmt: skip
         _tools = AgentTools(demo_store(), herald, caller)
     return _tools
 

@@ -106,6 +106,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--urgent-worker", action="store_true",
                         help="a rate-limited route's urgent lane (herald/temporal/task_queues.py) polled by a process"
                              " of its own, in the rate-limit and backlog passes")  # fmt: skip
+    parser.add_argument("--no-urgent-lane", action="store_true",
+                        help="start priority-1 intents on the route's own workflow queue, as HERALD_URGENT_LANE=0 does"
+                             " (a before/after of the urgent lane)")  # fmt: skip
     parser.add_argument("--step-ms", type=int, default=20,
                         help="emulator lifecycle step: `delivered` is reported 3 steps after acceptance (default 20)")  # fmt: skip
     parser.add_argument("--wait-for-load", type=float, default=0,
@@ -177,6 +180,7 @@ async def measure(args: argparse.Namespace, stack: BenchStack) -> dict:
     bench = Bench(stack)
     bench.split_worker = args.split_worker
     bench.urgent_worker = args.urgent_worker
+    bench.urgent_lane = not args.no_urgent_lane
     await bench.open()
     timeout = 120 + args.intents / 2
     out: dict = {"throughput": {}, "latency": None, "receipts": None, "parked": None, "rate_limit": None,

@@ -173,6 +173,7 @@ class BacklogResult:
     submit_rate: float | None
     # The route's worker processes, each (name, HERALD_WORKER_QUEUES): bench/herald_run.py route_workers.
     workers: list[tuple[str, str]] = field(default_factory=list)
+    urgent_lane: bool = True  # priority-1 intents started on the urgent lane (bench --no-urgent-lane: not)
     arms: dict[str, BacklogArm] = field(default_factory=dict)
 
 
@@ -205,7 +206,7 @@ async def run_backlog(
     arms: tuple[str, ...] = ARMS,
 ) -> BacklogResult:  # fmt: skip
     workers = route_workers("route", split=bench.split_worker, urgent=bench.urgent_worker)
-    result = BacklogResult(backlog, seconds, limit, submit_rate, workers)
+    result = BacklogResult(backlog, seconds, limit, submit_rate, workers, bench.urgent_lane)
     tag = new_tag()
     # The route drained at half its pace, plus one unknown submit's proof of absence (the production
     # policy's in-flight bound and provider queue validity, then its resend): an attempt lost to an

@@ -57,9 +57,15 @@ def backlog_section(r: BacklogResult | None) -> list[str]:
         ),
         "- Each arm has a fresh emulator and worker on a new task queue (no shared backlog); order: on, then off.",
         "- The route's worker: " + "; ".join(f"a process polling `{queues}`" for _, queues in r.workers)
-        + " (HERALD_WORKER_QUEUES). In arm on the urgent intents' workflows run on the route's urgent lane"
-        " (priority 1, herald/temporal/task_queues.py); in arm off nothing has priority 1, so every workflow runs on"
-        " the standard queue.",
+        + " (HERALD_WORKER_QUEUES). "
+        + (
+            "In arm on the urgent intents' workflows run on the route's urgent lane (priority 1,"
+            " herald/temporal/task_queues.py); in arm off nothing has priority 1, so every workflow runs on the"
+            " standard queue."
+            if r.urgent_lane
+            else "The urgent lane is off (`--no-urgent-lane`, as HERALD_URGENT_LANE=0): every workflow runs on the"
+            " standard queue."
+        ),
         "",
         _backlog_class_table(r),
         "",

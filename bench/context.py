@@ -87,6 +87,8 @@ class Bench:
         self.split_worker = False
         # The route's urgent lane polled by a process of its own (HERALD_WORKER_QUEUES=urgent).
         self.urgent_worker = False
+        # Priority-1 intents started on the urgent lane (HERALD_URGENT_LANE); False: on the route's queue.
+        self.urgent_lane = True
 
     async def open(self) -> None:
         # Herald's client exactly as a service builds it (pydantic converter, production policy).
@@ -111,7 +113,8 @@ class Bench:
 
     def client(self, task_queue: str, policy: DeliveryPolicy | None = None) -> HeraldClient:
         """Herald's client on `task_queue`, as a service builds it: the stack's keys, sealing."""
-        return HeraldClient(self.herald_temporal, task_queue, keyring=self.keyring, policy=policy, vault=self.vault)
+        return HeraldClient(self.herald_temporal, task_queue, keyring=self.keyring, policy=policy, vault=self.vault,
+                            urgent_lane=self.urgent_lane)  # fmt: skip
 
     async def close(self) -> None:
         for emulator in self.emulators.values():

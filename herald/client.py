@@ -66,13 +66,16 @@ class HeraldClient:
         keyring: Keyring,
         policy: DeliveryPolicy | None = None,
         vault: RecipientVault | None = None,
+        urgent_lane: bool = True,
     ) -> None:
         """`keyring` (the fingerprint keys, herald/privacy/fingerprints.py) names each intent's recipient and
         payload as the ledger and the policy gate know them. `vault` (the ledger's recipient keys)
         seals each intent's personal fields before they reach Temporal, so an erasure makes them
         unreadable there too; without one they travel under the deployment's codec key only,
-        readable until the namespace's retention ends."""
+        readable until the namespace's retention ends. `urgent_lane` (HERALD_URGENT_LANE): priority-1
+        intents start on the route's urgent lane (herald/temporal/task_queues.py); off, on `task_queue`."""
         self._client = client
+        self._urgent_lane = urgent_lane
         self._task_queue = task_queue
         self._keyring = keyring
         self._policy = policy or DeliveryPolicy()
@@ -80,7 +83,8 @@ class HeraldClient:
 
     def with_vault(self, vault: RecipientVault | None) -> HeraldClient:
         """This client, sealing with `vault` (None: not sealing)."""
-        return HeraldClient(self._client, self._task_queue, keyring=self._keyring, policy=self._policy, vault=vault)
+        return HeraldClient(self._client, self._task_queue, keyring=self._keyring, policy=self._policy, vault=vault,
+                            urgent_lane=self._urgent_lane)  # fmt: skip
 
     @property
     def temporal(self) -> Client:
@@ -125,7 +129,9 @@ class HeraldClient:
                 # The urgent lane for the first priority key, so its workflow tasks never wait for a
                 # worker slot behind a backlog's (herald/temporal/task_queues.py); its submits still
                 # join the route's one paced submit queue.
-                task_queue=workflow_task_queue(self._task_queue, priority.priority_key),
+                task_queue=workflow_task_queue(self._task_queue, priority.priority_key)
+                if self._urgent_lane
+                else self._task_queue,
                 # A running intent for this key is the intent: attach to it instead of failing...
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 # ...and a closed one is never run again: one business event, one intent.

@@ -14,6 +14,8 @@ async def herald_client(
     """Herald's client on the settings' Temporal and task queue, naming recipients with the settings'
     fingerprint keys; `vault` seals intents with their recipients' keys (None: not sealing)."""
     client = await runtime.temporal()
+    temporal = runtime.settings().temporal
     return HeraldClient(
-        client, runtime.settings().temporal.task_queue, keyring=runtime.keyring(), policy=policy, vault=vault
-    )
+        client, temporal.task_queue, keyring=runtime.keyring(), policy=policy, vault=vault,
+        urgent_lane=temporal.urgent_lane,
+    )  # fmt: skip

@@ -59,6 +59,7 @@ async def serve(apply: bool, starts: StartsFactory = lambda herald: herald) -> N
             settings.temporal.task_queue,
             keyring=keyring,
             vault=vault,
+            urgent_lane=settings.temporal.urgent_lane,
         )
         relay = OutboxRelay(
             pool,

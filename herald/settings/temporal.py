@@ -83,6 +83,7 @@ class TemporalVariables(Section):
         str, Field(pattern=r"^\S{1,990}$"), AfterValidator(_base_task_queue), Rule(_TASK_QUEUE_RULE)
     ] | None = Field(None, alias="HERALD_TASK_QUEUE")
     herald_temporal_tls: Flag | None = Field(None, alias="HERALD_TEMPORAL_TLS")
+    herald_urgent_lane: Flag | None = Field(None, alias="HERALD_URGENT_LANE")
     herald_temporal_tls_ca: ReadableFile | None = Field(None, alias="HERALD_TEMPORAL_TLS_CA")
     herald_temporal_tls_cert: ReadableFile | None = Field(None, alias="HERALD_TEMPORAL_TLS_CERT")
     herald_temporal_tls_key: ReadableFile | None = Field(None, alias="HERALD_TEMPORAL_TLS_KEY")
@@ -129,6 +130,10 @@ class TemporalSettings(Frozen):
     address: str = f"{LOOPBACK}:{TEMPORAL_PORT}"
     namespace: str = "default"
     task_queue: str = "herald-notifications"
+    # Clients start priority-1 intents on the route's urgent lane (herald/temporal/task_queues.py).
+    # Off, every intent starts on the task queue itself: for a rolling deploy whose workers do not
+    # poll the lane yet (turn it on once every worker does).
+    urgent_lane: bool = True
     # TLS for a real cluster: a CA to trust and, for mTLS, a client certificate and key, each
     # from a file or, from a Temporal profile or TEMPORAL_TLS_*_DATA, as the PEM itself.
     tls: bool = False
@@ -178,6 +183,7 @@ def _temporal(variables: TemporalVariables, profile: ClientConfigProfile) -> Tem
         address=variables.herald_temporal_address or profile.address or defaults.address,
         namespace=variables.herald_temporal_namespace or profile.namespace or defaults.namespace,
         task_queue=variables.herald_task_queue or defaults.task_queue,
+        urgent_lane=defaults.urgent_lane if variables.herald_urgent_lane is None else variables.herald_urgent_lane,
         tls=use_tls,
         tls_ca_path=ca_path,
         tls_cert_path=cert_path,

@@ -83,6 +83,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("HERALD_TEMPORAL_ADDRESS", "temporal-no-port", "must be host:port with a port from 1 to 65535, e.g. 127.0.0.1:7233"),
     ("HERALD_TEMPORAL_NAMESPACE", "name space!", "must be a namespace name: 1 to 255 letters, digits, '.', '-' or '_'"),
     ("HERALD_TASK_QUEUE", "queue with spaces", TASK_QUEUE_RULE),
+    ("HERALD_URGENT_LANE", "sometimes", "must be one of 1, true, yes, on, 0, false, no, off"),
     # A base queue may not be named like a lane of another's: its submits would be that one's.
     ("HERALD_TASK_QUEUE", "herald-notifications-urgent", TASK_QUEUE_RULE),
     ("HERALD_TASK_QUEUE", "herald-notifications-submit", TASK_QUEUE_RULE),

@@ -3,10 +3,14 @@ queue, and every intent of the route, on the lane or not, submits through the on
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from herald.client import HeraldClient
 from herald.settings import InvalidSetting, load_settings
 from herald.settings.temporal import LANE_SUFFIXES
 from herald.temporal.task_queues import (
@@ -17,6 +21,8 @@ from herald.temporal.task_queues import (
     urgent_task_queue,
     workflow_task_queue,
 )
+from tests.intents import ORDER_DATA
+from tests.keys import SESSION_KEYRING
 
 # What HERALD_TASK_QUEUE accepts: 1 to 990 characters without whitespace, not ending like a lane.
 base_queues = st.text(st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=990).filter(
@@ -45,3 +51,36 @@ def test_the_settings_refuse_a_base_queue_named_like_a_lane() -> None:
     for suffix in LANE_SUFFIXES:
         with pytest.raises(InvalidSetting, match="HERALD_TASK_QUEUE: "):
             load_settings({"HERALD_TASK_QUEUE": f"herald{suffix}"})
+
+
+class _Temporal:
+    """Stands in for temporalio's Client: keeps the task queue and priority of each start."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int]] = []
+
+    async def start_workflow(self, workflow: Any, arg: Any, **kwargs: Any) -> Any:
+        self.started.append((kwargs["task_queue"], kwargs["priority"].priority_key))
+        return SimpleNamespace(_start_workflow_response=SimpleNamespace(started=True), result_run_id="run")
+
+
+CODE = {"business_key": "signin:s_1", "recipient": "+15551230001", "template_id": "class_reminder",
+        "template_version": 1, "render_data": {"class_name": "Spin", "starts_at": "Mon 18:00"}}  # fmt: skip
+RECEIPT = {"business_key": "order_receipt:pay_1", "recipient": "+15551230001", "template_id": "order_receipt",
+           "template_version": 1, "render_data": ORDER_DATA}  # fmt: skip
+
+
+@pytest.mark.parametrize(("lane", "code_queue"), [(True, "herald-urgent"), (False, "herald")])
+async def test_the_client_starts_only_priority_1_on_the_lane_and_only_when_it_is_on(lane: bool, code_queue: str) -> None:
+    """An account code (priority 1) starts on the lane; a receipt (priority 2) on the route's queue;
+    with HERALD_URGENT_LANE off (a rolling deploy whose workers do not poll the lane yet), both there."""
+    temporal = _Temporal()
+    herald = HeraldClient(temporal, "herald", keyring=SESSION_KEYRING, urgent_lane=lane)  # type: ignore[arg-type]
+    await herald.send(CODE)
+    await herald.send(RECEIPT)
+    assert temporal.started == [(code_queue, 1), ("herald", 2)]
+
+
+def test_the_lane_is_on_unless_turned_off() -> None:
+    assert load_settings({}).temporal.urgent_lane is True
+    assert load_settings({"HERALD_URGENT_LANE": "off"}).temporal.urgent_lane is False
