@@ -21,7 +21,7 @@ from herald.console.pages import delay, moment, notice_href, page
 from herald.console.single_flight import Computed
 from herald.core.outcomes import Frozen
 from herald.ledger.report import QUEUE_WINDOW, TENANTS_SHOWN, ExpiredInQueue, LedgerReport, QueueAgePoint
-from herald.temporal.route_backlog import RouteBacklog
+from herald.temporal.route_backlog import LaneBacklog, RouteBacklog
 from herald.temporal.task_queues import submit_task_queue
 
 # The windows the chart may span, in hours: each drawn in CHART_BUCKETS buckets.
@@ -227,12 +227,22 @@ def _backlogs(queues: list[RouteQueue] | None) -> Markup:
             by_priority = "   ".join(
                 f"priority {level.priority}: {level.tasks} queued, oldest {level.oldest_seconds:,.1f} s" for level in levels
             )  # fmt: skip
-            cells = [el("td", f"{backlog.tasks:,}"), el("td", f"{oldest:,.1f} s"), el("td", by_priority or "empty")]
+            cells = [el("td", f"{backlog.tasks:,}"), el("td", f"{oldest:,.1f} s"),
+                     el("td", by_priority or "empty", *_lane(backlog.lane))]  # fmt: skip
         rows.append(el("tr", el("td", submit_task_queue(queue.route), class_="mono"), *cells, data_route=queue.route))
     return fragment(
         el("p", "each route's submit queue now, as the Temporal server counts it (approximate)", class_="muted"),
         _table(("submit queue", "queued", "oldest", "by priority"), rows, "no route configured"),
     )
+
+
+def _lane(lane: LaneBacklog | None) -> list[Markup]:
+    """The route's urgent lane under its submit queue's line, marked when no worker polls it while
+    urgent intents wait there."""
+    if lane is None:
+        return []
+    unpolled = bool(lane.tasks) and not lane.pollers
+    return [el("div", lane.render(), class_="lane warn" if unpolled else "lane")]
 
 
 def _expired(expired: list[ExpiredInQueue], within: str) -> Markup:

@@ -43,3 +43,21 @@ class RouteBacklogCollector(Collector):
             oldest.add_metric(labels, level.oldest_seconds)
         yield tasks
         yield oldest
+        lane = backlog.lane
+        if lane is None:
+            return
+        labels = [backlog.route]
+        waiting = GaugeMetricFamily(
+            "herald_urgent_lane_tasks",
+            "Workflow tasks waiting on the route's urgent lane (priority-1 intents); the server's approximate count",
+            labels=["route"],
+        )
+        waiting.add_metric(labels, lane.tasks)
+        pollers = GaugeMetricFamily(
+            "herald_urgent_lane_pollers",
+            "Workers that polled the route's urgent lane lately; 0 with tasks waiting: urgent intents nobody takes",
+            labels=["route"],
+        )
+        pollers.add_metric(labels, lane.pollers)
+        yield waiting
+        yield pollers

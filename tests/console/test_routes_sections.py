@@ -31,7 +31,7 @@ from herald.console.outbox_backlog import OutboxBacklog
 from herald.core.machine.rules import EXPIRED_IN_QUEUE
 from herald.ledger.report import LedgerReport, ledger_report
 from herald.settings import ConsoleSettings
-from herald.temporal.route_backlog import PriorityBacklog, RouteBacklog, route_backlog
+from herald.temporal.route_backlog import LaneBacklog, PriorityBacklog, RouteBacklog, route_backlog
 from tests.console.conftest import console_client
 from tests.console.ledger_rows import _intent
 from tests.console.test_story import text_of
@@ -136,7 +136,10 @@ async def test_the_newest_expiries_in_the_route_queue_are_listed_with_links(
     tenant = f"late-{secrets.token_hex(3)}"
     now = datetime.now(UTC)
     older = await _expired_in_queue(pool, tenant, now - timedelta(hours=25))
-    keys = [await _expired_in_queue(pool, tenant, now - timedelta(minutes=1 + n)) for n in range(21)]
+    # Stamped ahead of the clock: the ledger is the session's, and another test's intent that really
+    # expired in the queue a moment ago must not be the newest here.
+    ahead = now + timedelta(hours=1)
+    keys = [await _expired_in_queue(pool, tenant, ahead - timedelta(minutes=1 + n)) for n in range(21)]
     page = (await console.get("/routes")).text
     section = re.search(r"expired in the route queue, the newest of the last 24 h</h3>(.*?)</table>", page, re.DOTALL)
     assert section is not None
@@ -158,16 +161,21 @@ async def test_each_route_has_its_backlog_line_or_unknown(reader_pool: AsyncConn
         PriorityBacklog(priority=1, tasks=3, oldest_seconds=2.0, added_per_second=1, dispatched_per_second=1),
         PriorityBacklog(priority=5, tasks=40, oldest_seconds=12.5, added_per_second=4, dispatched_per_second=4)])  # fmt: skip
 
+    unpolled = LaneBacklog(queue="herald-lane-urgent", tasks=2, oldest_seconds=95.0, pollers=0)
+    lane_only = RouteBacklog(route="herald-lane-submit", by_priority=[], lane=unpolled)
+
     async def read(task_queue: str) -> RouteBacklog:
         if task_queue == "herald-notifications":
             return counted
+        if task_queue == "herald-lane":
+            return lane_only
         if task_queue == "herald-paced":
             raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
         await asyncio.sleep(60)
         raise AssertionError("not reached")
 
     settings = ConsoleSettings(query_timeout=0.3)
-    routes = ("herald-notifications", "herald-paced", "herald-silent")
+    routes = ("herald-notifications", "herald-paced", "herald-silent", "herald-lane")
     async with console_client(reader_pool, settings, read_backlog=read, routes=routes) as client:
         answer = await client.get("/routes")
     assert answer.status_code == 200
@@ -177,7 +185,11 @@ async def test_each_route_has_its_backlog_line_or_unknown(reader_pool: AsyncConn
                                 "priority 5: 40 queued, oldest 12.5 s ",
         "herald-paced": " herald-paced-submit unknown - the Temporal server did not answer: RPCError ",
         "herald-silent": " herald-silent-submit unknown - the Temporal server did not answer: TimeoutError ",
+        # An urgent lane with intents waiting and no worker polling it is said, and marked.
+        "herald-lane": " herald-lane-submit 0 0.0 s empty urgent lane herald-lane-urgent: 2 workflow tasks waiting,"
+                       " oldest 95.0 s, 0 pollers NO WORKER POLLS IT: its intents wait untouched ",
     }  # fmt: skip
+    assert '<div class="lane warn">urgent lane herald-lane-urgent' in answer.text
 
 
 async def test_a_temporal_server_that_never_answers_costs_the_backlog_lines_only(

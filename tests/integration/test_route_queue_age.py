@@ -18,10 +18,14 @@ from devstack.processes import free_port
 from herald.core.lifecycle import IntentState
 from herald.ledger.report import ledger_report
 from herald.metrics.exporter import build_exporter, ledger_pool
-from herald.temporal.route_backlog import route_backlog
+from herald.client import HeraldClient
+from herald.temporal.route_backlog import RouteBacklog, route_backlog
+from tests import reads
 from tests.integration.routes import route_paced_at
 from tests.integration.test_starter_cli import run_starter, stack_env
 from tests.intents import fresh_key, fresh_recipient, receipt_request
+from tests.keys import SESSION_KEYRING
+from tests.stack import TEST_POLICY
 
 PACE = 5.0
 BATCH = 8
@@ -122,3 +126,37 @@ def test_starter_report_prints_queue_age_and_the_routes_backlog(stack: Any) -> N
     assert away.returncode == 0, away.stderr
     assert "route backlog: unknown (cannot reach Temporal at 127.0.0.1:" in away.stdout
     assert "queue age by priority and tenant" in away.stdout
+
+
+async def test_an_urgent_lane_no_worker_polls_is_said_and_counted(temporal: Client, settings: Any) -> None:
+    """An account code started on a route whose urgent lane no worker polls waits there untouched:
+    `starter.py report`'s line says so, and the exporter serves its tasks and its 0 pollers."""
+    task_queue = f"herald-unpolled-{secrets.token_hex(4)}"
+    herald = HeraldClient(temporal, task_queue, keyring=SESSION_KEYRING, policy=TEST_POLICY)
+    code = receipt_request(fresh_key("signin"), fresh_recipient(), template_id="class_reminder", template_version=1,
+                           render_data={"class_name": "Spin", "starts_at": "Mon 18:00"})  # fmt: skip
+    receipt = await herald.send(code)
+    try:
+
+        async def lane_counted() -> RouteBacklog | None:
+            backlog = await route_backlog(temporal, task_queue)
+            return backlog if backlog.lane is not None and backlog.lane.tasks else None
+
+        backlog = await reads.eventually(lane_counted, "the lane's waiting task counted", 20, every=0.5)
+        assert backlog.lane is not None
+        assert (backlog.lane.queue, backlog.lane.tasks, backlog.lane.pollers) == (f"{task_queue}-urgent", 1, 0)
+        assert f"urgent lane {task_queue}-urgent: 1 workflow tasks waiting" in backlog.render()
+        assert "NO WORKER POLLS IT" in backlog.render()
+        async with ledger_pool(settings.database_url.get_secret_value(), 5.0) as exporter_pool:
+            app = build_exporter(
+                exporter_pool, query_timeout=5.0, read_backlog=lambda: route_backlog(temporal, task_queue)
+            )
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://exporter") as http:
+                text = (await http.get("/metrics")).text
+        samples = {(s.name, tuple(s.labels.items())): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+        route = (("route", f"{task_queue}-submit"),)
+        assert samples[("herald_urgent_lane_tasks", route)] == 1
+        assert samples[("herald_urgent_lane_pollers", route)] == 0
+    finally:
+        await temporal.get_workflow_handle(receipt.workflow_id).terminate("test: a lane no worker polls")
