@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue, TaskQueueStats
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, DescribeTaskQueueResponse
 from temporalio.client import Client
 
 from herald.core.outcomes import Frozen
@@ -74,16 +74,9 @@ class RouteBacklog(Frozen):
 
 
 async def route_backlog(client: Client, task_queue: str) -> RouteBacklog:
-    """The backlog of `task_queue`'s submit queue (the route the server paces)."""
+    """The backlog of `task_queue`'s submit queue (the route the server paces), and its urgent lane's."""
     route = submit_task_queue(task_queue)
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=route, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-            report_stats=True,
-        )
-    )
+    response = await _described(client, route, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
     levels = [_level(key or SERVER_DEFAULT_PRIORITY, stats) for key, stats in response.stats_by_priority_key.items()]
     if not levels and response.HasField("stats"):  # a server that does not break its statistics down
         levels = [_level(SERVER_DEFAULT_PRIORITY, response.stats)]
@@ -92,18 +85,22 @@ async def route_backlog(client: Client, task_queue: str) -> RouteBacklog:
 
 
 async def _lane(client: Client, queue: str) -> LaneBacklog:
-    response = await client.workflow_service.describe_task_queue(
+    response = await _described(client, queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+    level = _level(SERVER_DEFAULT_PRIORITY, response.stats if response.HasField("stats") else TaskQueueStats())
+    return LaneBacklog(
+        queue=queue, tasks=level.tasks, oldest_seconds=level.oldest_seconds, pollers=len(response.pollers)
+    )
+
+
+async def _described(client: Client, queue: str, kind: TaskQueueType.ValueType) -> DescribeTaskQueueResponse:
+    """The server's description of one task queue of `kind`, with its statistics and pollers."""
+    return await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
             task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            task_queue_type=kind,
             report_stats=True,
         )
-    )
-    stats = response.stats if response.HasField("stats") else TaskQueueStats()
-    level = _level(SERVER_DEFAULT_PRIORITY, stats)
-    return LaneBacklog(
-        queue=queue, tasks=level.tasks, oldest_seconds=level.oldest_seconds, pollers=len(response.pollers)
     )
 
 
