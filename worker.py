@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AsyncExitStack
 
 from temporalio.client import Client, Interceptor
@@ -134,12 +134,18 @@ def build_submit_worker(client: Client, settings: Settings, provider: ProviderAc
 
 
 def workflow_workers(
-    client: Client, settings: Settings, ledger: LedgerActivities, provider: ProviderActivities
+    client: Client,
+    settings: Settings,
+    ledger: LedgerActivities,
+    provider: ProviderActivities,
+    queues: Collection[str] = ("standard", "urgent"),
 ) -> list[Worker]:
-    """The workflow workers of a route: its standard queue's and its urgent lane's (every workflow task)."""
+    """The workflow workers of a route for `queues`: by default its standard queue's and its urgent
+    lane's (every workflow task)."""
     return [
-        build_worker(client, settings, ledger, provider),
-        build_worker(client, settings, ledger, provider, urgent=True),
+        build_worker(client, settings, ledger, provider, urgent=queue == "urgent")
+        for queue in ("standard", "urgent")
+        if queue in queues
     ]
 
 
@@ -151,11 +157,7 @@ def polled_workers(
     own: a burst of workflow tasks then shares the machine with the urgent lane and the route's
     submits, not their event loop."""
     chosen = settings.worker_queues
-    workers = []
-    if "standard" in chosen:
-        workers.append(build_worker(client, settings, ledger, provider))
-    if "urgent" in chosen:
-        workers.append(build_worker(client, settings, ledger, provider, urgent=True))
+    workers = workflow_workers(client, settings, ledger, provider, chosen)
     if "submits" in chosen:
         workers.append(build_submit_worker(client, settings, provider))
     return workers

@@ -11,6 +11,8 @@ wait there untouched (herald/temporal/task_queues.py), which only the server can
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue, TaskQueueStats
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, DescribeTaskQueueResponse
@@ -76,11 +78,13 @@ class RouteBacklog(Frozen):
 async def route_backlog(client: Client, task_queue: str) -> RouteBacklog:
     """The backlog of `task_queue`'s submit queue (the route the server paces), and its urgent lane's."""
     route = submit_task_queue(task_queue)
-    response = await _described(client, route, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    # Both asked at once: a page or a scrape waits for one round trip, not two.
+    response, lane = await asyncio.gather(
+        _described(client, route, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY), _lane(client, urgent_task_queue(task_queue))
+    )
     levels = [_level(key or SERVER_DEFAULT_PRIORITY, stats) for key, stats in response.stats_by_priority_key.items()]
     if not levels and response.HasField("stats"):  # a server that does not break its statistics down
         levels = [_level(SERVER_DEFAULT_PRIORITY, response.stats)]
-    lane = await _lane(client, urgent_task_queue(task_queue))
     return RouteBacklog(route=route, by_priority=sorted(levels, key=lambda level: level.priority), lane=lane)
 
 
