@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from herald.client import HeraldClient
@@ -23,6 +23,7 @@ from herald.temporal.task_queues import (
 )
 from tests.intents import ORDER_DATA
 from tests.keys import SESSION_KEYRING
+from tests.unit.test_settings import TASK_QUEUE_RULE, WORKER_QUEUES_RULE
 
 # What HERALD_TASK_QUEUE accepts: 1 to 990 characters without whitespace, not ending like a lane.
 base_queues = st.text(st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=990).filter(
@@ -84,3 +85,31 @@ async def test_the_client_starts_only_priority_1_on_the_lane_and_only_when_it_is
 def test_the_lane_is_on_unless_turned_off() -> None:
     assert load_settings({}).temporal.urgent_lane is True
     assert load_settings({"HERALD_URGENT_LANE": "off"}).temporal.urgent_lane is False
+
+
+@example("a")
+@example(" , ")
+@given(st.text(max_size=40) | st.lists(st.sampled_from(["standard", "urgent", "submits", "workflows", "all", " ", ","])).map("".join))
+def test_any_worker_queues_value_is_a_set_of_queues_or_refused_by_name(value: str) -> None:
+    """HERALD_WORKER_QUEUES, whatever is typed: a non-empty set of the route's queues, or one line
+    naming the variable and its rule, never the value."""
+    try:
+        chosen = load_settings({"HERALD_WORKER_QUEUES": value}).worker_queues
+    except InvalidSetting as error:
+        # The rule's one line, the same whatever was typed: the value is never echoed.
+        assert str(error) == f"HERALD_WORKER_QUEUES: {WORKER_QUEUES_RULE}"
+    else:
+        assert chosen and chosen <= {"standard", "urgent", "submits"}
+
+
+@given(st.text(max_size=40) | st.sampled_from(["q-urgent", "q-submit", "q-urgent-x", "-urgent", "q" * 991]))
+def test_any_task_queue_value_names_three_distinct_queues_or_is_refused_by_name(value: str) -> None:
+    """HERALD_TASK_QUEUE, whatever is typed: a base whose lane and submit queue are its own, or one
+    line naming the variable and its rule."""
+    try:
+        base = load_settings({"HERALD_TASK_QUEUE": value}).temporal.task_queue
+    except InvalidSetting as error:
+        assert str(error) == f"HERALD_TASK_QUEUE: {TASK_QUEUE_RULE}"
+    else:
+        assert route_task_queue(urgent_task_queue(base)) == base
+        assert len({base, urgent_task_queue(base), submit_task_queue(base)}) == 3
