@@ -72,7 +72,9 @@ RECEIPT = {"business_key": "order_receipt:pay_1", "recipient": "+15551230001", "
 
 
 @pytest.mark.parametrize(("lane", "code_queue"), [(True, "herald-urgent"), (False, "herald")])
-async def test_the_client_starts_only_priority_1_on_the_lane_and_only_when_it_is_on(lane: bool, code_queue: str) -> None:
+async def test_the_client_starts_only_priority_1_on_the_lane_and_only_when_it_is_on(
+    lane: bool, code_queue: str
+) -> None:
     """An account code (priority 1) starts on the lane; a receipt (priority 2) on the route's queue;
     with HERALD_URGENT_LANE off (a rolling deploy whose workers do not poll the lane yet), both there."""
     temporal = _Temporal()
@@ -89,7 +91,10 @@ def test_the_lane_is_on_unless_turned_off() -> None:
 
 @example("a")
 @example(" , ")
-@given(st.text(max_size=40) | st.lists(st.sampled_from(["standard", "urgent", "submits", "workflows", "all", " ", ","])).map("".join))
+@given(
+    st.text(max_size=40)
+    | st.lists(st.sampled_from(["standard", "urgent", "submits", "workflows", "all", " ", ","])).map("".join)
+)
 def test_any_worker_queues_value_is_a_set_of_queues_or_refused_by_name(value: str) -> None:
     """HERALD_WORKER_QUEUES, whatever is typed: a non-empty set of the route's queues, or one line
     naming the variable and its rule, never the value."""
