@@ -78,56 +78,42 @@ async def test_worker_killed_before_the_provider_call_sends_once(fault_stack, fa
     await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
 
 
-async def test_a_worker_split_by_queue_sends_only_from_its_submit_process(
+async def test_a_worker_split_by_queue_sends_only_from_its_submit_process_and_the_lane_waits_for_its_own(
     fault_stack, fault_herald, fault_emulator, fault_pool
 ) -> None:
-    """HERALD_WORKER_QUEUES: with only the workflows process up, the attempt is prepared and its submit
-    waits in Temporal's queue, nothing sent; the submits process started, it is sent once and delivered."""
+    """HERALD_WORKER_QUEUES, one process per queue of the route:
+    - only `standard` up: a receipt's attempt is prepared and its submit waits in Temporal's queue,
+      nothing sent; an account code (priority 1) runs on `<queue>-urgent` and is not touched at all
+      (no attempt row, nothing sent);
+    - `submits` started: the receipt is sent once and delivered, from the process polling the submit
+      queue alone; the code is still untouched;
+    - `urgent` started: the code is delivered once, its submit scheduled on the route's one paced
+      submit queue and sent by the submits process (the lane's process polls the lane alone)."""
+    base = fault_stack.config.temporal.task_queue
     key, to = fresh_key(), fresh_recipient()
-    with worker(fault_stack, "worker-workflows", HERALD_WORKER_QUEUES="workflows"):
+    code_key, code_to = fresh_key("signin"), fresh_recipient()
+    code = receipt_request(code_key, code_to, template_id="class_reminder", template_version=1,
+                           render_data={"class_name": "Spin", "starts_at": "Mon 18:00"})  # fmt: skip
+    with worker(fault_stack, "worker-standard", HERALD_WORKER_QUEUES="standard"):
         receipt = await fault_herald.send(receipt_request(key, to))
+        await fault_herald.send(code)
         await reads.eventually(lambda: _submit_scheduled(fault_herald, key), "the submit scheduled", 15)
         await asyncio.sleep(1.0)  # time enough for a wrongly polled submit to reach the emulator
         assert await fault_emulator.messages(to) == []
+        assert (await fault_herald.handle(code_key).describe()).task_queue == f"{base}-urgent"
         with worker(fault_stack, "worker-submits", HERALD_WORKER_QUEUES="submits") as submits:
             final = await reads.final(fault_herald, key)
-        log = (fault_stack.log_dir / f"{submits.name}.log").read_text()
-    assert final.state is IntentState.DELIVERED
-    assert len(await fault_emulator.messages(to)) == 1
-    # The submits process polled the submit queue alone.
-    assert f"worker polling task queue {submit_task_queue(fault_stack.config.temporal.task_queue)}" in log
-    await check_invariants(fault_pool, fault_emulator, {receipt.workflow_id: to})
-
-
-async def test_an_urgent_intent_runs_on_its_lane_and_submits_through_the_route_queue(
-    fault_stack, fault_herald, fault_emulator, fault_pool
-) -> None:
-    """The urgent lane: an account notice (priority 1) runs on `<queue>-urgent`. With only a process
-    polling the standard queue and the submits up, a receipt beside it is delivered and the notice is
-    not touched (no attempt, nothing sent); once a process polling the lane alone starts, the notice
-    is delivered once, its submit scheduled on the route's one paced submit queue and sent by the
-    submits process (the lane's process polls no submits)."""
-    base = fault_stack.config.temporal.task_queue
-    code_key, code_to = fresh_key("signin"), fresh_recipient()
-    receipt_key, receipt_to = fresh_key(), fresh_recipient()
-    code = receipt_request(code_key, code_to, template_id="class_reminder", template_version=1,
-                           render_data={"class_name": "Spin", "starts_at": "Mon 18:00"})  # fmt: skip
-    with worker(fault_stack, "worker-standard", HERALD_WORKER_QUEUES="standard,submits"):
-        await fault_herald.send(code)
-        await fault_herald.send(receipt_request(receipt_key, receipt_to))
-        assert (await reads.final(fault_herald, receipt_key)).state is IntentState.DELIVERED
-        description = await fault_herald.handle(code_key).describe()
-        assert description.task_queue == f"{base}-urgent"
-        async with fault_pool.connection() as conn:
-            rows = await (await conn.execute("SELECT count(*) FROM attempts WHERE workflow_id = %s",
-                                             (workflow_id_for(code_key, "sms"),))).fetchone()  # fmt: skip
-        assert rows == (0,) and await fault_emulator.messages(code_to) == []
-        with worker(fault_stack, "worker-urgent", HERALD_WORKER_QUEUES="urgent") as lane:
-            final = await reads.final(fault_herald, code_key)
-        log = (fault_stack.log_dir / f"{lane.name}.log").read_text()
-    assert final.state is IntentState.DELIVERED
-    assert len(await fault_emulator.messages(code_to)) == 1
-    assert f"worker polling task queue {base}-urgent\n" in log  # the lane alone: no submit sent from here
+            assert await _attempt_rows(fault_pool, workflow_id_for(code_key, "sms")) == 0
+            assert await fault_emulator.messages(code_to) == []
+            with worker(fault_stack, "worker-urgent", HERALD_WORKER_QUEUES="urgent") as lane:
+                code_final = await reads.final(fault_herald, code_key)
+        submits_log = (fault_stack.log_dir / f"{submits.name}.log").read_text()
+        lane_log = (fault_stack.log_dir / f"{lane.name}.log").read_text()
+    assert final.state is IntentState.DELIVERED and code_final.state is IntentState.DELIVERED
+    assert len(await fault_emulator.messages(to)) == 1 and len(await fault_emulator.messages(code_to)) == 1
+    # Each process polled its own queue alone: the submits process sent both.
+    assert f"worker polling task queue {submit_task_queue(base)}" in submits_log
+    assert f"worker polling task queue {base}-urgent\n" in lane_log
     history = await fault_herald.handle(code_key).fetch_history()
     submit_queues = {
         event.activity_task_scheduled_event_attributes.task_queue.name
@@ -135,8 +121,14 @@ async def test_an_urgent_intent_runs_on_its_lane_and_submits_through_the_route_q
         if event.activity_task_scheduled_event_attributes.activity_type.name == "submit_attempt"
     }
     assert submit_queues == {submit_task_queue(base)} == {f"{base}-submit"}
-    await check_invariants(fault_pool, fault_emulator, {
-        workflow_id_for(code_key, "sms"): code_to, workflow_id_for(receipt_key, "sms"): receipt_to})  # fmt: skip
+    intents = {receipt.workflow_id: to, workflow_id_for(code_key, "sms"): code_to}
+    await check_invariants(fault_pool, fault_emulator, intents)
+
+
+async def _attempt_rows(pool, workflow_id: str) -> int:
+    async with pool.connection() as conn:
+        [(count,)] = await (await conn.execute("SELECT count(*) FROM attempts WHERE workflow_id = %s", (workflow_id,))).fetchall()  # fmt: skip
+    return count
 
 
 async def _submit_scheduled(herald: HeraldClient, key: str) -> bool:
